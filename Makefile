@@ -1,0 +1,27 @@
+# Two commands on a fresh machine:  make run   (the service)   and   make test   (the tests).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test token bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C
+	$(PY) -m local
+
+test: $(VENV)/.installed  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP)
+	$(PY) -m pytest
+
+token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
+	@$(PY) -m local.token $(or $(SUB),alice)
+
+bench: $(VENV)/.installed  ## the resize benchmark
+	$(PY) benchmarks/resize.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

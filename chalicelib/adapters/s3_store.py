@@ -1,0 +1,51 @@
+"""ObjectStore on S3-compatible storage (AWS, LocalStack, MinIO, moto) through boto3."""
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib.ports import FileTooLarge, TransientError
+
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+
+class S3Store:
+    def __init__(self, client, bucket: str, presign_client=None):
+        self._client = client
+        self._bucket = bucket
+        # Presigned URLs must name an endpoint the client can reach, which may differ.
+        self._presign_client = presign_client or client
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        try:
+            self._client.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType=content_type)
+        except (BotoCoreError, ClientError) as error:
+            raise TransientError("storage unavailable") from error
+
+    def get(self, key: str, max_bytes: int) -> bytes:
+        try:
+            response = self._client.get_object(Bucket=self._bucket, Key=key)
+            if response["ContentLength"] > max_bytes:
+                response["Body"].close()
+                raise FileTooLarge(f"The file is larger than {max_bytes} bytes")
+            return response["Body"].read()
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _MISSING:
+                raise KeyError(key) from None
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self._bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _MISSING:
+                return
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+
+    def presign_get(self, key: str, expires_in: int) -> str:
+        return self._presign_client.generate_presigned_url(
+            "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in
+        )

@@ -1,0 +1,76 @@
+"""Settings.from_environ: the only reader of environment variables."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping, Optional
+
+MIB = 1024 * 1024
+DAY = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Settings:
+    region: str = "us-east-1"
+    # One endpoint for S3, SQS and DynamoDB: moto's server, LocalStack, or None for AWS.
+    endpoint_url: Optional[str] = None
+    # The S3 endpoint clients can reach, for presigned URLs (MinIO behind a proxy, say).
+    public_s3_endpoint_url: Optional[str] = None
+    bucket: str = "image-jobs"
+    table: str = "image-jobs"
+    queue_name: str = "image-jobs-events"
+    originals_prefix: str = "originals/"
+    renditions_prefix: str = "renditions/"
+    auth_mode: str = "jwt"  # "jwt": HS256 checked by the app; "cognito": API Gateway did it
+    jwt_secret: str = "dev-secret-change-me"
+    max_upload_bytes: int = 4 * MIB
+    max_direct_upload_bytes: int = 50 * MIB
+    max_pixels: int = 50_000_000
+    retry_after_seconds: int = 2
+    url_ttl_seconds: int = 3600
+    retention_seconds: int = 7 * DAY
+    lease_seconds: int = 120
+    max_attempts: int = 3
+    display_box: int = 1280
+    thumb_size: int = 256
+    jpeg_quality: int = 85
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
+        values = {}
+        for field in fields(cls):
+            raw = environ.get(env_name(field.name))
+            if raw is None or raw == "":
+                continue
+            values[field.name] = _parse(field.name, field.type, raw)
+        return cls(**values)
+
+    @property
+    def presign_endpoint_url(self) -> Optional[str]:
+        return self.public_s3_endpoint_url or self.endpoint_url
+
+
+# Names that follow AWS's own variables or read better than the field's name upper-cased.
+_ENV_NAMES = {
+    "region": "AWS_REGION",
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "bucket": "IMAGES_BUCKET",
+    "table": "JOBS_TABLE",
+    "queue_name": "JOBS_QUEUE",
+    "jwt_secret": "AUTH_JWT_SECRET",
+}
+
+
+def env_name(field_name: str) -> str:
+    return _ENV_NAMES.get(field_name, field_name.upper())
+
+
+def _parse(name: str, kind: str, raw: str):
+    if kind == "int":
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{env_name(name)} must be an integer, got {raw!r}") from None
+        if value <= 0:
+            raise ValueError(f"{env_name(name)} must be positive, got {value}")
+        return value
+    return raw

@@ -1,0 +1,341 @@
+"""Decode an uploaded image and make its JPEG renditions: pure, bytes in, bytes out.
+
+Safety: the format is decided by magic bytes only, and the pixel count is checked from
+the header before any pixel is decoded. Every decoding failure becomes a DomainError
+with a fixed, safe detail (never a library message).
+
+Speed: JPEGs are decoded at 1/2, 1/4 or 1/8 scale by libjpeg (`draft`) when the display
+size allows it, all colour work (alpha, ICC, orientation) happens on the small image,
+and the thumbnail is cut from the display image, not the original.
+
+Output: baseline RGB JPEG, 4:2:0, with no metadata at all (no EXIF, XMP, comment or
+ICC profile). Pixels are converted to sRGB first, so a viewer's untagged = sRGB
+assumption is right.
+"""
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pillow_heif
+from PIL import Image, ImageCms
+
+from chalicelib.ports import ImageTooLarge, InvalidImage, UnsupportedFormat
+
+pillow_heif.register_heif_opener()
+
+ALLOWED_TYPES: frozenset[str] = frozenset(
+    {
+        "image/jpeg",
+        "image/png",
+        "image/webp",
+        "image/gif",
+        "image/tiff",
+        "image/avif",
+        "image/heic",
+        "image/heif",
+    }
+)
+
+# Pillow plugin allowed to open each sniffed type, so no other parser ever sees the bytes.
+_PIL_FORMATS: dict[str, str] = {
+    "image/jpeg": "JPEG",
+    "image/png": "PNG",
+    "image/webp": "WEBP",
+    "image/gif": "GIF",
+    "image/tiff": "TIFF",
+    "image/avif": "AVIF",
+    "image/heic": "HEIF",
+    "image/heif": "HEIF",
+}
+
+_AVIF_BRANDS = frozenset({b"avif", b"avis"})
+_HEIC_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis"})
+_HEIF_BRANDS = frozenset({b"mif1", b"msf1"})
+_MAX_FTYP_SIZE = 4096  # a real ftyp box holds a handful of brands
+
+# EXIF Orientation value -> the transpose that displays the image upright.
+_ORIENTATION_TAG = 0x0112
+_TRANSPOSE: dict[int, Image.Transpose] = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+_RESAMPLE = Image.Resampling.LANCZOS
+# Images more than this many times larger than the target are first box-reduced by an
+# integer factor (cheap), then resampled; 2.0 is Pillow's own quality/speed compromise.
+_REDUCING_GAP = 2.0
+
+# Decoding errors Pillow and its plugins raise on truncated or malformed data.
+_DECODE_ERRORS = (
+    OSError,
+    ValueError,
+    SyntaxError,
+    EOFError,
+    struct.error,
+    IndexError,
+    KeyError,
+    RuntimeError,
+    ZeroDivisionError,
+)
+
+_SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    content_type: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    data: bytes
+    width: int
+    height: int
+    content_type: str
+
+
+# ---------------------------------------------------------------------------- sniff
+
+
+def sniff(data: bytes) -> str | None:
+    """MIME type from the magic bytes only (never a header or filename), or None."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data.startswith(b"RIFF") and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data.startswith((b"II*\x00", b"MM\x00*")):
+        return "image/tiff"
+    return _sniff_isobmff(data)
+
+
+def _sniff_isobmff(data: bytes) -> str | None:
+    """AVIF/HEIC/HEIF from the leading ISO-BMFF 'ftyp' box's brands."""
+    if len(data) < 16 or data[4:8] != b"ftyp":
+        return None
+    box_size = int.from_bytes(data[:4], "big")
+    if not 16 <= box_size <= _MAX_FTYP_SIZE:
+        return None
+    major = data[8:12]
+    # 8..12 major brand, 12..16 minor version, then compatible brands.
+    brands = [major] + [data[i : i + 4] for i in range(16, min(box_size, len(data)) - 3, 4)]
+    for family, mime in (
+        (_AVIF_BRANDS, "image/avif"),
+        (_HEIC_BRANDS, "image/heic"),
+    ):
+        if major in family:
+            return mime
+    for family, mime in (
+        (_AVIF_BRANDS, "image/avif"),
+        (_HEIC_BRANDS, "image/heic"),
+        (_HEIF_BRANDS, "image/heif"),
+    ):
+        if any(brand in family for brand in brands):
+            return mime
+    return None
+
+
+# -------------------------------------------------------------------------- inspect
+
+
+def inspect(data: bytes, max_pixels: int) -> ImageInfo:
+    """Sniff (UnsupportedFormat if not allowed), read only the header (InvalidImage if
+    Pillow cannot), and check width*height <= max_pixels (ImageTooLarge) before any
+    pixel decoding. Width/height are as stored (before EXIF orientation)."""
+    im, content_type = _open(data, max_pixels)
+    with im:
+        return ImageInfo(content_type, im.width, im.height)
+
+
+@contextmanager
+def _decoding() -> Iterator[None]:
+    """Map every decoder failure to a DomainError with a safe, fixed detail.
+
+    Pillow's decompression-bomb warning is escalated too, so Image.MAX_IMAGE_PIXELS
+    (~89 MP) is a hard ceiling on top of max_pixels. catch_warnings is process-global:
+    fine for Lambda's one request at a time.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ImageTooLarge("The image has too many pixels.") from None
+    except _DECODE_ERRORS:
+        raise InvalidImage("The image could not be decoded.") from None
+
+
+def _open(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
+    """Open lazily (header only) and enforce the type and pixel limits."""
+    content_type = sniff(data)
+    if content_type not in ALLOWED_TYPES:
+        raise UnsupportedFormat("The file is not a supported image type.")
+    with _decoding():
+        im = Image.open(io.BytesIO(data), formats=[_PIL_FORMATS[content_type]])
+    width, height = im.size
+    if width <= 0 or height <= 0:
+        im.close()
+        raise InvalidImage("The image has no pixels.")
+    if width * height > max_pixels:
+        im.close()
+        raise ImageTooLarge(
+            f"The image is {width}x{height} pixels; at most {max_pixels} pixels are allowed."
+        )
+    return im, content_type
+
+
+# ------------------------------------------------------------------------ renditions
+
+
+def make_renditions(
+    data: bytes,
+    max_pixels: int,
+    display_box: int = 1280,
+    thumb_size: int = 256,
+    quality: int = 85,
+) -> tuple[Output, Output]:
+    """(display, thumb). Raises UnsupportedFormat / InvalidImage / ImageTooLarge.
+
+    display fits inside display_box x display_box and is never upscaled. thumb is exactly
+    thumb_size x thumb_size, centre-cropped from display; when display is smaller than
+    thumb_size on a side the crop is upscaled to fill it.
+    """
+    im, _ = _open(data, max_pixels)
+    with im, _decoding():
+        display = _display_image(im, display_box)
+        thumb = _cover(display, thumb_size)
+        return (
+            _output("display", display, quality),
+            _output("thumb", thumb, quality),
+        )
+
+
+def _display_image(im: Image.Image, box: int) -> Image.Image:
+    """Decode (shrunk on load when possible) to an upright sRGB RGB image within box."""
+    target = _fit(im.size, box)
+    crop = None
+    if target != im.size:
+        # JPEG decodes at the largest 1/2^n scale still >= target; HEIF may pick an
+        # embedded thumbnail that is at least as big. Other formats ignore this.
+        drafted = im.draft("RGB", target)
+        crop = drafted[1] if drafted else None
+    im.load()
+    orientation = _orientation(im)
+    icc = im.info.get("icc_profile")
+
+    small = _to_resizable_mode(im)
+    if target != small.size:
+        small = small.resize(target, _RESAMPLE, box=crop, reducing_gap=_REDUCING_GAP)
+    small = _flatten(small)
+    small = _to_srgb(small, icc)
+    if orientation in _TRANSPOSE:
+        small = small.transpose(_TRANSPOSE[orientation])
+    small.info = {}  # nothing (EXIF, XMP, comment, ICC, dpi) may reach the encoder
+    return small
+
+
+def _fit(size: tuple[int, int], box: int) -> tuple[int, int]:
+    """Largest size with the same aspect inside box x box, never bigger than size.
+
+    The box is square, so fitting the stored size also fits the rotated one.
+    """
+    width, height = size
+    scale = min(1.0, box / max(width, height))
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _orientation(im: Image.Image) -> int:
+    """EXIF Orientation (1 when absent or unreadable: a broken EXIF is not fatal)."""
+    try:
+        value = im.getexif().get(_ORIENTATION_TAG, 1)
+    except _DECODE_ERRORS:
+        return 1
+    return value if isinstance(value, int) else 1
+
+
+def _to_resizable_mode(im: Image.Image) -> Image.Image:
+    """A mode Pillow resamples correctly: RGB, RGBA, L, LA or CMYK (8 bits a channel).
+
+    Transparency (palette, tRNS key) becomes real alpha so it can be flattened later.
+    """
+    mode = im.mode
+    if mode in ("RGB", "L", "CMYK") and "transparency" not in im.info:
+        return im
+    if mode in ("RGBA", "LA"):
+        return im
+    if mode == "La":
+        return im.convert("LA")
+    if im.has_transparency_data:
+        return im.convert("RGBA")
+    if mode.startswith("I"):  # I;16, I;16B, I: 16-bit grey; keep the top 8 bits
+        return im.convert("I").point(lambda v: v * (1 / 256)).convert("L")
+    if mode in ("1", "F"):
+        return im.convert("L")
+    return im.convert("RGB")
+
+
+def _flatten(im: Image.Image) -> Image.Image:
+    """Composite alpha onto white (JPEG has no alpha)."""
+    if im.mode not in ("RGBA", "LA"):
+        return im
+    base = Image.new(im.mode[:-1], im.size, "white")  # RGBA -> RGB, LA -> L
+    base.paste(im, mask=im.getchannel("A"))
+    return base
+
+
+def _to_srgb(im: Image.Image, icc: bytes | None) -> Image.Image:
+    """RGB pixels in sRGB. The embedded profile is honoured unless it is sRGB already
+    or unusable (then the pixels are taken as they are)."""
+    transform = _srgb_transform(icc, im.mode) if icc else None
+    if transform is not None:
+        return transform.apply(im)
+    return im if im.mode == "RGB" else im.convert("RGB")
+
+
+@lru_cache(maxsize=16)
+def _srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
+    """Cached (building one costs milliseconds; photos share a few profiles)."""
+    expected_space = {"RGB": "RGB ", "L": "GRAY", "CMYK": "CMYK"}.get(mode)
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        info = profile.profile
+        if info.xcolor_space != expected_space:
+            return None
+        if mode == "RGB" and "srgb" in (info.profile_description or "").lower():
+            return None  # already sRGB: skip the per-pixel work
+        return ImageCms.buildTransform(profile, _SRGB, mode, "RGB")
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        return None
+
+
+def _cover(im: Image.Image, size: int) -> Image.Image:
+    """size x size centre crop scaled to fill (like ImageOps.fit); upscales if smaller."""
+    width, height = im.size
+    side = min(width, height)
+    left, top = (width - side) / 2, (height - side) / 2
+    box = (left, top, left + side, top + side)
+    return im.resize((size, size), _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
+
+
+def _output(name: str, im: Image.Image, quality: int) -> Output:
+    buf = io.BytesIO()
+    # No exif/icc_profile/comment/xmp arguments and an empty info: nothing is copied.
+    im.save(buf, "JPEG", quality=quality, optimize=False, progressive=False)
+    return Output(name, buf.getvalue(), im.width, im.height, "image/jpeg")

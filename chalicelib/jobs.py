@@ -1,0 +1,109 @@
+"""The job: its statuses, the legal moves between them, and its fields. No I/O."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Optional
+
+
+class JobStatus(str, Enum):
+    AWAITING_UPLOAD = "awaiting_upload"
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    READY = "ready"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED})
+
+# The diagram of CONTRACT.md. processing -> processing is a re-claim after a lease ran out.
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.AWAITING_UPLOAD: frozenset({JobStatus.QUEUED, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.PROCESSING: frozenset(
+        {JobStatus.PROCESSING, JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.READY: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    def __init__(self, source: JobStatus, target: JobStatus):
+        super().__init__(f"{source.value} -> {target.value}")
+        self.source = source
+        self.target = target
+
+
+def check_transition(source: JobStatus, target: JobStatus) -> None:
+    if target not in TRANSITIONS[source]:
+        raise IllegalTransition(source, target)
+
+
+@dataclass(frozen=True)
+class Rendition:
+    key: str
+    width: int
+    height: int
+    content_type: str = "image/jpeg"
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    owner: str
+    status: JobStatus
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    original_key: str
+    attempt: int = 0
+    lease_expires_at: Optional[datetime] = None
+    display: Optional[Rendition] = None
+    thumb: Optional[Rendition] = None
+    error_code: Optional[str] = None
+    finished_at: Optional[datetime] = None
+
+    def is_expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+    def lease_active(self, now: datetime) -> bool:
+        return self.lease_expires_at is not None and now < self.lease_expires_at
+
+    def _move(self, target: JobStatus, now: datetime, **changes) -> "Job":
+        check_transition(self.status, target)
+        return dataclasses.replace(self, status=target, updated_at=now, **changes)
+
+    def claimed(self, now: datetime, lease: timedelta) -> "Job":
+        return self._move(
+            JobStatus.PROCESSING, now, attempt=self.attempt + 1, lease_expires_at=now + lease
+        )
+
+    def queued(self, now: datetime) -> "Job":
+        return self._move(JobStatus.QUEUED, now)
+
+    def ready(self, now: datetime, display: Rendition, thumb: Rendition, retention: timedelta) -> "Job":
+        return self._move(
+            JobStatus.READY, now, display=display, thumb=thumb, lease_expires_at=None,
+            finished_at=now, expires_at=now + retention,
+        )
+
+    def failed(self, now: datetime, code: str, retention: timedelta) -> "Job":
+        return self._move(
+            JobStatus.FAILED, now, error_code=code, lease_expires_at=None,
+            finished_at=now, expires_at=now + retention,
+        )
+
+    def cancelled(self, now: datetime, retention: timedelta) -> "Job":
+        return self._move(
+            JobStatus.CANCELLED, now, lease_expires_at=None, finished_at=now,
+            expires_at=now + retention,
+        )

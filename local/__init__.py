@@ -1,0 +1,1 @@
+"""The local runner: embedded AWS-compatible services, `chalice local`, the worker. Not deployed."""

@@ -1,0 +1,162 @@
+"""Create the bucket, queues, notification and table from infra/template.yaml.
+
+The local runner calls this against moto's server or LocalStack, so the embedded stack is
+built from the same definition that the cloud deploys; tests compare the two. Idempotent:
+running it on a stack that exists changes nothing.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chalicelib.config import Settings
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads CloudFormation's short tags (!Ref X) as their long form ({"Ref": X})."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {name: value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict:
+    with open(path) as handle:
+        return yaml.load(handle, Loader=_CfnLoader)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What the app needs to know of a provisioned stack."""
+
+    bucket: str
+    table: str
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+
+
+def _resources(template: dict, kind: str) -> dict[str, dict]:
+    return {
+        name: res.get("Properties", {})
+        for name, res in template["Resources"].items()
+        if res["Type"] == kind
+    }
+
+
+def _plain_value(value: Any, template: dict) -> Any:
+    """Resolve a parameter Ref to its default; anything else must be a literal here."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return template["Parameters"][value["Ref"]]["Default"]
+    return value
+
+
+def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = None) -> Stack:
+    template = template or load_template()
+    queues = _resources(template, "AWS::SQS::Queue")
+    # The queue that names a dead-letter target is the events queue; the target is the DLQ.
+    (events_name, events_props), = [(n, p) for n, p in queues.items() if "RedrivePolicy" in p]
+    dlq_name = events_props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+    dlq_props = queues[dlq_name]
+
+    dlq_url = sqs.create_queue(
+        QueueName=f"{settings.queue_name}-dlq", Attributes=_queue_attributes(dlq_props, template)
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    attributes = _queue_attributes(events_props, template)
+    attributes["RedrivePolicy"] = json.dumps({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": str(events_props["RedrivePolicy"]["maxReceiveCount"]),
+    })
+    queue_url = sqs.create_queue(QueueName=settings.queue_name, Attributes=attributes)["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+
+    (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
+    _ensure_bucket(s3, settings)
+    notification = bucket_props["NotificationConfiguration"]
+    desired = {"QueueConfigurations": [
+        {
+            "QueueArn": queue_arn,
+            "Events": [qc["Event"]],
+            "Filter": {"Key": {"FilterRules": [
+                {"Name": rule["Name"], "Value": rule["Value"]}
+                for rule in qc["Filter"]["S3Key"]["Rules"]
+            ]}},
+        }
+        for qc in notification["QueueConfigurations"]
+    ]}
+    current = s3.get_bucket_notification_configuration(Bucket=settings.bucket)
+    if _comparable(current.get("QueueConfigurations", [])) != _comparable(desired["QueueConfigurations"]):
+        s3.put_bucket_notification_configuration(
+            Bucket=settings.bucket, NotificationConfiguration=desired
+        )
+
+    (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
+    _ensure_table(dynamodb, settings.table, table_props)
+    return Stack(settings.bucket, settings.table, queue_url, queue_arn, dlq_url)
+
+
+def _comparable(configurations: list[dict]) -> list[tuple]:
+    """Queue notifications without the ids and name casing that S3 adds on read."""
+    return sorted(
+        (c["QueueArn"], tuple(sorted(c["Events"])), tuple(sorted(
+            (r["Name"].lower(), r["Value"]) for r in c.get("Filter", {}).get("Key", {}).get("FilterRules", [])
+        )))
+        for c in configurations
+    )
+
+
+def _queue_attributes(props: dict, template: dict) -> dict[str, str]:
+    names = ("VisibilityTimeout", "MessageRetentionPeriod")
+    return {n: str(_plain_value(props[n], template)) for n in names if n in props}
+
+
+def _ensure_bucket(s3, settings: Settings) -> None:
+    existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+    if settings.bucket in existing:
+        return
+    if settings.region == "us-east-1":
+        s3.create_bucket(Bucket=settings.bucket)
+    else:
+        s3.create_bucket(
+            Bucket=settings.bucket,
+            CreateBucketConfiguration={"LocationConstraint": settings.region},
+        )
+
+
+def _ensure_table(dynamodb, name: str, props: dict) -> None:
+    if name not in dynamodb.list_tables().get("TableNames", []):
+        dynamodb.create_table(
+            TableName=name,
+            AttributeDefinitions=props["AttributeDefinitions"],
+            KeySchema=props["KeySchema"],
+            BillingMode=props["BillingMode"],
+        )
+        dynamodb.get_waiter("table_exists").wait(TableName=name)
+    ttl = props["TimeToLiveSpecification"]
+    status = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    if status.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        dynamodb.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": ttl["Enabled"]},
+        )

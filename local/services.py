@@ -1,0 +1,83 @@
+"""Child processes of the runner: moto's server and `chalice local`."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{process.args[0]} exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex((host, port)) == 0
+
+
+def start_moto(host: str, port: int) -> subprocess.Popen:
+    """moto's server holding S3, SQS and DynamoDB in memory, like LocalStack on one port."""
+    if port_in_use(host, port):
+        raise RuntimeError(
+            f"port {port} is taken: stop what holds it, set AWS_PORT, or set EMBEDDED_AWS=0 "
+            "to use the service already there (LocalStack, say)"
+        )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(host, port, timeout=30, process=process)
+    return process
+
+
+def start_api(host: str, port: int, env: dict[str, str]) -> subprocess.Popen:
+    """`chalice local` serving app.py, as the README promises; no reloader child."""
+    if port_in_use(host, port):
+        raise RuntimeError(f"port {port} is taken: set API_PORT to a free one")
+    chalice = Path(sys.executable).with_name("chalice")
+    command = [str(chalice)] if chalice.exists() else [sys.executable, "-m", "chalice.cli"]
+    return subprocess.Popen(
+        command + ["local", "--no-autoreload", "--stage", "local", "--host", host, "--port", str(port)],
+        cwd=ROOT, env=env,
+    )
+
+
+def aws_client(service: str, region: str, endpoint_url: str | None):
+    return boto3.session.Session().client(
+        service, region_name=region, endpoint_url=endpoint_url,
+        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=25),
+    )
+
+
+def stop(process: subprocess.Popen | None, timeout: float = 10) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def child_env(overrides: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(overrides)
+    return env

@@ -1,0 +1,125 @@
+"""The SQS worker loop: receives messages and calls the very handler Lambda runs.
+
+A message is deleted only after the handler returned; a handler that raised leaves it to
+come back after a back-off (the queue's redrive policy dead-letters it in the end).
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from chalicelib.logs import get_logger
+
+log = get_logger("sqs_worker")
+
+
+class LambdaContext:
+    """The few attributes of Lambda's context object that handlers may read."""
+
+    function_name = "image-jobs-local-worker"
+
+    def __init__(self, timeout_ms: int):
+        self.aws_request_id = str(uuid.uuid4())
+        self._timeout_ms = timeout_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._timeout_ms
+
+
+def lambda_event(message: dict[str, Any], queue_arn: str, region: str) -> dict:
+    """The event Lambda's SQS event source would pass for this one message."""
+    return {"Records": [{
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": message.get("MessageAttributes", {}),
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }]}
+
+
+class SqsWorker:
+    def __init__(self, sqs, queue_url: str, queue_arn: str, region: str,
+                 handler: Callable[[dict, Any], Any], concurrency: int,
+                 timeout_ms: int = 120_000, max_backoff: int = 60):
+        self._sqs = sqs
+        self._queue_url = queue_url
+        self._queue_arn = queue_arn
+        self._region = region
+        self._handler = handler
+        self._concurrency = concurrency
+        self._timeout_ms = timeout_ms
+        self._max_backoff = max_backoff
+        self._slots = threading.Semaphore(concurrency)
+        self._stopping = threading.Event()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
+        self._thread = threading.Thread(target=self._poll, name="sqs-poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Take no more messages; let the ones in hand finish."""
+        self._stopping.set()
+        self._thread.join(timeout=30)
+        self._pool.shutdown(wait=True)
+
+    def _free_slots(self) -> int:
+        # Take every free slot (up to SQS's 10): never hold more messages than can run.
+        if not self._slots.acquire(timeout=1):
+            return 0
+        taken = 1
+        while taken < min(self._concurrency, 10) and self._slots.acquire(blocking=False):
+            taken += 1
+        return taken
+
+    def _poll(self) -> None:
+        while not self._stopping.is_set():
+            free = self._free_slots()
+            if not free:
+                continue
+            try:
+                messages = self._sqs.receive_message(
+                    QueueUrl=self._queue_url, MaxNumberOfMessages=free, WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                ).get("Messages", [])
+            except Exception:
+                log.exception("sqs_receive_failed")
+                messages = []
+                self._stopping.wait(1)
+            for _ in range(free - len(messages)):
+                self._slots.release()
+            for message in messages:
+                self._pool.submit(self._run, message)
+
+    def _run(self, message: dict) -> None:
+        try:
+            event = lambda_event(message, self._queue_arn, self._region)
+            self._handler(event, LambdaContext(self._timeout_ms))
+        except Exception:
+            log.exception("handler_failed", message_id=message["MessageId"])
+            self._back_off(message)
+        else:
+            try:
+                self._sqs.delete_message(QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"])
+            except Exception:
+                # The work is done and recorded: a redelivery is a no-op for the handler.
+                log.exception("sqs_delete_failed", message_id=message["MessageId"])
+        finally:
+            self._slots.release()
+
+    def _back_off(self, message: dict) -> None:
+        count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+        try:
+            self._sqs.change_message_visibility(
+                QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"],
+                VisibilityTimeout=min(self._max_backoff, 2 ** count),
+            )
+        except Exception:
+            log.exception("sqs_backoff_failed", message_id=message["MessageId"])
+

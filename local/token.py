@@ -1,0 +1,22 @@
+"""`python -m local.token SUBJECT [--ttl SECONDS]`: print a dev bearer token for the local API."""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from chalicelib.auth import mint_token
+from chalicelib.config import Settings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("subject", help="the owner of the jobs made with this token")
+    parser.add_argument("--ttl", type=int, default=24 * 3600, help="seconds until it expires")
+    args = parser.parse_args()
+    settings = Settings.from_environ(os.environ)
+    print(mint_token(args.subject, settings.jwt_secret, args.ttl, int(time.time())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The JobStore contract, run against the in-memory fake and against DynamoDB on moto's server.
+
+The fake is what the unit tests trust, so it must behave like the real table.
+"""
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore, make_job_model
+from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.ports import ConditionFailed
+from tests.fakes import FakeJobStore
+
+NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+WEEK = timedelta(days=7)
+
+
+@pytest.fixture(params=["fake", "dynamo"])
+def store(request):
+    if request.param == "fake":
+        return FakeJobStore()
+    settings, _, _ = request.getfixturevalue("stack")
+    return DynamoJobStore(make_job_model(settings.table, settings.region, settings.endpoint_url))
+
+
+def new_job(job_id="5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"):
+    return Job(job_id=job_id, owner="alice", status=JobStatus.QUEUED, created_at=NOW,
+               updated_at=NOW, expires_at=NOW + WEEK, original_key=f"originals/{job_id}")
+
+
+def test_create_then_get_round_trips_every_field(store):
+    job = new_job()
+    store.create(job)
+    assert store.get(job.job_id) == job
+    ready = store.claim(job.job_id, NOW, 120, 3).ready(
+        NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256), WEEK)
+    store.transition(ready, JobStatus.PROCESSING, attempt=1)
+    assert store.get(job.job_id) == ready
+
+
+def test_create_is_conditional_on_the_id_being_new(store):
+    store.create(new_job())
+    with pytest.raises(ConditionFailed):
+        store.create(new_job())
+
+
+def test_get_of_unknown_job_is_none(store):
+    assert store.get("00000000-0000-4000-8000-000000000000") is None
+
+
+def test_claim_counts_attempts_and_a_live_lease_blocks_a_second_claim(store):
+    job = new_job()
+    store.create(job)
+    claimed = store.claim(job.job_id, NOW, 120, 3)
+    assert (claimed.status, claimed.attempt) == (JobStatus.PROCESSING, 1)
+    assert claimed.lease_expires_at == NOW + timedelta(seconds=120)
+    with pytest.raises(ConditionFailed):
+        store.claim(job.job_id, NOW + timedelta(seconds=119), 120, 3)
+    again = store.claim(job.job_id, NOW + timedelta(seconds=120), 120, 3)
+    assert again.attempt == 2
+
+
+def test_claim_stops_at_the_attempt_limit(store):
+    store.create(new_job())
+    t = NOW
+    for _ in range(3):
+        store.claim(new_job().job_id, t, 10, 3)
+        t += timedelta(seconds=10)
+    with pytest.raises(ConditionFailed):
+        store.claim(new_job().job_id, t, 10, 3)
+
+
+def test_claim_of_a_missing_or_finished_job_fails(store):
+    with pytest.raises(ConditionFailed):
+        store.claim(new_job().job_id, NOW, 120, 3)
+    job = new_job()
+    store.create(job)
+    store.transition(job.failed(NOW, "invalid_image", WEEK), JobStatus.QUEUED)
+    with pytest.raises(ConditionFailed):
+        store.claim(job.job_id, NOW, 120, 3)
+
+
+def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
+    job = new_job()
+    store.create(job)
+    stale = store.claim(job.job_id, NOW, 10, 3)  # attempt 1, then its lease runs out
+    fresh = store.claim(job.job_id, NOW + timedelta(seconds=11), 10, 3)  # attempt 2
+    done = fresh.ready(NOW + timedelta(seconds=12), Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK)
+    store.transition(done, JobStatus.PROCESSING, attempt=fresh.attempt)
+    with pytest.raises(ConditionFailed):
+        store.transition(stale.failed(NOW + timedelta(seconds=13), "invalid_image", WEEK),
+                         JobStatus.PROCESSING, attempt=stale.attempt)
+    assert store.get(job.job_id) == done
+
+
+def test_a_stale_worker_cannot_finish_while_a_newer_attempt_still_works(store):
+    job = new_job()
+    store.create(job)
+    stale = store.claim(job.job_id, NOW, 10, 3)
+    store.claim(job.job_id, NOW + timedelta(seconds=11), 10, 3)
+    with pytest.raises(ConditionFailed):
+        store.transition(stale.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
+                         JobStatus.PROCESSING, attempt=stale.attempt)
+    assert store.get(job.job_id).status is JobStatus.PROCESSING
+
+
+def test_release_lets_the_next_claim_in_at_once(store):
+    job = new_job()
+    store.create(job)
+    held = store.claim(job.job_id, NOW, 120, 3)
+    store.release(held, NOW + timedelta(seconds=1))
+    assert store.claim(job.job_id, NOW + timedelta(seconds=1), 120, 3).attempt == 2
+    with pytest.raises(ConditionFailed):
+        store.release(held, NOW + timedelta(seconds=2))  # no longer its attempt
+
+
+def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
+    job = new_job()
+    store.create(job)
+    barrier = threading.Barrier(8)
+    wins, losses = [], []
+
+    def worker():
+        barrier.wait()
+        try:
+            wins.append(store.claim(job.job_id, NOW, 120, 3))
+        except ConditionFailed:
+            losses.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 7
+    assert store.get(job.job_id).attempt == 1
+
+
+def test_transition_names_the_status_it_leaves(store):
+    job = new_job()
+    store.create(job)
+    with pytest.raises(ConditionFailed):
+        store.transition(job.cancelled(NOW, WEEK), JobStatus.PROCESSING)
+    store.transition(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
+    assert store.get(job.job_id).status is JobStatus.CANCELLED
+
+
+def test_delete_is_idempotent(store):
+    job = new_job()
+    store.create(job)
+    store.delete(job.job_id)
+    store.delete(job.job_id)
+    assert store.get(job.job_id) is None

@@ -1,0 +1,78 @@
+"""S3Store and the bucket's notification, against moto's server."""
+import json
+import time
+
+import pytest
+import requests
+
+from chalicelib.adapters.s3_store import S3Store
+from chalicelib.bootstrap import _s3_client
+from chalicelib.events import parse_message
+from chalicelib.ports import FileTooLarge, TransientError
+
+
+@pytest.fixture
+def store(stack):
+    settings, _, _ = stack
+    return S3Store(_s3_client(settings, settings.endpoint_url), settings.bucket)
+
+
+def test_put_get_delete_round_trip(store):
+    store.put("originals/a", b"bytes", "image/jpeg")
+    assert store.get("originals/a", 100) == b"bytes"
+    store.delete("originals/a")
+    store.delete("originals/a")  # a missing object is not an error
+    with pytest.raises(KeyError):
+        store.get("originals/a", 100)
+
+
+def test_get_refuses_objects_over_the_limit_without_reading_them(store):
+    store.put("originals/big", b"x" * 1000, "image/jpeg")
+    with pytest.raises(FileTooLarge):
+        store.get("originals/big", 999)
+
+
+def test_presigned_url_serves_the_bytes(store):
+    store.put("renditions/j/display.jpg", b"jpeg-bytes", "image/jpeg")
+    response = requests.get(store.presign_get("renditions/j/display.jpg", 60), timeout=10)
+    assert response.status_code == 200 and response.content == b"jpeg-bytes"
+
+
+def test_dead_endpoint_is_a_transient_error(stack):
+    settings, _, _ = stack
+    dead = S3Store(_s3_client(settings, "http://127.0.0.1:9"), settings.bucket)
+    with pytest.raises(TransientError):
+        dead.put("originals/a", b"x", "image/jpeg")
+    with pytest.raises(TransientError):
+        dead.get("originals/a", 10)
+
+
+def receive_all(sqs, queue_url, wait=2.0):
+    bodies, deadline = [], time.monotonic() + wait
+    while time.monotonic() < deadline:
+        for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10,
+                                     WaitTimeSeconds=1).get("Messages", []):
+            bodies.append(m["Body"])
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return bodies
+
+
+def test_only_originals_notify_the_queue_with_a_parseable_event(stack, store):
+    settings, provisioned, clients = stack
+    receive_all(clients["sqs"], provisioned.queue_url, wait=1)  # drop the s3:TestEvent
+    store.put("originals/photo one.jpg", b"x", "image/jpeg")
+    store.put("renditions/j/display.jpg", b"y", "image/jpeg")
+    bodies = receive_all(clients["sqs"], provisioned.queue_url)
+    assert len(bodies) == 1, bodies
+    (created,) = parse_message(bodies[0])
+    assert (created.bucket, created.key, created.size) == (settings.bucket, "originals/photo one.jpg", 1)
+
+
+def test_queue_has_a_dead_letter_queue(stack):
+    _, provisioned, clients = stack
+    attrs = clients["sqs"].get_queue_attributes(
+        QueueUrl=provisioned.queue_url, AttributeNames=["RedrivePolicy"])["Attributes"]
+    redrive = json.loads(attrs["RedrivePolicy"])
+    dlq_arn = clients["sqs"].get_queue_attributes(
+        QueueUrl=provisioned.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert redrive["deadLetterTargetArn"] == dlq_arn

@@ -1,0 +1,109 @@
+"""app.py's wiring and error mapping, through Chalice's test client with in-memory stores."""
+import json
+import time
+from datetime import datetime, timezone
+
+import pytest
+from chalice.test import Client
+
+import app as application
+from chalicelib.auth import mint_token
+from chalicelib.service import Service
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.images import jpeg
+
+FORBIDDEN_IN_ERRORS = ("Traceback", "originals/", "renditions/", application.settings.bucket,
+                       application.settings.table, "Error", "boto", "pynamodb", "PIL")
+
+
+@pytest.fixture
+def svc(monkeypatch):
+    service = Service(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                      clock=Clock(datetime.now(timezone.utc)))
+    monkeypatch.setattr(application, "service", lambda: service)
+    return service
+
+
+@pytest.fixture
+def client(svc):
+    with Client(application.app) as c:
+        yield c
+
+
+def auth(owner="alice"):
+    token = mint_token(owner, application.settings.jwt_secret, 300, int(time.time()))
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_problem(response, status, code):
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == "application/problem+json"
+    body = json.loads(response.body)
+    assert set(body) == {"type", "title", "status", "detail", "code"}
+    assert body["code"] == code and body["status"] == status
+    text = body["title"] + body["detail"]
+    for word in FORBIDDEN_IN_ERRORS:
+        assert word not in text
+    return body
+
+
+def test_raw_upload_answers_202_with_location_and_retry_after(client):
+    r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
+    assert r.status_code == 202
+    body = json.loads(r.body)
+    assert set(body) == {"job_id", "status", "created_at"} and body["status"] == "queued"
+    assert r.headers["Location"] == f"/api/v1/image-jobs/{body['job_id']}"
+    assert r.headers["Retry-After"] == "2"
+    assert body["created_at"].endswith("Z")
+
+
+def test_no_token_is_401_before_anything_else(client):
+    r = client.http.post("/api/v1/images", headers={"Content-Type": "text/plain"}, body=b"x" * 10)
+    assert_problem(r, 401, "unauthorized")
+    assert r.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_storage_down_is_503_storage_unavailable_with_retry_after(client, svc):
+    svc.objects.down = True
+    r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
+    assert_problem(r, 503, "storage_unavailable")
+    assert r.headers["Retry-After"] == "2"
+
+
+def test_table_down_is_503_and_leaks_nothing(client, svc):
+    svc.jobs.down = True
+    r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
+    assert_problem(r, 503, "storage_unavailable")
+
+
+def test_text_body_is_415(client):
+    r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "text/plain"}, body=b"hello")
+    assert_problem(r, 415, "unsupported_format")
+
+
+def test_status_resource_is_not_cached_and_says_when_to_come_back(client):
+    r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
+    location = r.headers["Location"]
+    got = client.http.get(location, headers=auth())
+    assert got.status_code == 200
+    assert got.headers["Cache-Control"] == "no-store" and got.headers["Retry-After"] == "2"
+    assert set(json.loads(got.body)) == {"job_id", "status", "created_at", "expires_at"}
+    assert_problem(client.http.get(location, headers=auth("bob")), 404, "job_not_found")
+
+
+def test_sqs_handler_processes_the_event_and_drops_poison(client, svc):
+    r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
+    job_id = json.loads(r.body)["job_id"]
+    body = json.dumps({"Records": [{"eventName": "ObjectCreated:Put", "s3": {
+        "bucket": {"name": application.settings.bucket},
+        "object": {"key": f"originals/{job_id}", "size": 1, "eTag": "e"}}}]})
+    for message in ("garbage", body):
+        event = {"Records": [{"body": message, "receiptHandle": "r", "messageId": "m",
+                              "attributes": {}, "messageAttributes": {}, "eventSourceARN": "arn",
+                              "md5OfBody": "", "eventSource": "aws:sqs", "awsRegion": "us-east-1"}]}
+        application.handle_object_created(event, None)
+    got = json.loads(client.http.get(f"/api/v1/image-jobs/{job_id}", headers=auth()).body)
+    assert got["status"] == "ready"
+    assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
+                        "created_at", "finished_at", "expires_at"}
+    assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type"}

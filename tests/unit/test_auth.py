@@ -1,0 +1,52 @@
+import time
+
+import jwt
+import pytest
+
+from chalicelib.auth import mint_token, owner_of, verify_token
+from chalicelib.config import Settings
+from chalicelib.ports import Unauthorized
+
+SECRET = "a-test-secret-of-at-least-32-bytes!"
+SETTINGS = Settings(jwt_secret=SECRET)
+
+
+def bearer(token):
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_a_minted_token_names_its_owner():
+    token = mint_token("alice", SECRET, 60, int(time.time()))
+    assert owner_of(bearer(token), {}, SETTINGS) == "alice"
+
+
+@pytest.mark.parametrize("headers", [
+    {}, {"authorization": ""}, {"authorization": "Basic abc"}, {"authorization": "Bearer "},
+    {"authorization": "Bearer not.a.jwt"},
+])
+def test_missing_or_malformed_tokens_are_unauthorized(headers):
+    with pytest.raises(Unauthorized):
+        owner_of(headers, {}, SETTINGS)
+
+
+def test_wrong_secret_expired_no_sub_and_alg_none_are_refused():
+    now = int(time.time())
+    cases = [
+        mint_token("alice", "another-secret-of-at-least-32-bytes", 60, now),
+        mint_token("alice", SECRET, 60, now - 3600),
+        jwt.encode({"exp": now + 60}, SECRET, algorithm="HS256"),
+        jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"),  # no expiry
+        jwt.encode({"sub": "alice", "exp": now + 60}, None, algorithm="none"),
+        jwt.encode({"sub": "", "exp": now + 60}, SECRET, algorithm="HS256"),
+    ]
+    for token in cases:
+        with pytest.raises(Unauthorized):
+            verify_token(token, SECRET)
+
+
+def test_cognito_mode_reads_the_authorizers_claims():
+    settings = Settings(auth_mode="cognito")
+    context = {"authorizer": {"claims": {"sub": "c0ffee"}}}
+    assert owner_of({}, context, settings) == "c0ffee"
+    with pytest.raises(Unauthorized):
+        owner_of(bearer("anything"), {}, settings)

@@ -1,0 +1,60 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from chalicelib.events import PoisonMessage, parse_message
+from chalicelib.ports import ObjectCreated
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_aws_event_gives_the_decoded_key():
+    (created,) = parse_message(fixture("aws_s3_put.json"))
+    assert created == ObjectCreated(
+        bucket="image-jobs", key="originals/my photo(1).jpg", size=1024,
+        etag="d41d8cd98f00b204e9800998ecf8427e",
+    )
+
+
+def test_s3_test_event_is_skipped():
+    assert parse_message(fixture("aws_s3_test_event.json")) == []
+
+
+def test_minio_event_gives_the_decoded_key_and_unquoted_etag():
+    (created,) = parse_message(fixture("minio_put.json"))
+    assert created == ObjectCreated(
+        bucket="image-jobs", key="originals/my photo(1).jpg", size=2048,
+        etag="5d41402abc4b2a76b9719d911017c592",
+    )
+
+
+def test_bytes_body_is_accepted_as_from_amqp():
+    (created,) = parse_message(fixture("minio_put.json").encode())
+    assert created.key == "originals/my photo(1).jpg"
+
+
+def test_sns_envelope_is_unwrapped():
+    body = json.dumps({"Type": "Notification", "Message": fixture("aws_s3_put.json")})
+    (created,) = parse_message(body)
+    assert created.key == "originals/my photo(1).jpg"
+
+
+def test_other_event_kinds_are_ignored():
+    doc = json.loads(fixture("aws_s3_put.json"))
+    doc["Records"][0]["eventName"] = "ObjectRemoved:Delete"
+    assert parse_message(json.dumps(doc)) == []
+
+
+@pytest.mark.parametrize("body", [
+    b"\x00\xffgarbage", "not json", "[]", '"text"', '{"hello": "world"}',
+    '{"Records": "nope"}', '{"Records": [42]}', '{"Records": [{"eventName": "ObjectCreated:Put"}]}',
+    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": {"key": ""}}}]}',
+])
+def test_poison_messages_are_named_as_such(body):
+    with pytest.raises(PoisonMessage):
+        parse_message(body)

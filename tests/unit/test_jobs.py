@@ -1,0 +1,75 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from chalicelib.jobs import TERMINAL, TRANSITIONS, IllegalTransition, Job, JobStatus, Rendition
+
+NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+WEEK = timedelta(days=7)
+
+
+def job(status=JobStatus.QUEUED, **kw):
+    return Job(job_id="j", owner="o", status=status, created_at=NOW, updated_at=NOW,
+               expires_at=NOW + WEEK, original_key="originals/j", **kw)
+
+
+def test_terminal_statuses_have_no_way_out():
+    for status in TERMINAL:
+        assert TRANSITIONS[status] == frozenset()
+        assert status.terminal
+
+
+def test_every_status_has_a_row_in_the_transition_table():
+    assert set(TRANSITIONS) == set(JobStatus)
+
+
+def test_claim_moves_queued_to_processing_and_counts_the_attempt():
+    claimed = job().claimed(NOW, timedelta(minutes=2))
+    assert claimed.status is JobStatus.PROCESSING
+    assert claimed.attempt == 1
+    assert claimed.lease_expires_at == NOW + timedelta(minutes=2)
+    assert claimed.lease_active(NOW + timedelta(minutes=1))
+    assert not claimed.lease_active(NOW + timedelta(minutes=2))
+
+
+def test_ready_sets_renditions_finished_at_and_restarts_retention():
+    later = NOW + timedelta(hours=1)
+    d, t = Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256)
+    done = job().claimed(NOW, timedelta(minutes=2)).ready(later, d, t, WEEK)
+    assert done.status is JobStatus.READY
+    assert (done.display, done.thumb) == (d, t)
+    assert done.finished_at == later
+    assert done.expires_at == later + WEEK
+    assert done.lease_expires_at is None
+
+
+def test_failed_keeps_the_code():
+    failed = job().failed(NOW, "invalid_image", WEEK)
+    assert failed.status is JobStatus.FAILED and failed.error_code == "invalid_image"
+    assert failed.finished_at == NOW
+
+
+@pytest.mark.parametrize("terminal", sorted(TERMINAL, key=lambda s: s.value))
+def test_a_terminal_job_never_moves_again(terminal):
+    done = job(status=terminal)
+    with pytest.raises(IllegalTransition):
+        done.claimed(NOW, timedelta(minutes=2))
+    with pytest.raises(IllegalTransition):
+        done.failed(NOW, "invalid_image", WEEK)
+    with pytest.raises(IllegalTransition):
+        done.cancelled(NOW, WEEK)
+
+
+def test_queued_cannot_become_ready_without_a_claim():
+    with pytest.raises(IllegalTransition):
+        job().ready(NOW, Rendition("a", 1, 1), Rendition("b", 1, 1), WEEK)
+
+
+def test_processing_cannot_go_back_to_queued():
+    with pytest.raises(IllegalTransition):
+        job().claimed(NOW, timedelta(minutes=2)).queued(NOW)
+
+
+def test_expiry_is_read_from_the_clock():
+    assert not job().is_expired(NOW + WEEK - timedelta(seconds=1))
+    assert job().is_expired(NOW + WEEK)
