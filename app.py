@@ -7,13 +7,15 @@ from __future__ import annotations
 import functools
 import os
 
-from chalice import Chalice, Response
+import json
+
+from chalice import Chalice, Rate, Response
 
 from chalicelib import auth, problems, request_body, views
 from chalicelib.config import Settings
 from chalicelib.events import PoisonMessage, parse_message
 from chalicelib.logs import get_logger
-from chalicelib.ports import DomainError, TransientError
+from chalicelib.ports import DomainError, InvalidRequest, TransientError
 
 settings = Settings.from_environ(os.environ)
 app = Chalice(app_name="image-jobs")
@@ -68,6 +70,24 @@ def _owner() -> str:
     return auth.owner_of(request.headers, request.context, settings)
 
 
+def _accepted_response(accepted) -> Response:
+    headers = {
+        "Location": views.job_location(accepted.job),
+        "Retry-After": str(settings.retry_after_seconds),
+        "Cache-Control": "no-store",
+    }
+    if accepted.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return Response(status_code=202, body=views.accepted_body(accepted), headers=headers)
+
+
+def _job_response(job) -> Response:
+    headers = {"Cache-Control": "no-store"}
+    if not job.status.terminal:
+        headers["Retry-After"] = str(settings.retry_after_seconds)
+    return Response(status_code=200, body=views.job_body(job, service().urls(job)), headers=headers)
+
+
 # Every content type reaches the view, which answers 415 as problem+json itself.
 @app.route("/api/v1/images", methods=["POST"], content_types=["*/*"])
 @api
@@ -77,28 +97,49 @@ def upload_image():
     data = request_body.image_bytes(
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
-    job = service().accept_upload(owner, data)
-    return Response(
-        status_code=202,
-        body=views.accepted_body(job),
-        headers={
-            "Location": views.job_location(job),
-            "Retry-After": str(settings.retry_after_seconds),
-            "Cache-Control": "no-store",
-        },
+    key = request.headers.get("idempotency-key")
+    return _accepted_response(service().accept_upload(owner, data, key))
+
+
+@app.route("/api/v1/uploads", methods=["POST"], content_types=["*/*"])
+@api
+def create_direct_upload():
+    owner = _owner()
+    request = app.current_request
+    body = _json_object(request.raw_body)
+    key = request.headers.get("idempotency-key")
+    return _accepted_response(
+        service().create_direct_upload(owner, body.get("content_type"), body.get("size"), key)
     )
+
+
+def _json_object(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw or b"")
+    except ValueError:
+        raise InvalidRequest("The body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("The body must be a JSON object")
+    return body
 
 
 @app.route("/api/v1/image-jobs/{job_id}", methods=["GET"])
 @api
 def get_image_job(job_id):
-    owner = _owner()
-    svc = service()
-    job = svc.get_job(owner, job_id)
-    headers = {"Cache-Control": "no-store"}
-    if not job.status.terminal:
-        headers["Retry-After"] = str(settings.retry_after_seconds)
-    return Response(status_code=200, body=views.job_body(job, svc.urls(job)), headers=headers)
+    return _job_response(service().get_job(_owner(), job_id))
+
+
+@app.route("/api/v1/image-jobs/{job_id}/cancel", methods=["POST"], content_types=["*/*"])
+@api
+def cancel_image_job(job_id):
+    return _job_response(service().cancel(_owner(), job_id))
+
+
+@app.route("/api/v1/image-jobs/{job_id}", methods=["DELETE"])
+@api
+def delete_image_job(job_id):
+    service().delete(_owner(), job_id)
+    return Response(status_code=204, body="", headers={"Cache-Control": "no-store"})
 
 
 @app.on_sqs_message(queue=settings.queue_name, batch_size=1)
@@ -113,3 +154,9 @@ def handle_object_created(event):
             continue
         for item in created:
             service().handle_object_created(item)
+
+
+@app.schedule(Rate(settings.sweep_interval_seconds // 60 or 1, unit=Rate.MINUTES))
+def sweep(event):
+    """Leases, re-drives, upload deadlines, retention and orphans: see Service.sweep."""
+    service().sweep()

@@ -4,8 +4,9 @@ from __future__ import annotations
 import boto3
 from botocore.config import Config
 
-from chalicelib.adapters.dynamo_jobs import DynamoJobStore, make_job_model
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.s3_store import S3Store
+from chalicelib.adapters.sqs_publisher import SqsPublisher
 from chalicelib.config import Settings
 from chalicelib.logs import configure
 from chalicelib.service import Service
@@ -32,5 +33,10 @@ def build_service(settings: Settings) -> Service:
         settings.bucket,
         presign_client=_s3_client(settings, settings.presign_endpoint_url),
     )
-    jobs = DynamoJobStore(make_job_model(settings.table, settings.region, settings.endpoint_url))
-    return Service(settings=settings, jobs=jobs, objects=objects)
+    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    sqs = boto3.session.Session().client(
+        "sqs", region_name=settings.region, endpoint_url=settings.endpoint_url,
+        config=Config(connect_timeout=2, read_timeout=10, retries={"mode": "standard", "max_attempts": 3}),
+    )
+    publisher = SqsPublisher(sqs, settings.queue_name)
+    return Service(settings=settings, jobs=jobs, objects=objects, publisher=publisher)

@@ -30,6 +30,13 @@ class Settings:
     retention_seconds: int = 7 * DAY
     lease_seconds: int = 120
     max_attempts: int = 3
+    upload_url_ttl_seconds: int = 900
+    idempotency_ttl_seconds: int = DAY
+    # A queued job that no worker claims within this is re-driven once, then failed.
+    queue_timeout_seconds: int = 600
+    # An original or rendition with no job is deleted once it is older than this.
+    orphan_grace_seconds: int = 3600
+    sweep_interval_seconds: int = 60
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85

@@ -71,6 +71,16 @@ class Job:
     thumb: Optional[Rendition] = None
     error_code: Optional[str] = None
     finished_at: Optional[datetime] = None
+    # When the sweeper should next look at this job (lease end, upload deadline, expiry...).
+    sweep_at: Optional[datetime] = None
+    # How often the sweeper re-sent this job's object-created event.
+    redrives: int = 0
+    # Direct uploads: what the client declared, and when its upload URL expires.
+    declared_type: Optional[str] = None
+    declared_size: Optional[int] = None
+    upload_expires_at: Optional[datetime] = None
+    # The idempotency record that points here, so deleting the job can free the key.
+    idempotency_scope: Optional[str] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -84,26 +94,33 @@ class Job:
 
     def claimed(self, now: datetime, lease: timedelta) -> "Job":
         return self._move(
-            JobStatus.PROCESSING, now, attempt=self.attempt + 1, lease_expires_at=now + lease
+            JobStatus.PROCESSING, now, attempt=self.attempt + 1, lease_expires_at=now + lease,
+            sweep_at=now + lease,
         )
 
-    def queued(self, now: datetime) -> "Job":
-        return self._move(JobStatus.QUEUED, now)
+    def queued(self, now: datetime, claim_within: timedelta) -> "Job":
+        return self._move(JobStatus.QUEUED, now, sweep_at=now + claim_within)
+
+    def redriven(self, now: datetime, look_again_after: timedelta) -> "Job":
+        """Same status; the sweeper re-sent the event and will look again later."""
+        return dataclasses.replace(
+            self, updated_at=now, redrives=self.redrives + 1, sweep_at=now + look_again_after
+        )
 
     def ready(self, now: datetime, display: Rendition, thumb: Rendition, retention: timedelta) -> "Job":
         return self._move(
             JobStatus.READY, now, display=display, thumb=thumb, lease_expires_at=None,
-            finished_at=now, expires_at=now + retention,
+            finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )
 
     def failed(self, now: datetime, code: str, retention: timedelta) -> "Job":
         return self._move(
             JobStatus.FAILED, now, error_code=code, lease_expires_at=None,
-            finished_at=now, expires_at=now + retention,
+            finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )
 
     def cancelled(self, now: datetime, retention: timedelta) -> "Job":
         return self._move(
             JobStatus.CANCELLED, now, lease_expires_at=None, finished_at=now,
-            expires_at=now + retention,
+            expires_at=now + retention, sweep_at=now + retention,
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional, Protocol
+from typing import Iterator, Optional, Protocol
 
 from chalicelib.jobs import Job, JobStatus
 
@@ -42,10 +42,6 @@ class JobExpired(DomainError):
     code = "job_expired"
 
 
-class JobFinished(DomainError):
-    code = "job_finished"
-
-
 class FileTooLarge(DomainError):
     code = "file_too_large"
 
@@ -66,12 +62,32 @@ class StorageUnavailable(DomainError):
     code = "storage_unavailable"
 
 
+class IdempotencyKeyReused(DomainError):
+    code = "idempotency_key_reused"
+
+
+class JobFinished(DomainError):
+    code = "job_finished"
+
+
 class TransientError(Exception):
     """Storage or table unavailable: the work may succeed if tried again later."""
 
 
 class ConditionFailed(Exception):
     """A conditional write lost: the item was not in the state the write required."""
+
+
+class KeyTaken(Exception):
+    """A live idempotency record already holds this key."""
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    scope: str          # a hash of owner + operation + key
+    fingerprint: str    # SHA-256 of the file bytes and the options
+    job_id: str
+    expires_at: datetime
 
 
 class ObjectStore(Protocol):
@@ -87,10 +103,39 @@ class ObjectStore(Protocol):
 
     def presign_get(self, key: str, expires_in: int) -> str: ...
 
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
+        """{"url", "fields"} of a form upload pinned to key, content type and size range."""
+        ...
+
+    def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
+        """Keys under prefix last modified before older_than."""
+        ...
+
+
+class EventPublisher(Protocol):
+    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+        """Send the storage's object-created event again (the sweeper's re-drive)."""
+        ...
+
 
 class JobStore(Protocol):
-    def create(self, job: Job) -> None:
-        """Insert a new job; raises ConditionFailed if the id exists."""
+    def create(self, job: Job, idempotency: Optional[IdempotencyRecord] = None,
+               now: Optional[datetime] = None) -> None:
+        """Insert a new job, and its idempotency record in the same transaction.
+
+        Raises KeyTaken when a record that has not expired by `now` holds the key,
+        ConditionFailed when the job id exists.
+        """
+        ...
+
+    def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]: ...
+
+    def release_idempotency(self, scope: str, job_id: str) -> None:
+        """Delete the record if it still points at job_id; a missing one is fine."""
+        ...
+
+    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+        """Jobs in `status` whose sweep_at has come."""
         ...
 
     def get(self, job_id: str) -> Optional[Job]: ...
@@ -106,9 +151,11 @@ class JobStore(Protocol):
         """Give the lease back early (transient failure) so a redelivery may claim."""
         ...
 
-    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None) -> None:
-        """Write `job` whole if the stored status is `from_status` and, for a worker,
-        the stored attempt is still `attempt`; else raise ConditionFailed."""
+    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None,
+                   updated_at: Optional[datetime] = None) -> None:
+        """Write `job` whole if the stored status is `from_status` and, for a worker, the
+        stored attempt is still `attempt` (and, for the sweeper, nothing changed since
+        `updated_at`); else raise ConditionFailed."""
         ...
 
     def delete(self, job_id: str) -> None: ...

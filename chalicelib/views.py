@@ -6,7 +6,7 @@ from typing import Optional
 
 from chalicelib import problems
 from chalicelib.jobs import Job, JobStatus
-from chalicelib.service import Urls
+from chalicelib.service import Accepted, Urls
 
 
 def rfc3339(value: datetime) -> str:
@@ -17,8 +17,17 @@ def job_location(job: Job) -> str:
     return f"/api/v1/image-jobs/{job.job_id}"
 
 
-def accepted_body(job: Job) -> dict:
-    return {"job_id": job.job_id, "status": job.status.value, "created_at": rfc3339(job.created_at)}
+def accepted_body(accepted: Accepted) -> dict:
+    job = accepted.job
+    body = {"job_id": job.job_id, "status": job.status.value, "created_at": rfc3339(job.created_at)}
+    if accepted.upload is not None:
+        body["upload"] = {
+            "method": "POST",
+            "url": accepted.upload["url"],
+            "fields": accepted.upload["fields"],
+            "expires_at": rfc3339(accepted.upload["expires_at"]),
+        }
+    return body
 
 
 def job_body(job: Job, urls: Optional[Urls]) -> dict:

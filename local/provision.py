@@ -150,6 +150,7 @@ def _ensure_table(dynamodb, name: str, props: dict) -> None:
             TableName=name,
             AttributeDefinitions=props["AttributeDefinitions"],
             KeySchema=props["KeySchema"],
+            GlobalSecondaryIndexes=props.get("GlobalSecondaryIndexes", []),
             BillingMode=props["BillingMode"],
         )
         dynamodb.get_waiter("table_exists").wait(TableName=name)

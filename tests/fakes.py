@@ -7,12 +7,13 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from chalicelib.jobs import Job, JobStatus
-from chalicelib.ports import ConditionFailed, FileTooLarge, TransientError
+from chalicelib.ports import ConditionFailed, FileTooLarge, IdempotencyRecord, KeyTaken, TransientError
 
 
 class FakeJobStore:
     def __init__(self):
         self.items: dict[str, Job] = {}
+        self.keys: dict[str, IdempotencyRecord] = {}
         self._lock = threading.Lock()
         self.down = False
 
@@ -20,12 +21,35 @@ class FakeJobStore:
         if self.down:
             raise TransientError("job table unavailable")
 
-    def create(self, job: Job) -> None:
+    def create(self, job: Job, idempotency: Optional[IdempotencyRecord] = None,
+               now: Optional[datetime] = None) -> None:
         with self._lock:
             self._check()
+            if idempotency is not None:
+                held = self.keys.get(idempotency.scope)
+                if held is not None and not held.expires_at < now:
+                    raise KeyTaken()
             if job.job_id in self.items:
                 raise ConditionFailed()
+            if idempotency is not None:
+                self.keys[idempotency.scope] = idempotency
             self.items[job.job_id] = job
+
+    def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
+        self._check()
+        return self.keys.get(scope)
+
+    def release_idempotency(self, scope: str, job_id: str) -> None:
+        with self._lock:
+            self._check()
+            if scope in self.keys and self.keys[scope].job_id == job_id:
+                del self.keys[scope]
+
+    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+        self._check()
+        found = [j for j in self.items.values()
+                 if j.status is status and j.sweep_at is not None and j.sweep_at <= now]
+        return sorted(found, key=lambda j: j.sweep_at)[:limit]
 
     def get(self, job_id: str) -> Optional[Job]:
         self._check()
@@ -45,6 +69,7 @@ class FakeJobStore:
             claimed = dataclasses.replace(
                 job, status=JobStatus.PROCESSING, attempt=job.attempt + 1,
                 lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now,
+                sweep_at=now + timedelta(seconds=lease_seconds),
             )
             self.items[job_id] = claimed
             return claimed
@@ -55,15 +80,19 @@ class FakeJobStore:
             current = self.items.get(job.job_id)
             if current is None or current.status is not JobStatus.PROCESSING or current.attempt != job.attempt:
                 raise ConditionFailed()
-            self.items[job.job_id] = dataclasses.replace(current, lease_expires_at=now, updated_at=now)
+            self.items[job.job_id] = dataclasses.replace(
+                current, lease_expires_at=now, sweep_at=now, updated_at=now)
 
-    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None) -> None:
+    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None,
+                   updated_at: Optional[datetime] = None) -> None:
         with self._lock:
             self._check()
             current = self.items.get(job.job_id)
             if current is None or current.status is not from_status:
                 raise ConditionFailed()
             if attempt is not None and current.attempt != attempt:
+                raise ConditionFailed()
+            if updated_at is not None and current.updated_at != updated_at:
                 raise ConditionFailed()
             self.items[job.job_id] = job
 
@@ -74,14 +103,18 @@ class FakeJobStore:
 
 
 class FakeObjectStore:
-    def __init__(self):
+    def __init__(self, clock=None):
         self.objects: dict[str, tuple[bytes, str]] = {}
+        self.modified: dict[str, datetime] = {}
+        self.clock = clock
         self.down = False
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         if self.down:
             raise TransientError("storage unavailable")
         self.objects[key] = (data, content_type)
+        if self.clock is not None:
+            self.modified[key] = self.clock()
 
     def get(self, key: str, max_bytes: int) -> bytes:
         if self.down:
@@ -95,9 +128,29 @@ class FakeObjectStore:
         if self.down:
             raise TransientError("storage unavailable")
         self.objects.pop(key, None)
+        self.modified.pop(key, None)
 
     def presign_get(self, key: str, expires_in: int) -> str:
         return f"https://storage.test/{key}?expires={expires_in}"
+
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
+        return {"url": "https://storage.test/bucket", "fields": {
+            "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"}}
+
+    def list_keys(self, prefix: str, older_than: datetime):
+        if self.down:
+            raise TransientError("storage unavailable")
+        for key in list(self.objects):
+            if key.startswith(prefix) and self.modified.get(key, older_than) < older_than:
+                yield key
+
+
+class FakePublisher:
+    def __init__(self):
+        self.sent: list[tuple[str, str, int]] = []
+
+    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+        self.sent.append((bucket, key, size))
 
 
 class Clock:

@@ -1,6 +1,9 @@
 """ObjectStore on S3-compatible storage (AWS, LocalStack, MinIO, moto) through boto3."""
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Iterator
+
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.ports import FileTooLarge, TransientError
@@ -49,3 +52,23 @@ class S3Store:
         return self._presign_client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in
         )
+
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
+        post = self._presign_client.generate_presigned_post(
+            Bucket=self._bucket, Key=key, Fields={"Content-Type": content_type},
+            # The policy pins the key, the type and the size; S3 refuses anything else.
+            Conditions=[{"Content-Type": content_type}, ["content-length-range", 1, max_size]],
+            ExpiresIn=expires_in,
+        )
+        return {"url": post["url"], "fields": post["fields"]}
+
+    def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=prefix)
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    if obj["LastModified"] < older_than:
+                        yield obj["Key"]
+        except (BotoCoreError, ClientError) as error:
+            raise TransientError("storage unavailable") from error

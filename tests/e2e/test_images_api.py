@@ -10,7 +10,7 @@ import pytest
 import requests
 from PIL import Image
 
-from chalicelib.adapters.dynamo_jobs import DynamoJobStore, make_job_model
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.auth import mint_token
 from chalicelib.config import Settings
 from tests.images import jpeg, png, size_of
@@ -149,7 +149,7 @@ def test_a_job_past_its_expiry_is_410_even_before_the_ttl_deletes_it(runner):
     job_id = r.json()["job_id"]
     poll(runner, r.headers["Location"])
     settings = Settings(endpoint_url=runner.aws)
-    store = DynamoJobStore(make_job_model(settings.table, settings.region, runner.aws))
+    store = DynamoJobStore(settings.table, settings.region, runner.aws)
     job = store.get(job_id)
     store.transition(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
     assert_problem(requests.get(runner.api + r.headers["Location"], headers=headers(), timeout=10),

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chalicelib.adapters.dynamo_jobs import DynamoJobStore, make_job_model
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.ports import ConditionFailed
 from tests.fakes import FakeJobStore
@@ -21,7 +21,7 @@ def store(request):
     if request.param == "fake":
         return FakeJobStore()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoJobStore(make_job_model(settings.table, settings.region, settings.endpoint_url))
+    return DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
 
 
 def new_job(job_id="5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"):

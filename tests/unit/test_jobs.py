@@ -67,7 +67,7 @@ def test_queued_cannot_become_ready_without_a_claim():
 
 def test_processing_cannot_go_back_to_queued():
     with pytest.raises(IllegalTransition):
-        job().claimed(NOW, timedelta(minutes=2)).queued(NOW)
+        job().claimed(NOW, timedelta(minutes=2)).queued(NOW, timedelta(minutes=10))
 
 
 def test_expiry_is_read_from_the_clock():

@@ -27,7 +27,7 @@ def created(svc, job):
 
 def test_upload_creates_a_queued_job_and_stores_the_original_under_its_id(svc):
     data = jpeg()
-    job = svc.accept_upload("alice", data)
+    job = svc.accept_upload("alice", data).job
     assert job.status is JobStatus.QUEUED and job.owner == "alice"
     assert len(job.job_id) == 36 and job.job_id[14] == "4"  # a random (version 4) UUID
     assert job.original_key == f"originals/{job.job_id}"
@@ -57,7 +57,7 @@ def test_storage_down_fails_the_job_storage_unavailable_and_says_retry(svc):
 
 
 def test_someone_elses_job_looks_like_no_job(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     assert svc.get_job("alice", job.job_id) == job
     for owner, job_id in [("bob", job.job_id), ("alice", "0" * 36), ("alice", "../etc")]:
         with pytest.raises(JobNotFound):
@@ -65,7 +65,7 @@ def test_someone_elses_job_looks_like_no_job(svc):
 
 
 def test_a_job_past_its_expiry_is_gone_even_if_the_table_still_has_it(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.clock.advance(svc.settings.retention_seconds)
     with pytest.raises(JobExpired):
         svc.get_job("alice", job.job_id)
@@ -74,7 +74,7 @@ def test_a_job_past_its_expiry_is_gone_even_if_the_table_still_has_it(svc):
 
 
 def test_worker_makes_both_renditions_and_the_job_ready(svc):
-    job = svc.accept_upload("alice", jpeg(2000, 1500))
+    job = svc.accept_upload("alice", jpeg(2000, 1500)).job
     assert svc.handle_object_created(created(svc, job)) == "ready"
     done = svc.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 1
@@ -88,7 +88,7 @@ def test_worker_makes_both_renditions_and_the_job_ready(svc):
 
 
 def test_a_duplicate_delivery_of_a_finished_job_changes_nothing(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.handle_object_created(created(svc, job))
     before = dict(svc.jobs.items), dict(svc.objects.objects)
     assert svc.handle_object_created(created(svc, job)) == "duplicate"
@@ -96,7 +96,7 @@ def test_a_duplicate_delivery_of_a_finished_job_changes_nothing(svc):
 
 
 def test_an_undecodable_original_fails_permanently_without_retry(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.objects.objects[job.original_key] = (b"\xff\xd8\xff" + b"\x00" * 64, "image/jpeg")
     assert svc.handle_object_created(created(svc, job)) == "failed:invalid_image"
     assert svc.jobs.items[job.job_id].error_code == "invalid_image"
@@ -104,7 +104,7 @@ def test_an_undecodable_original_fails_permanently_without_retry(svc):
 
 
 def test_transient_storage_failure_raises_and_releases_the_lease_for_a_retry(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.objects.down = True
     with pytest.raises(TransientError):
         svc.handle_object_created(created(svc, job))
@@ -117,7 +117,7 @@ def test_transient_storage_failure_raises_and_releases_the_lease_for_a_retry(svc
 
 
 def test_attempts_are_bounded_then_processing_failed(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.objects.down = True
     for _ in range(svc.settings.max_attempts):
         with pytest.raises(TransientError):
@@ -129,7 +129,7 @@ def test_attempts_are_bounded_then_processing_failed(svc):
 
 
 def test_a_job_leased_by_another_worker_sends_the_message_back(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     svc.jobs.claim(job.job_id, svc.clock(), 120, 3)
     with pytest.raises(JobBusy):
         svc.handle_object_created(created(svc, job))
@@ -138,7 +138,7 @@ def test_a_job_leased_by_another_worker_sends_the_message_back(svc):
 
 
 def test_events_that_are_not_ours_are_ignored(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     for event in [
         ObjectCreated("other-bucket", job.original_key, 1, "e"),
         ObjectCreated("images", f"renditions/{job.job_id}/display.jpg", 1, "e"),
@@ -150,11 +150,11 @@ def test_events_that_are_not_ours_are_ignored(svc):
 
 
 def test_a_missing_original_fails_the_job_upload_missing(svc):
-    job = svc.accept_upload("alice", jpeg())
+    job = svc.accept_upload("alice", jpeg()).job
     del svc.objects.objects[job.original_key]
     assert svc.handle_object_created(created(svc, job)) == "failed:upload_missing"
 
 
 def test_transparent_png_is_processed(svc):
-    job = svc.accept_upload("alice", png())
+    job = svc.accept_upload("alice", png()).job
     assert svc.handle_object_created(created(svc, job)) == "ready"

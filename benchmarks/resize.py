@@ -1,0 +1,248 @@
+"""Benchmark chalicelib.imaging.make_renditions against naive Pillow and libvips.
+
+    python benchmarks/resize.py [--runs N] [--quick]
+
+Makes photo-like test images in a temp dir (12 MP and 48 MP JPEG, 12 MP PNG), then
+times each variant in its own fresh child process pinned to one core, so the child's
+peak RSS (ru_maxrss) belongs to that variant alone:
+
+  ours   make_renditions (display fit 1280 + 256 thumb, JPEG q85)
+  naive  Pillow full decode, LANCZOS straight from the original to each size
+         (fit 1280, ImageOps.fit 256), both saved as JPEG q85
+  vips   pyvips.Image.thumbnail_buffer(data, 1280) and (data, 256, crop=centre),
+         both saved as JPEG q85 (VIPS_CONCURRENCY=1, operation cache off)
+
+Each child imports all three libraries, reads the file, does one warm-up run and then
+--runs timed runs; the median is reported. "delta" is the child's peak RSS minus the
+peak RSS of a baseline child that only imports the libraries, so it includes the input
+file's bytes. It is a report: the exit status is 0 even when a target is missed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+DISPLAY_BOX = 1280
+THUMB = 256
+QUALITY = 85
+MAX_PIXELS = 60_000_000
+VARIANTS = ("ours", "naive", "vips")
+
+# (label, file name, size, format)
+IMAGES = (
+    ("12MP JPEG", "12mp.jpg", (4000, 3000), "JPEG"),
+    ("48MP JPEG", "48mp.jpg", (8000, 6000), "JPEG"),
+    ("12MP PNG", "12mp.png", (4000, 3000), "PNG"),
+)
+
+
+# ------------------------------------------------------------------- test images
+
+
+def photo_like(size: tuple[int, int]):
+    """Smooth colour gradients, soft blobs and per-pixel grain: compresses like a photo."""
+    from PIL import Image
+
+    w, h = size
+    smooth = Image.BICUBIC
+    ramp = Image.linear_gradient("L")
+    base = Image.merge(
+        "RGB",
+        (
+            ramp.resize(size, smooth),
+            ramp.rotate(90).resize(size, smooth),
+            Image.radial_gradient("L").resize(size, smooth),
+        ),
+    )
+    # Soft mid-frequency structure ("objects") and fine sensor-like grain.
+    blobs = Image.merge(
+        "RGB",
+        tuple(Image.effect_noise((w // 40, h // 40), 70).resize(size, smooth) for _ in range(3)),
+    )
+    grain = Image.effect_noise(size, 40).convert("RGB")
+    textured = Image.blend(base, blobs, 0.45)
+    return Image.blend(textured, grain, 0.18)
+
+
+def make_images(directory: Path, labels: list[str]) -> None:
+    for label, name, size, fmt in IMAGES:
+        if label not in labels:
+            continue
+        path = directory / name
+        options = {"quality": 92} if fmt == "JPEG" else {"compress_level": 1}
+        photo_like(size).save(path, fmt, **options)
+
+
+def make_images_in_child(directory: Path, labels: list[str]) -> dict[str, Path]:
+    """Linux children inherit the parent's ru_maxrss high-water mark across fork+exec,
+    so the parent stays small: the big test images are made in a throwaway process."""
+    script = str(Path(__file__).resolve())
+    subprocess.run([sys.executable, script, "--make", str(directory), *labels], check=True)
+    return {label: directory / name for label, name, *_ in IMAGES if label in labels}
+
+
+# ------------------------------------------------------------------ child process
+
+
+def _pin_to_one_core() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+
+
+def _import_all():
+    """Every child imports the same libraries so the baseline subtracts them fairly."""
+    import pyvips
+    from PIL import Image, ImageOps
+
+    from chalicelib import imaging
+
+    pyvips.cache_set_max(0)
+    return imaging, Image, ImageOps, pyvips
+
+
+def _ours(data: bytes) -> None:
+    from chalicelib import imaging
+
+    imaging.make_renditions(data, MAX_PIXELS, DISPLAY_BOX, THUMB, QUALITY)
+
+
+def _naive(data: bytes) -> None:
+    import io
+
+    from PIL import Image, ImageOps
+
+    im = Image.open(io.BytesIO(data))
+    im.load()
+    im = im.convert("RGB")
+    scale = min(1.0, DISPLAY_BOX / max(im.size))
+    display = im.resize((round(im.width * scale), round(im.height * scale)), Image.LANCZOS)
+    thumb = ImageOps.fit(im, (THUMB, THUMB), Image.LANCZOS)
+    for out in (display, thumb):
+        out.save(io.BytesIO(), "JPEG", quality=QUALITY)
+
+
+def _vips(data: bytes) -> None:
+    import pyvips
+
+    keep = pyvips.enums.ForeignKeep.NONE
+    display = pyvips.Image.thumbnail_buffer(data, DISPLAY_BOX)
+    display.write_to_buffer(".jpg", Q=QUALITY, keep=keep)
+    thumb = pyvips.Image.thumbnail_buffer(data, THUMB, height=THUMB, crop="centre")
+    thumb.write_to_buffer(".jpg", Q=QUALITY, keep=keep)
+
+
+RUNNERS: dict[str, Callable[[bytes], None]] = {"ours": _ours, "naive": _naive, "vips": _vips}
+
+
+def child_main(variant: str, path: str, runs: int) -> None:
+    import resource
+
+    _pin_to_one_core()
+    _import_all()
+    times: list[float] = []
+    if variant != "baseline":
+        data = Path(path).read_bytes()
+        run = RUNNERS[variant]
+        run(data)  # warm-up: lazy plugin/codec initialisation
+        for _ in range(runs):
+            start = time.perf_counter()
+            run(data)
+            times.append((time.perf_counter() - start) * 1000)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"times_ms": times, "peak_mb": peak_kb / 1024}))
+
+
+# ------------------------------------------------------------------ parent process
+
+
+def run_child(variant: str, path: Path | None, runs: int) -> dict:
+    env = dict(os.environ, VIPS_CONCURRENCY="1", OMP_NUM_THREADS="1")
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--child", variant, str(path or ""), str(runs)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{variant} child failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per variant (default 5)")
+    parser.add_argument("--quick", action="store_true", help="2 runs, skip the PNG")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--make", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.make:
+        make_images(Path(args.make[0]), args.make[1:])
+        return
+    if args.child:
+        variant, path, runs = args.child
+        child_main(variant, path, int(runs))
+        return
+
+    runs = 2 if args.quick else max(1, args.runs)
+    labels = [label for label, *_ in (IMAGES[:2] if args.quick else IMAGES)]
+    with tempfile.TemporaryDirectory(prefix="resize-bench-") as tmp:
+        start = time.perf_counter()
+        paths = make_images_in_child(Path(tmp), labels)
+        sizes = {label: path.stat().st_size / 1e6 for label, path in paths.items()}
+        print(f"made test images in {time.perf_counter() - start:.1f}s: "
+              + ", ".join(f"{label} {mb:.1f} MB" for label, mb in sizes.items()))
+        baseline = run_child("baseline", None, 0)["peak_mb"]
+        print(f"baseline child (imports only) peak RSS: {baseline:.1f} MB; "
+              f"{runs} timed runs per variant, 1 core, median reported\n")
+        results = {
+            (label, variant): run_child(variant, paths[label], runs)
+            for label in labels
+            for variant in VARIANTS
+        }
+    report(results, baseline, labels)
+
+
+def report(results: dict, baseline: float, labels: list[str]) -> None:
+    median = {key: statistics.median(r["times_ms"]) for key, r in results.items()}
+    header = f"{'image':<10} {'variant':<7} {'median ms':>10} {'peak RSS MB':>12} {'delta MB':>9}"
+    print(header)
+    print("-" * len(header))
+    for label in labels:
+        for variant in VARIANTS:
+            peak = results[label, variant]["peak_mb"]
+            print(
+                f"{label:<10} {variant:<7} {median[label, variant]:>10.1f}"
+                f" {peak:>12.1f} {peak - baseline:>9.1f}"
+            )
+        speedup = median[label, "naive"] / median[label, "ours"]
+        vs_vips = median[label, "ours"] / median[label, "vips"]
+        print(f"{'':<10} naive/ours speed-up {speedup:.2f}x, ours/vips time {vs_vips:.2f}x\n")
+
+    checks = []
+    if "12MP JPEG" in labels:
+        speedup = median["12MP JPEG", "naive"] / median["12MP JPEG", "ours"]
+        vs_vips = median["12MP JPEG", "ours"] / median["12MP JPEG", "vips"]
+        checks.append(
+            (speedup >= 2.5, f"12MP JPEG ours >= 2.5x faster than naive (got {speedup:.2f}x)")
+        )
+        checks.append((vs_vips <= 1.3, f"12MP JPEG ours <= 1.3x vips time (got {vs_vips:.2f}x)"))
+    if "48MP JPEG" in labels:
+        delta = results["48MP JPEG", "ours"]["peak_mb"] - baseline
+        checks.append((delta < 150, f"48MP JPEG ours peak RSS delta < 150 MB (got {delta:.1f} MB)"))
+    for ok, text in checks:
+        print(("target met:    " if ok else "TARGET MISSED: ") + text)
+
+
+if __name__ == "__main__":
+    main()
