@@ -114,6 +114,7 @@ class Service:
         accepted = self._create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return accepted
+        job = accepted.job
         try:
             self.objects.put(job.original_key, data, info.content_type)
         except TransientError:

@@ -63,6 +63,9 @@ def main() -> int:
         worker = SqsWorker(clients["sqs"], stack.queue_url, stack.queue_arn, settings.region,
                            application.handle_object_created, concurrency)
         worker.start()
+        sweeper = threading.Thread(target=_sweep_forever, name="sweeper", daemon=True,
+                                   args=(application, settings.sweep_interval_seconds, stopping, log))
+        sweeper.start()
         services.wait_for_port(HOST, api_port, timeout=60, process=api)
         print(f"image-jobs ready: API http://{HOST}:{api_port}/api/v1  "
               f"AWS {endpoint}  workers {concurrency}", flush=True)
@@ -79,6 +82,28 @@ def main() -> int:
             worker.stop()
         services.stop(api)
         services.stop(moto)
+
+
+def scheduled_event() -> dict:
+    """The EventBridge event a Lambda schedule passes."""
+    import datetime
+    import uuid
+
+    return {
+        "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
+        "source": "aws.events", "account": "000000000000",
+        "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": os.environ.get("AWS_REGION", "us-east-1"), "resources": [], "detail": {},
+    }
+
+
+def _sweep_forever(application, interval: int, stopping: threading.Event, log) -> None:
+    """What @app.schedule does in the cloud: the same handler, every `interval` seconds."""
+    while not stopping.wait(interval):
+        try:
+            application.sweep(scheduled_event(), None)
+        except Exception:
+            log.exception("sweep_failed")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ class FakeJobStore:
             self._check()
             if idempotency is not None:
                 held = self.keys.get(idempotency.scope)
-                if held is not None and not held.expires_at < now:
+                if held is not None and now < held.expires_at:
                     raise KeyTaken()
             if job.job_id in self.items:
                 raise ConditionFailed()

@@ -160,7 +160,7 @@ class DynamoJobStore:
         record = k(IDEMPOTENCY_PREFIX + idempotency.scope, fingerprint=idempotency.fingerprint,
                    job_id=idempotency.job_id, expires_at=idempotency.expires_at)
         # A record past its 24 h may be taken over even if TTL has not deleted it yet.
-        free = k.pk.does_not_exist() | (k.expires_at < now)
+        free = k.pk.does_not_exist() | (k.expires_at <= now)
         try:
             with TransactWrite(connection=self._connection) as transaction:
                 transaction.save(record, condition=free)

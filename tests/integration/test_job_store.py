@@ -2,6 +2,7 @@
 
 The fake is what the unit tests trust, so it must behave like the real table.
 """
+import dataclasses
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -152,3 +153,87 @@ def test_delete_is_idempotent(store):
     store.delete(job.job_id)
     store.delete(job.job_id)
     assert store.get(job.job_id) is None
+
+
+def record(job_id, scope="scope-1", fingerprint="fp", expires=NOW + timedelta(hours=24)):
+    from chalicelib.ports import IdempotencyRecord
+
+    return IdempotencyRecord(scope=scope, fingerprint=fingerprint, job_id=job_id, expires_at=expires)
+
+
+def test_job_and_key_record_are_written_together(store):
+    from chalicelib.ports import KeyTaken
+
+    first = new_job()
+    store.create(first, record(first.job_id), NOW)
+    assert store.get_idempotency("scope-1") == record(first.job_id)
+    second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    with pytest.raises(KeyTaken):
+        store.create(second, record(second.job_id), NOW)
+    assert store.get(second.job_id) is None  # the losing job was not written either
+
+
+def test_an_expired_key_record_is_taken_over(store):
+    first = new_job()
+    store.create(first, record(first.job_id, expires=NOW + timedelta(seconds=10)), NOW)
+    second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(second, record(second.job_id), NOW + timedelta(seconds=10))
+    assert store.get_idempotency("scope-1").job_id == second.job_id
+
+
+def test_release_only_frees_the_key_of_its_own_job(store):
+    first = new_job()
+    store.create(first, record(first.job_id), NOW)
+    store.release_idempotency("scope-1", "someone-else")
+    assert store.get_idempotency("scope-1") is not None
+    store.release_idempotency("scope-1", first.job_id)
+    store.release_idempotency("scope-1", first.job_id)
+    assert store.get_idempotency("scope-1") is None
+
+
+def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
+    import uuid
+
+    from chalicelib.ports import KeyTaken
+
+    barrier = threading.Barrier(20)
+    made, taken = [], []
+
+    def attempt():
+        job = new_job(str(uuid.uuid4()))
+        barrier.wait()
+        try:
+            store.create(job, record(job.job_id), NOW)
+            made.append(job.job_id)
+        except KeyTaken:
+            taken.append(job.job_id)
+
+    threads = [threading.Thread(target=attempt) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and len(taken) == 19
+    assert store.get_idempotency("scope-1").job_id == made[0]
+    assert all(store.get(j) is None for j in taken)
+
+
+def test_due_lists_jobs_whose_sweep_time_has_come(store):
+    job = dataclasses.replace(new_job(), sweep_at=NOW + timedelta(minutes=10))
+    store.create(job)
+    assert store.due(JobStatus.QUEUED, NOW, 10) == []
+    assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10) == [job]
+    assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10) == []
+    claimed = store.claim(job.job_id, NOW, 120, 3)
+    assert store.due(JobStatus.PROCESSING, NOW + timedelta(seconds=120), 10) == [claimed]
+
+
+def test_a_write_naming_an_old_updated_at_loses(store):
+    job = new_job()
+    store.create(job)
+    redriven = job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
+    store.transition(redriven, JobStatus.QUEUED, updated_at=job.updated_at)
+    with pytest.raises(ConditionFailed):  # a second sweeper that read the job before
+        store.transition(job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10)),
+                         JobStatus.QUEUED, updated_at=job.updated_at)
+    assert store.get(job.job_id).redrives == 1
