@@ -147,13 +147,20 @@ def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""
     for record in event:
         try:
-            created = parse_message(record.body)
+            handle_message(record.body)
         except PoisonMessage as error:
             # No retry can fix it: drop it with a line, never crash-loop on it.
             log.error("poison_message_dropped", reason=str(error))
-            continue
-        for item in created:
-            service().handle_object_created(item)
+
+
+def handle_message(body) -> None:
+    """The one path from a message body to the worker, for SQS (Lambda and local) and AMQP.
+
+    Raises PoisonMessage for a message no retry can fix, TransientError (or anything
+    else) when the message should come back later.
+    """
+    for item in parse_message(body):
+        service().handle_object_created(item)
 
 
 @app.schedule(Rate(settings.sweep_interval_seconds // 60 or 1, unit=Rate.MINUTES))

@@ -13,8 +13,22 @@ class Settings:
     region: str = "us-east-1"
     # One endpoint for S3, SQS and DynamoDB: moto's server, LocalStack, or None for AWS.
     endpoint_url: Optional[str] = None
+    # S3 somewhere else than the other services (MinIO beside LocalStack, say).
+    s3_endpoint_url: Optional[str] = None
     # The S3 endpoint clients can reach, for presigned URLs (MinIO behind a proxy, say).
     public_s3_endpoint_url: Optional[str] = None
+    # Where object-created events arrive: "sqs" (AWS, LocalStack, embedded) or "amqp" (MinIO).
+    queue_backend: str = "sqs"
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    amqp_exchange: str = "image-jobs"
+    amqp_routing_key: str = "image-jobs.originals"
+    amqp_queue: str = "image-jobs-events"
+    # Deliveries of one message before the broker dead-letters it; more than the job's
+    # attempts, so the job's own limit ends a failing job first.
+    amqp_delivery_limit: int = 20
+    # Uploads answer 503 overloaded while more events than this wait in the queue.
+    max_backlog: int = 10_000
+    backlog_cache_seconds: int = 5
     bucket: str = "image-jobs"
     table: str = "image-jobs"
     queue_name: str = "image-jobs-events"
@@ -52,8 +66,12 @@ class Settings:
         return cls(**values)
 
     @property
+    def storage_endpoint_url(self) -> Optional[str]:
+        return self.s3_endpoint_url or self.endpoint_url
+
+    @property
     def presign_endpoint_url(self) -> Optional[str]:
-        return self.public_s3_endpoint_url or self.endpoint_url
+        return self.public_s3_endpoint_url or self.storage_endpoint_url
 
 
 # Names that follow AWS's own variables or read better than the field's name upper-cased.

@@ -70,8 +70,16 @@ class JobFinished(DomainError):
     code = "job_finished"
 
 
+class Overloaded(DomainError):
+    code = "overloaded"
+
+
 class TransientError(Exception):
     """Storage or table unavailable: the work may succeed if tried again later."""
+
+    def __init__(self, message: str = "", retry_in: Optional[float] = None):
+        super().__init__(message)
+        self.retry_in = retry_in  # seconds until a retry makes sense, when known
 
 
 class ConditionFailed(Exception):
@@ -109,6 +117,12 @@ class ObjectStore(Protocol):
 
     def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
         """Keys under prefix last modified before older_than."""
+        ...
+
+
+class BacklogGauge(Protocol):
+    def depth(self) -> int:
+        """Events waiting in the queue (approximately)."""
         ...
 
 

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from chalicelib import imaging
 from chalicelib.config import Settings
+from chalicelib.events import PoisonMessage
 from chalicelib.jobs import TERMINAL, Job, JobStatus, Rendition
 from chalicelib.logs import get_logger
 from chalicelib.ports import (
@@ -21,6 +22,7 @@ from chalicelib.ports import (
     FileTooLarge,
     IdempotencyKeyReused,
     IdempotencyRecord,
+    BacklogGauge,
     InvalidRequest,
     JobExpired,
     JobFinished,
@@ -29,6 +31,7 @@ from chalicelib.ports import (
     KeyTaken,
     ObjectCreated,
     ObjectStore,
+    Overloaded,
     StorageUnavailable,
     TransientError,
     UnsupportedFormat,
@@ -73,6 +76,7 @@ class Service:
     jobs: JobStore
     objects: ObjectStore
     publisher: Optional[EventPublisher] = None
+    backlog: Optional[BacklogGauge] = None
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
     _retention: timedelta = field(init=False)
@@ -80,6 +84,26 @@ class Service:
     def __post_init__(self) -> None:
         self._retention = timedelta(seconds=self.settings.retention_seconds)
         self._queue_timeout = timedelta(seconds=self.settings.queue_timeout_seconds)
+        self._backlog_seen: tuple[Optional[datetime], int] = (None, 0)
+
+    # -- backpressure -----------------------------------------------------------------------
+    def check_capacity(self) -> None:
+        """503 overloaded while the queue's backlog is over the bound (read at most every
+        few seconds: a busy API must not add a queue call to every upload)."""
+        if self.backlog is None:
+            return
+        now = self.clock()
+        seen_at, depth = self._backlog_seen
+        if seen_at is None or (now - seen_at).total_seconds() >= self.settings.backlog_cache_seconds:
+            try:
+                depth = self.backlog.depth()
+            except TransientError:
+                depth = 0  # the queue's health is the worker's business, not a reason to refuse
+            self._backlog_seen = (now, depth)
+        if depth > self.settings.max_backlog:
+            log.warning("upload_shed", backlog=depth)
+            raise Overloaded("Too many images are waiting; try again later",
+                             retry_after=max(self.settings.retry_after_seconds, 5))
 
     # -- keys: derived from the job id only, never from anything the client named ------------
     def original_key(self, job_id: str) -> str:
@@ -105,6 +129,7 @@ class Service:
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None) -> Accepted:
         s = self.settings
         check_idempotency_key(idempotency_key)
+        self.check_capacity()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
         info = imaging.inspect(data, s.max_pixels)
@@ -132,6 +157,7 @@ class Service:
                              idempotency_key: Optional[str] = None) -> Accepted:
         s = self.settings
         check_idempotency_key(idempotency_key)
+        self.check_capacity()
         if not isinstance(content_type, str) or not isinstance(size, int) or isinstance(size, bool):
             raise InvalidRequest('Send {"content_type": "image/...", "size": <bytes>}')
         if content_type not in imaging.ALLOWED_TYPES:
@@ -270,8 +296,7 @@ class Service:
         ours); raises TransientError when the same event should be delivered again.
         """
         if event.bucket != self.settings.bucket:
-            log.warning("event_ignored", reason="unknown_bucket")
-            return "ignored"
+            raise PoisonMessage("event for a bucket this service does not own")
         job_id = self.job_id_of(event.key)
         if job_id is None or not event.key.startswith(self.settings.originals_prefix):
             log.warning("event_ignored", reason="not_an_original")
@@ -312,7 +337,8 @@ class Service:
         if current is None or current.status.terminal:
             return current or job
         if current.lease_active(now):
-            raise JobBusy(f"job {job.job_id} is leased by another worker")
+            remaining = (current.lease_expires_at - now).total_seconds()
+            raise JobBusy(f"job {job.job_id} is leased by another worker", retry_in=remaining)
         if current.attempt >= s.max_attempts:
             log.warning("attempts_exhausted", job_id=job.job_id, attempt=current.attempt)
             failed = self._fail(current, "processing_failed", attempt=current.attempt)

@@ -3,6 +3,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.config import Settings
+from chalicelib.events import PoisonMessage
 from chalicelib.jobs import JobStatus
 from chalicelib.ports import (
     FileTooLarge, ImageTooLarge, InvalidImage, JobExpired, JobNotFound, ObjectCreated,
@@ -131,16 +132,20 @@ def test_attempts_are_bounded_then_processing_failed(svc):
 def test_a_job_leased_by_another_worker_sends_the_message_back(svc):
     job = svc.accept_upload("alice", jpeg()).job
     svc.jobs.claim(job.job_id, svc.clock(), 120, 3)
-    with pytest.raises(JobBusy):
+    svc.clock.advance(20)
+    with pytest.raises(JobBusy) as busy:
         svc.handle_object_created(created(svc, job))
+    assert busy.value.retry_in == 100  # until the other worker's lease runs out
+    svc.clock.advance(-20)
     svc.clock.advance(121)  # the other worker died: its lease runs out
     assert svc.handle_object_created(created(svc, job)) == "ready"
 
 
 def test_events_that_are_not_ours_are_ignored(svc):
     job = svc.accept_upload("alice", jpeg()).job
+    with pytest.raises(PoisonMessage):
+        svc.handle_object_created(ObjectCreated("other-bucket", job.original_key, 1, "e"))
     for event in [
-        ObjectCreated("other-bucket", job.original_key, 1, "e"),
         ObjectCreated("images", f"renditions/{job.job_id}/display.jpg", 1, "e"),
         ObjectCreated("images", "originals/not-a-job-id", 1, "e"),
         ObjectCreated("images", "originals/00000000-0000-4000-8000-000000000000", 1, "e"),
@@ -158,3 +163,31 @@ def test_a_missing_original_fails_the_job_upload_missing(svc):
 def test_transparent_png_is_processed(svc):
     job = svc.accept_upload("alice", png()).job
     assert svc.handle_object_created(created(svc, job)) == "ready"
+
+
+class Gauge:
+    def __init__(self, depth):
+        self.value, self.reads = depth, 0
+
+    def depth(self):
+        self.reads += 1
+        return self.value
+
+
+def test_uploads_are_shed_while_the_backlog_is_over_the_bound(svc):
+    from chalicelib.ports import Overloaded
+
+    svc.backlog = Gauge(svc.settings.max_backlog + 1)
+    with pytest.raises(Overloaded) as shed:
+        svc.accept_upload("alice", jpeg())
+    assert shed.value.retry_after >= 2
+    with pytest.raises(Overloaded):
+        svc.create_direct_upload("alice", "image/jpeg", 10)
+    assert svc.jobs.items == {}
+    svc.backlog.value = 0
+    with pytest.raises(Overloaded):  # still the cached reading
+        svc.accept_upload("alice", jpeg())
+    assert svc.backlog.reads == 1
+    svc.clock.advance(svc.settings.backlog_cache_seconds)
+    assert svc.accept_upload("alice", jpeg()).job.status is JobStatus.QUEUED
+    assert svc.backlog.reads == 2

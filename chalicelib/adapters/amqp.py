@@ -1,0 +1,145 @@
+"""RabbitMQ (AMQP 0-9-1, pika) for MinIO deployments: topology, re-drive publisher, backlog.
+
+pika is imported lazily: the Lambda package does not carry it and never takes this path.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import quote_plus
+
+from chalicelib.config import Settings
+from chalicelib.ports import TransientError
+
+
+@dataclass(frozen=True)
+class Topology:
+    exchange: str
+    routing_key: str
+    queue: str
+    delivery_limit: int
+
+    @property
+    def dead_letter_exchange(self) -> str:
+        return f"{self.exchange}.dlx"
+
+    @property
+    def dead_letter_queue(self) -> str:
+        return f"{self.queue}.dlq"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Topology":
+        return cls(settings.amqp_exchange, settings.amqp_routing_key, settings.amqp_queue,
+                   settings.amqp_delivery_limit)
+
+
+def declare(channel, topology: Topology) -> None:
+    """Idempotent, durable: MinIO's exchange, a quorum queue with a delivery limit, and a
+    dead-letter exchange + queue for poison and exhausted messages."""
+    channel.exchange_declare(topology.exchange, exchange_type="direct", durable=True)
+    channel.exchange_declare(topology.dead_letter_exchange, exchange_type="fanout", durable=True)
+    channel.queue_declare(topology.dead_letter_queue, durable=True,
+                          arguments={"x-queue-type": "quorum"})
+    channel.queue_bind(topology.dead_letter_queue, topology.dead_letter_exchange)
+    channel.queue_declare(topology.queue, durable=True, arguments={
+        "x-queue-type": "quorum",
+        "x-delivery-limit": topology.delivery_limit,
+        "x-dead-letter-exchange": topology.dead_letter_exchange,
+    })
+    channel.queue_bind(topology.queue, topology.exchange, routing_key=topology.routing_key)
+
+
+def connection_parameters(url: str):
+    import pika
+
+    params = pika.URLParameters(url)
+    params.heartbeat = 30
+    params.blocked_connection_timeout = 30
+    params.connection_attempts = 1
+    params.socket_timeout = 5
+    return params
+
+
+def minio_event(bucket: str, key: str, size: int) -> dict:
+    """The envelope MinIO publishes for an object-created notification."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return {
+        "EventName": "s3:ObjectCreated:Put",
+        "Key": f"{bucket}/{key}",
+        "Records": [{
+            "eventVersion": "2.0", "eventSource": "minio:s3", "awsRegion": "",
+            "eventTime": now, "eventName": "s3:ObjectCreated:Put",
+            "s3": {"s3SchemaVersion": "1.0", "configurationId": "Config",
+                   "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                   "object": {"key": quote_plus(key), "size": size}},
+        }],
+    }
+
+
+class AmqpChannel:
+    """One lazily opened, self-healing channel for short calls from one process."""
+
+    def __init__(self, url: str, topology: Topology):
+        self._url = url
+        self._topology = topology
+        self._lock = threading.Lock()
+        self._connection = None
+        self._channel = None
+
+    def _open(self):
+        import pika
+
+        if self._channel is None or not self._channel.is_open:
+            self.close()
+            self._connection = pika.BlockingConnection(connection_parameters(self._url))
+            self._channel = self._connection.channel()
+            self._channel.confirm_delivery()
+            declare(self._channel, self._topology)
+        return self._channel
+
+    def call(self, fn):
+        import pika.exceptions
+
+        with self._lock:
+            try:
+                return fn(self._open())
+            except (pika.exceptions.AMQPError, OSError) as error:
+                self.close()
+                raise TransientError("broker unavailable") from error
+
+    def close(self) -> None:
+        try:
+            if self._connection is not None and self._connection.is_open:
+                self._connection.close()
+        except Exception:
+            pass
+        self._connection = self._channel = None
+
+
+class AmqpPublisher:
+    """The sweeper's re-drive: publishes what MinIO would, with publisher confirms."""
+
+    def __init__(self, channel: AmqpChannel, topology: Topology):
+        self._channel = channel
+        self._topology = topology
+
+    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+        import pika
+
+        body = json.dumps(minio_event(bucket, key, size)).encode()
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
+        # With confirms on, basic_publish raises unless the broker took it (and routed it).
+        self._channel.call(lambda ch: ch.basic_publish(
+            self._topology.exchange, self._topology.routing_key, body, props, mandatory=True))
+
+
+class AmqpBacklog:
+    def __init__(self, channel: AmqpChannel, topology: Topology):
+        self._channel = channel
+        self._topology = topology
+
+    def depth(self) -> int:
+        return self._channel.call(
+            lambda ch: ch.queue_declare(self._topology.queue, passive=True).method.message_count)
