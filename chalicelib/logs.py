@@ -29,6 +29,9 @@ def configure(level: int = logging.INFO) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
+    # Libraries' INFO chatter (connections, credentials) is not the service's story.
+    for noisy in ("pika", "botocore", "boto3", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     _configured = True
 
 

@@ -4,23 +4,35 @@ Environment (all optional):
   API_PORT=8000          the API (chalice local)
   AWS_PORT=4566          moto's server holding S3, SQS and DynamoDB
   EMBEDDED_AWS=1         0: use the services at AWS_ENDPOINT_URL instead (a real LocalStack)
+  LOCAL_COMPONENTS       which parts to run, of api,worker,sweeper,bridge (default: all that apply)
   WORKER_CONCURRENCY     jobs processed in parallel (default: the number of cores)
+  QUEUE_BACKEND=sqs      amqp: consume MinIO's events from RabbitMQ at AMQP_URL
+  AMQP_BRIDGE            1: forward storage's SQS events to RabbitMQ in MinIO's shape (the
+                         default with amqp on the embedded stack, which has no MinIO)
   plus every setting of chalicelib/config.py (AUTH_JWT_SECRET, MAX_UPLOAD_BYTES, ...)
 """
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import sys
 import threading
+import uuid
 
 HOST = "127.0.0.1"
+ALL_COMPONENTS = ("api", "worker", "sweeper", "bridge")
 
 
 def main() -> int:
     api_port = int(os.environ.get("API_PORT", "8000"))
     aws_port = int(os.environ.get("AWS_PORT", "4566"))
     embedded = os.environ.get("EMBEDDED_AWS", "1") != "0"
+    components = set(filter(None, os.environ.get("LOCAL_COMPONENTS", ",".join(ALL_COMPONENTS)).split(",")))
+    unknown = components - set(ALL_COMPONENTS)
+    if unknown:
+        print(f"LOCAL_COMPONENTS: unknown {sorted(unknown)}; choose from {ALL_COMPONENTS}", file=sys.stderr)
+        return 2
     # Emulators accept any credentials; never override real ones the user has set.
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
@@ -35,60 +47,98 @@ def main() -> int:
     from chalicelib.logs import configure, get_logger
     from local import services
     from local.provision import provision
-    from local.sqs_worker import SqsWorker
 
     configure()
     log = get_logger("runner")
     settings = Settings.from_environ(os.environ)
-    if settings.jwt_secret == Settings.jwt_secret:
+    if settings.jwt_secret == Settings.jwt_secret and "api" in components:
         log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
-    endpoint = settings.endpoint_url
-    moto = api = worker = None
+    amqp = settings.queue_backend == "amqp"
+    bridge_wanted = amqp and os.environ.get("AMQP_BRIDGE", "1" if embedded else "0") == "1"
+    if not bridge_wanted:
+        components.discard("bridge")
+    concurrency = int(os.environ.get("WORKER_CONCURRENCY") or os.cpu_count() or 1)
+
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
+    moto = api = None
+    running = []  # things with .stop(), stopped in reverse order
     try:
         if embedded:
             moto = services.start_moto(HOST, aws_port)
-            log.info("embedded_aws_started", endpoint=endpoint)
-        clients = {name: services.aws_client(name, settings.region, endpoint)
-                   for name in ("sqs", "s3", "dynamodb")}
-        stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
+            log.info("embedded_aws_started", endpoint=settings.endpoint_url)
+        clients = {name: services.aws_client(name, settings.region, settings.endpoint_url)
+                   for name in ("sqs", "dynamodb")}
+        clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
+        # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
+        stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
+                          sqs_notifications=not amqp or bridge_wanted)
         log.info("stack_provisioned", bucket=stack.bucket, table=stack.table, queue=stack.queue_url)
 
-        api = services.start_api(HOST, api_port, services.child_env({}))
+        if "api" in components:
+            api = services.start_api(HOST, api_port, services.child_env({}))
         import app as application
 
-        concurrency = int(os.environ.get("WORKER_CONCURRENCY") or os.cpu_count() or 1)
-        worker = SqsWorker(clients["sqs"], stack.queue_url, stack.queue_arn, settings.region,
-                           application.handle_object_created, concurrency)
-        worker.start()
-        sweeper = threading.Thread(target=_sweep_forever, name="sweeper", daemon=True,
-                                   args=(application, settings.sweep_interval_seconds, stopping, log))
-        sweeper.start()
-        services.wait_for_port(HOST, api_port, timeout=60, process=api)
-        print(f"image-jobs ready: API http://{HOST}:{api_port}/api/v1  "
-              f"AWS {endpoint}  workers {concurrency}", flush=True)
+        if "worker" in components:
+            running.append(_start_worker(settings, application, clients["sqs"], stack, concurrency))
+        if "bridge" in components:
+            running.append(_start_bridge(settings, clients["sqs"], stack))
+        if "sweeper" in components:
+            thread = threading.Thread(target=_sweep_forever, name="sweeper", daemon=True,
+                                      args=(application, settings.sweep_interval_seconds, stopping, log))
+            thread.start()
+        if api is not None:
+            services.wait_for_port(HOST, api_port, timeout=60, process=api)
+        where = f"API http://{HOST}:{api_port}/api/v1  " if api is not None else ""
+        print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
+              f"workers {concurrency if 'worker' in components else 0}  "
+              f"components {','.join(sorted(components))}", flush=True)
         while not stopping.wait(0.5):
-            if api.poll() is not None:
+            if api is not None and api.poll() is not None:
                 log.error("api_exited", code=api.returncode)
                 return 1
             if moto is not None and moto.poll() is not None:
                 log.error("embedded_aws_exited", code=moto.returncode)
                 return 1
+        log.info("stopping")
         return 0
     finally:
-        if worker is not None:
-            worker.stop()
+        for part in reversed(running):
+            part.stop()
         services.stop(api)
         services.stop(moto)
 
 
+def _start_worker(settings, application, sqs, stack, concurrency: int):
+    if settings.queue_backend == "amqp":
+        from chalicelib.adapters.amqp import Topology
+        from local.amqp_worker import AmqpWorker
+
+        worker = AmqpWorker(settings.amqp_url, Topology.from_settings(settings),
+                            application.handle_message, concurrency)
+    else:
+        from local.sqs_worker import SqsWorker
+
+        worker = SqsWorker(sqs, stack.queue_url, stack.queue_arn, settings.region,
+                           application.handle_object_created, concurrency)
+    worker.start()
+    return worker
+
+
+def _start_bridge(settings, sqs, stack):
+    from chalicelib.adapters.amqp import AmqpChannel, AmqpPublisher, Topology
+    from local.bridge import SqsToAmqpBridge
+
+    topology = Topology.from_settings(settings)
+    bridge = SqsToAmqpBridge(sqs, stack.queue_url,
+                             AmqpPublisher(AmqpChannel(settings.amqp_url, topology), topology))
+    bridge.start()
+    return bridge
+
+
 def scheduled_event() -> dict:
     """The EventBridge event a Lambda schedule passes."""
-    import datetime
-    import uuid
-
     return {
         "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
         "source": "aws.events", "account": "000000000000",

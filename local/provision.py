@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -49,9 +49,9 @@ class Stack:
 
     bucket: str
     table: str
-    queue_url: str
-    queue_arn: str
-    dlq_url: str
+    queue_url: Optional[str]
+    queue_arn: Optional[str]
+    dlq_url: Optional[str]
 
 
 def _resources(template: dict, kind: str) -> dict[str, dict]:
@@ -69,17 +69,24 @@ def _plain_value(value: Any, template: dict) -> Any:
     return value
 
 
-def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = None) -> Stack:
+def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = None,
+              sqs_notifications: bool = True, visibility_timeout: Optional[int] = None) -> Stack:
+    """sqs_notifications=False: storage notifies elsewhere (MinIO -> AMQP, set up by
+    localstack/minio); only the bucket and the table are made here.
+    visibility_timeout: tests shorten the template's, to see redeliveries quickly."""
     template = template or load_template()
+    if not sqs_notifications:
+        _ensure_bucket(s3, settings)
+        (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
+        _ensure_table(dynamodb, settings.table, table_props)
+        return Stack(settings.bucket, settings.table, None, None, None)
     queues = _resources(template, "AWS::SQS::Queue")
     # The queue that names a dead-letter target is the events queue; the target is the DLQ.
     (events_name, events_props), = [(n, p) for n, p in queues.items() if "RedrivePolicy" in p]
     dlq_name = events_props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
     dlq_props = queues[dlq_name]
 
-    dlq_url = sqs.create_queue(
-        QueueName=f"{settings.queue_name}-dlq", Attributes=_queue_attributes(dlq_props, template)
-    )["QueueUrl"]
+    dlq_url = _ensure_queue(sqs, f"{settings.queue_name}-dlq", _queue_attributes(dlq_props, template))
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
     attributes = _queue_attributes(events_props, template)
@@ -87,7 +94,9 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
         "deadLetterTargetArn": dlq_arn,
         "maxReceiveCount": str(events_props["RedrivePolicy"]["maxReceiveCount"]),
     })
-    queue_url = sqs.create_queue(QueueName=settings.queue_name, Attributes=attributes)["QueueUrl"]
+    if visibility_timeout is not None:
+        attributes["VisibilityTimeout"] = str(visibility_timeout)
+    queue_url = _ensure_queue(sqs, settings.queue_name, attributes)
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
 
@@ -124,6 +133,14 @@ def _comparable(configurations: list[dict]) -> list[tuple]:
         )))
         for c in configurations
     )
+
+
+def _ensure_queue(sqs, name: str, attributes: dict[str, str]) -> str:
+    """An existing queue is kept as it is: CreateQueue refuses other attributes for it."""
+    try:
+        return sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    except sqs.exceptions.QueueDoesNotExist:
+        return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
 
 
 def _queue_attributes(props: dict, template: dict) -> dict[str, str]:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from chalicelib.logs import get_logger
+from chalicelib.ports import TransientError
 
 log = get_logger("sqs_worker")
 
@@ -46,7 +47,7 @@ def lambda_event(message: dict[str, Any], queue_arn: str, region: str) -> dict:
 class SqsWorker:
     def __init__(self, sqs, queue_url: str, queue_arn: str, region: str,
                  handler: Callable[[dict, Any], Any], concurrency: int,
-                 timeout_ms: int = 120_000, max_backoff: int = 60):
+                 timeout_ms: int = 120_000, max_backoff: int = 300):
         self._sqs = sqs
         self._queue_url = queue_url
         self._queue_arn = queue_arn
@@ -101,9 +102,10 @@ class SqsWorker:
         try:
             event = lambda_event(message, self._queue_arn, self._region)
             self._handler(event, LambdaContext(self._timeout_ms))
-        except Exception:
-            log.exception("handler_failed", message_id=message["MessageId"])
-            self._back_off(message)
+        except Exception as error:
+            if not isinstance(error, TransientError):
+                log.exception("handler_failed", message_id=message["MessageId"])
+            self._back_off(message, getattr(error, "retry_in", None))
         else:
             try:
                 self._sqs.delete_message(QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"])
@@ -113,12 +115,14 @@ class SqsWorker:
         finally:
             self._slots.release()
 
-    def _back_off(self, message: dict) -> None:
+    def _back_off(self, message: dict, retry_in) -> None:
         count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+        # A busy job says when its lease ends; otherwise back off by how often it came.
+        delay = retry_in if retry_in is not None else 2 ** count
         try:
             self._sqs.change_message_visibility(
                 QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"],
-                VisibilityTimeout=min(self._max_backoff, 2 ** count),
+                VisibilityTimeout=int(min(self._max_backoff, max(1, delay + 0.5))),
             )
         except Exception:
             log.exception("sqs_backoff_failed", message_id=message["MessageId"])

@@ -1,0 +1,137 @@
+"""The AMQP consumer (pika) for MinIO deployments: RabbitMQ delivers MinIO's events.
+
+- prefetch = concurrency: the broker never hands this process more than it can run;
+- the image work runs on worker threads, never on the connection's thread (that would
+  starve heartbeats); acks go back through add_callback_threadsafe, and only after the
+  job's outcome is written;
+- transient failures are nacked for redelivery after a pause; poison is dead-lettered;
+- the connection is re-made with a growing delay (capped) when the broker goes away;
+- stop() takes no more work, lets what is in hand finish and ack, then closes.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import pika
+import pika.exceptions
+
+from chalicelib.adapters.amqp import Topology, connection_parameters, declare
+from chalicelib.events import PoisonMessage
+from chalicelib.logs import get_logger
+from chalicelib.ports import TransientError
+
+log = get_logger("amqp_worker")
+
+MAX_RECONNECT_DELAY = 30.0
+MAX_RETRY_PAUSE = 30.0
+
+
+class AmqpWorker:
+    def __init__(self, url: str, topology: Topology, handle_message: Callable[[bytes], None],
+                 concurrency: int):
+        self._url = url
+        self._topology = topology
+        self._handle = handle_message
+        self._concurrency = concurrency
+        self._stopping = threading.Event()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="amqp-consumer", daemon=True)
+        self.connected = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 60) -> None:
+        self._stopping.set()
+        self._thread.join(timeout)
+        self._pool.shutdown(wait=True)
+
+    # -- the connection thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        delay = 1.0
+        while not self._stopping.is_set():
+            try:
+                self._consume()
+                delay = 1.0
+            except (pika.exceptions.AMQPError, OSError) as error:
+                self.connected.clear()
+                log.warning("amqp_connection_lost", error=type(error).__name__, retry_in=delay)
+                self._stopping.wait(delay)
+                delay = min(delay * 2, MAX_RECONNECT_DELAY)
+
+    def _consume(self) -> None:
+        connection = pika.BlockingConnection(connection_parameters(self._url))
+        try:
+            channel = connection.channel()
+            declare(channel, self._topology)
+            channel.basic_qos(prefetch_count=self._concurrency)
+            tag = channel.basic_consume(
+                self._topology.queue,
+                functools.partial(self._on_message, connection),
+            )
+            self.connected.set()
+            log.info("amqp_consuming", queue=self._topology.queue, prefetch=self._concurrency)
+            while not self._stopping.is_set():
+                connection.process_data_events(time_limit=0.5)
+            # Graceful stop: no new deliveries; let the jobs in hand finish and ack.
+            channel.basic_cancel(tag)
+            while self._busy():
+                connection.process_data_events(time_limit=0.2)
+            connection.process_data_events(time_limit=0)
+        finally:
+            self.connected.clear()
+            if connection.is_open:
+                try:
+                    connection.close()
+                except Exception:
+                    pass
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return self._in_flight > 0
+
+    def _on_message(self, connection, channel, method, properties, body) -> None:
+        with self._lock:
+            self._in_flight += 1
+        self._pool.submit(self._work, connection, channel, method.delivery_tag, properties, body)
+
+    # -- worker threads ------------------------------------------------------------------------
+    def _work(self, connection, channel, tag: int, properties, body: bytes) -> None:
+        try:
+            self._handle(body)
+        except PoisonMessage as error:
+            log.error("poison_message_dead_lettered", reason=str(error))
+            self._reply(connection, channel.basic_nack, tag, requeue=False)
+        except Exception as error:
+            pause = self._retry_pause(error, properties)
+            if not isinstance(error, TransientError):
+                log.exception("handler_failed")
+            log.warning("message_retry", pause=pause, error=type(error).__name__)
+            self._stopping.wait(pause)  # a stop cuts the pause short; the message goes back
+            self._reply(connection, channel.basic_nack, tag, requeue=True)
+        else:
+            self._reply(connection, channel.basic_ack, tag)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    @staticmethod
+    def _retry_pause(error: Exception, properties) -> float:
+        if isinstance(error, TransientError) and error.retry_in is not None:
+            return min(max(error.retry_in, 0.5), MAX_RETRY_PAUSE)  # e.g. until a lease ends
+        deliveries = int((properties.headers or {}).get("x-delivery-count", 0))
+        return min(2.0 ** deliveries, MAX_RETRY_PAUSE)
+
+    @staticmethod
+    def _reply(connection, method, tag: int, **kwargs) -> None:
+        try:
+            connection.add_callback_threadsafe(functools.partial(method, tag, **kwargs))
+        except Exception:
+            # The connection is gone: the broker redelivers the message, and the handler
+            # is idempotent, so nothing is lost and nothing is done twice.
+            log.warning("amqp_reply_lost", delivery_tag=tag)

@@ -1,0 +1,347 @@
+"""Real processes, a real RabbitMQ, moto's server: the harness for the fault tests.
+
+Each test gets its own bucket, table, queues and AMQP names, a shortened lease and
+visibility timeout, and starts worker (and bridge) processes with `python -m local`, the
+same entry point users run. `World.assert_promise` is the promise to users: every accepted
+job terminal, exactly one set of renditions per ready job, nothing in a dead-letter queue
+that should have succeeded.
+"""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pika
+import pytest
+from PIL import Image
+
+from chalicelib.adapters.amqp import Topology, declare, minio_event
+from chalicelib.adapters.sqs_queue import object_created_event
+from chalicelib.bootstrap import build_service
+from chalicelib.jobs import JobStatus
+from local.provision import provision
+from local.services import aws_client
+from tests.conftest import ROOT
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def rabbit_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def rabbitmq():
+    """The machine's RabbitMQ; started if it is down, a loud failure if it cannot be."""
+    if not rabbit_up():
+        subprocess.run(["rabbitmq-server", "-detached"], check=False)
+        deadline = time.monotonic() + 90
+        while not rabbit_up():
+            if time.monotonic() > deadline:
+                pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and could not be started")
+            time.sleep(1)
+    wait_for_broker()
+    return AMQP_URL
+
+
+def wait_for_broker(timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pika.BlockingConnection(pika.URLParameters(AMQP_URL)).close()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, fmt)
+    return out.getvalue()
+
+
+@dataclass
+class Proc:
+    process: subprocess.Popen
+    output: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class World:
+    def __init__(self, backend: str, moto_endpoint: str, **overrides):
+        suffix = uuid.uuid4().hex[:10]
+        self.backend = backend
+        self.env = {
+            "AWS_ENDPOINT_URL": moto_endpoint, "EMBEDDED_AWS": "0",
+            "IMAGES_BUCKET": f"images-{suffix}", "JOBS_TABLE": f"jobs-{suffix}",
+            "JOBS_QUEUE": f"events-{suffix}", "QUEUE_BACKEND": backend,
+            "AMQP_URL": AMQP_URL, "AMQP_EXCHANGE": f"x-{suffix}", "AMQP_QUEUE": f"q-{suffix}",
+            "AMQP_ROUTING_KEY": f"k-{suffix}", "AMQP_BRIDGE": "1",
+            "LEASE_SECONDS": "2", "MAX_ATTEMPTS": "3", "MAX_UPLOAD_BYTES": str(8 * 1024 * 1024),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.env.update({k: str(v) for k, v in overrides.items()})
+        from chalicelib.config import Settings
+
+        self.settings = Settings.from_environ(self.env)
+        clients = {n: aws_client(n, self.settings.region, moto_endpoint) for n in ("sqs", "s3", "dynamodb")}
+        self.clients = clients
+        # A short visibility timeout: a killed SQS worker's message comes back in seconds.
+        self.stack = provision(self.settings, clients["sqs"], clients["s3"], clients["dynamodb"],
+                               visibility_timeout=3)
+        self.service = build_service(self.settings)
+        self.topology = Topology.from_settings(self.settings)
+        self.procs: list[Proc] = []
+        if backend == "amqp":
+            with self.amqp() as channel:
+                declare(channel, self.topology)
+
+    # -- processes -------------------------------------------------------------------------------
+    def start(self, components: str, **env) -> Proc:
+        full = dict(os.environ, **self.env, LOCAL_COMPONENTS=components, **{k: str(v) for k, v in env.items()})
+        process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=full,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = Proc(process)
+        ready = threading.Event()
+
+        def pump():
+            for line in process.stdout:
+                proc.output.append(line)
+                if "image-jobs ready" in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not ready.wait(0.1):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"`python -m local` ({components}) did not start:\n{proc.text()[-4000:]}")
+        self.procs.append(proc)
+        return proc
+
+    def workers(self, count: int = 1, concurrency: int = 1) -> list[Proc]:
+        """Worker processes, and for amqp the bridge standing in for MinIO's notifications."""
+        if self.backend == "amqp" and not any("bridge" in " ".join(p.process.args) for p in self.procs):
+            self.start("bridge")
+        return [self.start("worker", WORKER_CONCURRENCY=concurrency) for _ in range(count)]
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.alive():
+                proc.process.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.process.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.process.kill()
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def upload(self, count: int = 1, data: bytes | None = None) -> list[str]:
+        data = data or photo()
+        return [self.service.accept_upload("alice", data).job.job_id for _ in range(count)]
+
+    def deliver_again(self, job_id: str, times: int) -> None:
+        """The same object-created event, delivered again (at-least-once delivery)."""
+        key = self.service.original_key(job_id)
+        if self.backend == "sqs":
+            import json
+
+            for _ in range(times):
+                self.clients["sqs"].send_message(
+                    QueueUrl=self.stack.queue_url,
+                    MessageBody=json.dumps(object_created_event(self.settings.bucket, key, 0)))
+        else:
+            self.publish_raw(*[__import__("json").dumps(minio_event(self.settings.bucket, key, 0)).encode()
+                               for _ in range(times)])
+
+    def publish_raw(self, *bodies: bytes) -> None:
+        with self.amqp() as channel:
+            channel.confirm_delivery()
+            for body in bodies:
+                channel.basic_publish(self.topology.exchange, self.topology.routing_key, body,
+                                      pika.BasicProperties(delivery_mode=2), mandatory=True)
+
+    def statuses(self, job_ids) -> dict[str, JobStatus]:
+        return {j: self.service.jobs.get(j).status for j in job_ids}
+
+    def wait_terminal(self, job_ids, timeout: float = 60) -> dict[str, JobStatus]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            statuses = self.statuses(job_ids)
+            if all(s.terminal for s in statuses.values()):
+                return statuses
+            time.sleep(0.2)
+        stuck = {j: s.value for j, s in self.statuses(job_ids).items() if not s.terminal}
+        logs = "\n".join(p.text()[-3000:] for p in self.procs)
+        pytest.fail(f"{len(stuck)} job(s) not terminal after {timeout}s: {stuck}\n{logs}")
+
+    def renditions(self, job_id: str) -> list[str]:
+        prefix = f"{self.settings.renditions_prefix}{job_id}/"
+        listed = self.clients["s3"].list_objects_v2(Bucket=self.settings.bucket, Prefix=prefix)
+        return sorted(o["Key"][len(prefix):] for o in listed.get("Contents", []))
+
+    def dead_letters(self) -> list[bytes]:
+        bodies = []
+        if self.backend == "sqs":
+            for m in self.clients["sqs"].receive_message(QueueUrl=self.stack.dlq_url, MaxNumberOfMessages=10,
+                                                         WaitTimeSeconds=0).get("Messages", []):
+                bodies.append(m["Body"].encode())
+        else:
+            with self.amqp() as channel:
+                while True:
+                    method, _, body = channel.basic_get(self.topology.dead_letter_queue, auto_ack=False)
+                    if method is None:
+                        break
+                    bodies.append(body)
+        return bodies
+
+    def assert_promise(self, job_ids, expected: JobStatus | None = JobStatus.READY, timeout: float = 60):
+        statuses = self.wait_terminal(job_ids, timeout)
+        for job_id, status in statuses.items():
+            if expected is not None:
+                assert status is expected, (job_id, status, self.service.jobs.get(job_id))
+            if status is JobStatus.READY:
+                assert self.renditions(job_id) == ["display.jpg", "thumb.jpg"], job_id
+                job = self.service.jobs.get(job_id)
+                assert job.display.key.endswith("display.jpg") and job.thumb.key.endswith("thumb.jpg")
+            else:
+                assert self.renditions(job_id) == [], job_id
+        return statuses
+
+    def amqp(self):
+        connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        channel = connection.channel()
+
+        class Ctx:
+            def __enter__(self_inner):
+                return channel
+
+            def __exit__(self_inner, *exc):
+                connection.close()
+
+        return Ctx()
+
+    def cleanup_amqp(self) -> None:
+        if self.backend != "amqp" or not rabbit_up():
+            return
+        try:
+            with self.amqp() as channel:
+                channel.queue_delete(self.topology.queue)
+                channel.queue_delete(self.topology.dead_letter_queue)
+                channel.exchange_delete(self.topology.exchange)
+                channel.exchange_delete(self.topology.dead_letter_exchange)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def world_factory(moto_endpoint, rabbitmq):
+    made: list[World] = []
+
+    def make(backend: str, **overrides) -> World:
+        world = World(backend, moto_endpoint, **overrides)
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        world.stop_all()
+        world.cleanup_amqp()
+
+
+@pytest.fixture(params=["sqs", "amqp"])
+def world(request, world_factory):
+    return world_factory(request.param)
+
+
+@pytest.fixture
+def amqp_world(world_factory):
+    return world_factory("amqp")
+
+
+class TcpProxy:
+    """A port that forwards to another and can be cut: storage 'failing for a while'."""
+
+    def __init__(self, target_port: int):
+        self.target = ("127.0.0.1", target_port)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self._server = None
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.up()
+
+    def up(self) -> None:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def down(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        with self._lock:
+            for conn in self._conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                conn.close()
+            self._conns.clear()
+
+    def _accept(self, server) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
