@@ -90,6 +90,8 @@ def main() -> int:
             thread.start()
         if api is not None:
             services.wait_for_port(HOST, api_port, timeout=60, process=api)
+            if settings.auth_mode == "jwt":
+                services.warm_up(f"http://{HOST}:{api_port}", settings.jwt_secret)
         where = f"API http://{HOST}:{api_port}/api/v1  " if api is not None else ""
         print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
               f"workers {concurrency if 'worker' in components else 0}  "

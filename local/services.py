@@ -81,3 +81,32 @@ def child_env(overrides: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(overrides)
     return env
+
+
+def warm_up(api_url: str, jwt_secret: str, timeout: float = 60) -> None:
+    """One authenticated request through the API, so that 'ready' means uploads are served:
+    the app and its clients are built by then, not by the first user's upload."""
+    import json
+    import time as _time
+    import urllib.error
+    import urllib.request
+
+    from chalicelib.auth import mint_token
+
+    token = mint_token("runner-warm-up", jwt_secret, 60, int(_time.time()))
+    request = urllib.request.Request(f"{api_url}/api/v1/image-jobs/00000000-0000-4000-8000-000000000000",
+                                     headers={"Authorization": f"Bearer {token}"})
+    deadline = _time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            return
+        except urllib.error.HTTPError as error:
+            if error.code == 404 and json.loads(error.read()).get("code") == "job_not_found":
+                return
+            if _time.monotonic() > deadline:
+                raise RuntimeError(f"the API answers {error.code} to a warm-up request") from None
+        except OSError:
+            if _time.monotonic() > deadline:
+                raise
+        _time.sleep(0.2)
