@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test token bench clean
+.PHONY: run test token bench deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
 
 bench: $(VENV)/.installed  ## the resize benchmark
 	$(PY) benchmarks/resize.py
+
+STAGE ?= dev
+deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deploy STAGE=dev (docs/deploy.md)
+	$(PY) -m infra.stage_config $(STAGE) $(if $(STACK),--stack $(STACK))
+	$(VENV)/bin/chalice deploy --stage $(STAGE)
+	$(PY) -m infra.gateway_responses $(STAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -9,7 +9,7 @@ import os
 
 import json
 
-from chalice import Chalice, Rate, Response
+from chalice import Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
 from chalicelib import auth, problems, request_body, views
 from chalicelib.config import Settings
@@ -24,6 +24,14 @@ app.api.binary_types.extend([
     "multipart/form-data", "image/webp", "image/tiff", "image/avif", "image/heic", "image/heif",
 ])
 log = get_logger("app")
+# In the cloud API Gateway checks the Cognito token before a view runs (AUTH_MODE=cognito);
+# locally there is no authorizer and chalicelib/auth.py checks the HS256 token itself.
+authorizer = (
+    CognitoUserPoolAuthorizer("image-jobs-users", provider_arns=[settings.cognito_user_pool_arn])
+    if settings.auth_mode == "cognito" else None
+)
+# /api/v1 here and as clients see it in the cloud, behind API Gateway's stage "api".
+ROOT = settings.route_prefix
 
 
 @functools.lru_cache(maxsize=1)
@@ -89,7 +97,7 @@ def _job_response(job) -> Response:
 
 
 # Every content type reaches the view, which answers 415 as problem+json itself.
-@app.route("/api/v1/images", methods=["POST"], content_types=["*/*"])
+@app.route(ROOT + "/images", methods=["POST"], content_types=["*/*"], authorizer=authorizer)
 @api
 def upload_image():
     owner = _owner()
@@ -101,7 +109,7 @@ def upload_image():
     return _accepted_response(service().accept_upload(owner, data, key))
 
 
-@app.route("/api/v1/uploads", methods=["POST"], content_types=["*/*"])
+@app.route(ROOT + "/uploads", methods=["POST"], content_types=["*/*"], authorizer=authorizer)
 @api
 def create_direct_upload():
     owner = _owner()
@@ -123,26 +131,28 @@ def _json_object(raw: bytes) -> dict:
     return body
 
 
-@app.route("/api/v1/image-jobs/{job_id}", methods=["GET"])
+@app.route(ROOT + "/image-jobs/{job_id}", methods=["GET"], authorizer=authorizer)
 @api
 def get_image_job(job_id):
     return _job_response(service().get_job(_owner(), job_id))
 
 
-@app.route("/api/v1/image-jobs/{job_id}/cancel", methods=["POST"], content_types=["*/*"])
+@app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=["*/*"],
+           authorizer=authorizer)
 @api
 def cancel_image_job(job_id):
     return _job_response(service().cancel(_owner(), job_id))
 
 
-@app.route("/api/v1/image-jobs/{job_id}", methods=["DELETE"])
+@app.route(ROOT + "/image-jobs/{job_id}", methods=["DELETE"], authorizer=authorizer)
 @api
 def delete_image_job(job_id):
     service().delete(_owner(), job_id)
     return Response(status_code=204, body="", headers={"Cache-Control": "no-store"})
 
 
-@app.on_sqs_message(queue=settings.queue_name, batch_size=1)
+@app.on_sqs_message(queue=settings.queue_name, batch_size=1,
+                    maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""
     for record in event:

@@ -36,6 +36,11 @@ class Settings:
     renditions_prefix: str = "renditions/"
     auth_mode: str = "jwt"  # "jwt": HS256 checked by the app; "cognito": API Gateway did it
     jwt_secret: str = "dev-secret-change-me"
+    # The user pool whose tokens API Gateway's authorizer accepts (auth_mode "cognito" only).
+    cognito_user_pool_arn: Optional[str] = None
+    # Where the app's routes live. API Gateway puts its stage name first in every URL, so the
+    # cloud stages (stage "api") route under /v1 and clients still see /api/v1/... as here.
+    route_prefix: str = "/api/v1"
     max_upload_bytes: int = 4 * MIB
     max_direct_upload_bytes: int = 50 * MIB
     max_pixels: int = 50_000_000
@@ -51,6 +56,9 @@ class Settings:
     # An original or rendition with no job is deleted once it is older than this.
     orphan_grace_seconds: int = 3600
     sweep_interval_seconds: int = 60
+    # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
+    # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
+    worker_max_concurrency: int = 5
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85
@@ -63,7 +71,21 @@ class Settings:
             if raw is None or raw == "":
                 continue
             values[field.name] = _parse(field.name, field.type, raw)
-        return cls(**values)
+        settings = cls(**values)
+        settings._check()
+        return settings
+
+    def _check(self) -> None:
+        """What would otherwise fail only at deploy time, or silently in the cloud."""
+        if self.auth_mode == "cognito" and not self.cognito_user_pool_arn:
+            raise ValueError("AUTH_MODE=cognito needs COGNITO_USER_POOL_ARN, a stack output: "
+                             "run python -m infra.stage_config <stage> (docs/deploy.md)")
+        if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
+            raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
+                             f"got {self.route_prefix!r}")
+        if not 2 <= self.worker_max_concurrency <= 1000:
+            raise ValueError("WORKER_MAX_CONCURRENCY must be between 2 and 1000, "
+                             f"got {self.worker_max_concurrency}")
 
     @property
     def storage_endpoint_url(self) -> Optional[str]:

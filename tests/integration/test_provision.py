@@ -1,7 +1,9 @@
 """One definition, no drift: the embedded stack is what infra/template.yaml deploys."""
 import json
 
-from chalicelib.adapters.dynamo_jobs import JobItem
+from pynamodb.attributes import TTLAttribute
+
+from chalicelib.adapters.dynamo_jobs import SWEEP_INDEX, IdempotencyItem, JobItem, make_job_model
 from chalicelib.config import Settings
 from local.provision import load_template, provision
 
@@ -46,10 +48,45 @@ def test_the_embedded_stack_matches_the_template(stack):
 
     events = template["Resources"]["EventsQueue"]["Properties"]
     attrs = clients["sqs"].get_queue_attributes(QueueUrl=provisioned.queue_url, AttributeNames=["All"])["Attributes"]
-    assert attrs["VisibilityTimeout"] == str(template["Parameters"]["WorkerTimeoutSeconds"]["Default"])
+    visibility = events["VisibilityTimeout"]["Ref"]
+    assert attrs["VisibilityTimeout"] == str(template["Parameters"][visibility]["Default"])
     redrive = json.loads(attrs["RedrivePolicy"])
     assert int(redrive["maxReceiveCount"]) == events["RedrivePolicy"]["maxReceiveCount"]
     assert int(attrs["MessageRetentionPeriod"]) == events["MessageRetentionPeriod"]
+    # The redrive names the dead-letter queue the runner made, with the template's retention.
+    dlq = clients["sqs"].get_queue_attributes(QueueUrl=provisioned.dlq_url, AttributeNames=["All"])["Attributes"]
+    assert redrive["deadLetterTargetArn"] == dlq["QueueArn"]
+    dlq_props = template["Resources"][events["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]["Properties"]
+    assert int(dlq["MessageRetentionPeriod"]) == dlq_props["MessageRetentionPeriod"]
+
+
+def test_the_embedded_table_has_the_templates_index_and_attribute_types(stack):
+    settings, _, clients = stack
+    (table,) = resources("AWS::DynamoDB::Table")
+    described = clients["dynamodb"].describe_table(TableName=settings.table)["Table"]
+    assert sorted(described["AttributeDefinitions"], key=str) == sorted(table["AttributeDefinitions"], key=str)
+    indexes = {i["IndexName"]: i for i in described["GlobalSecondaryIndexes"]}
+    for index in table["GlobalSecondaryIndexes"]:
+        assert indexes[index["IndexName"]]["KeySchema"] == index["KeySchema"]
+        assert indexes[index["IndexName"]]["Projection"]["ProjectionType"] == index["Projection"]["ProjectionType"]
+    assert set(indexes) == {i["IndexName"] for i in table["GlobalSecondaryIndexes"]}
+
+
+def test_template_table_keys_are_the_models():
+    """What PynamoDB reads and writes: the hash key, the sweep index and their types."""
+    (table,) = resources("AWS::DynamoDB::Table")
+    types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
+    model = make_job_model("t", "us-east-1", None)
+    (index,) = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == SWEEP_INDEX]
+    schema = model.sweep_index._get_schema()
+    assert index["KeySchema"] == schema["key_schema"]
+    assert index["Projection"]["ProjectionType"] == schema["projection"]["ProjectionType"]
+    attributes = model.get_attributes()
+    for name, kind in types.items():
+        assert attributes[name].attr_type == kind, name
+    for item in (JobItem, IdempotencyItem):
+        assert item._hash_keyname == "pk"
+        assert isinstance(item.get_attributes()["expires_at"], TTLAttribute)
 
 
 def test_provisioning_twice_changes_nothing(stack):

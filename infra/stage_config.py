@@ -1,0 +1,213 @@
+"""Copy a deployed stack's outputs into .chalice/: the stage's variables and its IAM policy.
+
+    python -m infra.stage_config dev                   # reads stack image-jobs-dev
+    python -m infra.stage_config prod --stack my-stack --region eu-west-1
+    python -m infra.stage_config dev --outputs outputs.json   # offline, from saved outputs
+
+As the chalice-workshop's recordresources.py does, this writes the names of the bucket,
+table, queue and user pool into `stages.<stage>.environment_variables` of
+.chalice/config.json (other keys are kept), and writes .chalice/policy-<stage>.json: the
+stage's least-privilege policy (config.json sets `autogen_policy: false`), naming exactly
+this stack's resources. Run it again whenever the stack is replaced.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from chalicelib.adapters.dynamo_jobs import SWEEP_INDEX
+from chalicelib.config import Settings, env_name
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Stack output -> the Settings field it fills. The environment variable's name comes from
+# chalicelib/config.py, so the stack and the app cannot disagree on it.
+OUTPUT_SETTINGS = {
+    "ImagesBucket": "bucket",
+    "JobsTable": "table",
+    "EventsQueueName": "queue_name",
+    "UserPoolArn": "cognito_user_pool_arn",
+}
+# The outputs the policy names, beside those above.
+POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn")
+WORKER_FUNCTION = "handle_object_created"
+# Lambda sets these itself and refuses a function that sets them.
+LAMBDA_RESERVED = {
+    "_HANDLER", "_X_AMZN_TRACE_ID", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_EXECUTION_ENV",
+    "AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "AWS_LAMBDA_FUNCTION_VERSION",
+    "AWS_LAMBDA_INITIALIZATION_TYPE", "AWS_LAMBDA_LOG_GROUP_NAME", "AWS_LAMBDA_LOG_STREAM_NAME",
+    "AWS_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+    "AWS_LAMBDA_RUNTIME_API", "LAMBDA_TASK_ROOT", "LAMBDA_RUNTIME_DIR",
+}
+
+
+_DEPLOYED = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
+
+
+class StageConfigError(Exception):
+    """The stack and the stage's settings do not fit together; nothing was written."""
+
+
+def stack_outputs(stack: str, region: str | None) -> dict[str, str]:
+    import boto3
+
+    cloudformation = boto3.session.Session(region_name=region).client("cloudformation")
+    (described,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    if described["StackStatus"] not in _DEPLOYED:
+        raise StageConfigError(f"stack {stack} is {described['StackStatus']}, not deployed")
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+
+
+def read_outputs_file(path: Path) -> dict[str, str]:
+    """`aws cloudformation describe-stacks --query Stacks[0].Outputs` output, or a plain map."""
+    data = json.loads(path.read_text())
+    if isinstance(data, dict) and "Stacks" in data:
+        data = data["Stacks"][0]["Outputs"]
+    if isinstance(data, list):
+        return {o["OutputKey"]: o["OutputValue"] for o in data}
+    return dict(data)
+
+
+def environment_for(outputs: Mapping[str, str]) -> dict[str, str]:
+    missing = [key for key in (*OUTPUT_SETTINGS, *POLICY_OUTPUTS) if not outputs.get(key)]
+    if missing:
+        raise StageConfigError(f"the stack has no output {', '.join(missing)}: "
+                               "deploy infra/template.yaml from this checkout first")
+    return {env_name(field): outputs[key] for key, field in OUTPUT_SETTINGS.items()}
+
+
+def _arn_parts(arn: str) -> tuple[str, str, str]:
+    """(partition, region, account) of a regional ARN."""
+    _, partition, _, region, account, _ = arn.split(":", 5)
+    return partition, region, account
+
+
+def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, stage: str) -> dict:
+    """What the functions of one stage may do: the calls chalicelib/adapters make, the
+    SQS event source's polling, and their own logs. tests/deploy/test_policy.py derives the
+    calls from the code and checks this list against them, both ways."""
+    bucket_arn = outputs["ImagesBucketArn"]
+    table_arn = outputs["JobsTableArn"]
+    partition, region, account = _arn_parts(table_arn)
+    prefixes = (settings.originals_prefix, settings.renditions_prefix)
+    # Chalice names the functions <app>-<stage> (the API) and <app>-<stage>-<handler>.
+    log_groups = f"arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/{app_name}-{stage}*"
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "OwnLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": [log_groups],
+            },
+            {
+                "Sid": "ImageObjects",
+                "Effect": "Allow",
+                # PutObject also covers the presigned POST of direct uploads, GetObject the
+                # presigned rendition URLs: S3 checks them against this role.
+                "Action": ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+                "Resource": [f"{bucket_arn}/{prefix}*" for prefix in prefixes],
+            },
+            {
+                "Sid": "ListImagePrefixes",
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": [bucket_arn],
+                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}},
+            },
+            {
+                "Sid": "EventsQueue",
+                "Effect": "Allow",
+                # Send: the sweeper's re-drive. Receive, Delete, GetQueueAttributes: the SQS
+                # event source polls with the function's role.
+                "Action": ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
+                           "sqs:ReceiveMessage", "sqs:SendMessage"],
+                "Resource": [outputs["EventsQueueArn"]],
+            },
+            {
+                "Sid": "JobsTable",
+                "Effect": "Allow",
+                # The idempotent create is a TransactWriteItems of two conditional puts;
+                # IAM checks each put as dynamodb:PutItem.
+                "Action": ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem",
+                           "dynamodb:UpdateItem"],
+                "Resource": [table_arn],
+            },
+            {
+                "Sid": "SweepIndex",
+                "Effect": "Allow",
+                "Action": ["dynamodb:Query"],
+                "Resource": [f"{table_arn}/index/{SWEEP_INDEX}"],
+            },
+        ],
+    }
+
+
+def check_stage(stage_config: dict, settings: Settings, outputs: Mapping[str, str]) -> None:
+    """Refuse what would deploy but then misbehave."""
+    env = stage_config.get("environment_variables", {})
+    reserved = sorted(LAMBDA_RESERVED & set(env))
+    if reserved:
+        raise StageConfigError(f"Lambda reserves {', '.join(reserved)}: remove them from the stage")
+    worker = stage_config.get("lambda_functions", {}).get(WORKER_FUNCTION, {})
+    timeout = worker.get("lambda_timeout", stage_config.get("lambda_timeout", 60))
+    visibility = outputs.get("VisibilityTimeoutSeconds")
+    if visibility is not None:
+        if int(visibility) < timeout:
+            raise StageConfigError(
+                f"the queue's visibility timeout ({visibility} s) is shorter than the worker's "
+                f"lambda_timeout ({timeout} s): a message would be delivered twice while in work")
+        if int(visibility) < settings.lease_seconds:
+            raise StageConfigError(
+                f"the queue's visibility timeout ({visibility} s) is shorter than the job lease "
+                f"({settings.lease_seconds} s): redeliveries would find the job still leased")
+
+
+def write_stage(project_dir: Path, stage: str, outputs: Mapping[str, str]) -> tuple[Path, Path]:
+    chalice_dir = project_dir / ".chalice"
+    config_path = chalice_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    if stage not in config.get("stages", {}):
+        raise StageConfigError(f"stage {stage!r} is not in {config_path}")
+    stage_config = config["stages"][stage]
+    env = stage_config.setdefault("environment_variables", {})
+    env.update(environment_for(outputs))
+    settings = Settings.from_environ(env)
+    check_stage(stage_config, settings, outputs)
+
+    policy_name = stage_config.get("iam_policy_file", f"policy-{stage}.json")
+    policy_path = chalice_dir / policy_name
+    policy = stage_policy(outputs, settings, config["app_name"], stage)
+    policy_path.write_text(json.dumps(policy, indent=2) + "\n")
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    return config_path, policy_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", help="a stage of .chalice/config.json (dev, prod)")
+    parser.add_argument("--stack", help="the CloudFormation stack (default image-jobs-<stage>)")
+    parser.add_argument("--region", help="the stack's region (default: the AWS CLI's)")
+    parser.add_argument("--outputs", type=Path, help="saved outputs instead of asking AWS")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        if args.outputs:
+            outputs = read_outputs_file(args.outputs)
+        else:
+            outputs = stack_outputs(args.stack or f"image-jobs-{args.stage}", args.region)
+        config_path, policy_path = write_stage(args.project_dir, args.stage, outputs)
+    except (StageConfigError, ValueError) as error:
+        print(f"stage_config: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote the {args.stage} stage's variables to {config_path} and its policy to {policy_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

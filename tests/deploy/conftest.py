@@ -1,0 +1,90 @@
+"""The deployment proofs that need no AWS: a stage written from recorded stack outputs, and
+the package `chalice package` builds from it, built once per test session."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+# What `aws cloudformation describe-stacks` returns for a deployed infra/template.yaml
+# (stack image-jobs-dev, account 123456789012); test_template checks it names every output.
+OUTPUTS_FILE = HERE / "stack-outputs.json"
+STAGE = "dev"
+REGION = "us-east-1"
+# What Chalice deploys: app.py, chalicelib/ and requirements.txt, with .chalice/config.json.
+DEPLOYED = ("app.py", "chalicelib", "requirements.txt")
+
+
+@dataclass(frozen=True)
+class Packaged:
+    project: Path  # the copy of the project the stage was written into
+    sam: dict  # the SAM template `chalice package` wrote
+    zip_path: Path
+    unpacked: Path
+    seconds: float  # how long `chalice package` took
+
+    @property
+    def stage_config(self) -> dict:
+        return json.loads((self.project / ".chalice" / "config.json").read_text())["stages"][STAGE]
+
+    @property
+    def policy(self) -> dict:
+        name = self.stage_config["iam_policy_file"]
+        return json.loads((self.project / ".chalice" / name).read_text())
+
+
+@pytest.fixture(scope="session")
+def outputs() -> dict[str, str]:
+    from infra.stage_config import read_outputs_file
+
+    return read_outputs_file(OUTPUTS_FILE)
+
+
+def copy_project(target: Path) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    for name in DEPLOYED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, target / name)
+    (target / ".chalice").mkdir()
+    shutil.copy2(ROOT / ".chalice" / "config.json", target / ".chalice" / "config.json")
+    return target
+
+
+@pytest.fixture(scope="session")
+def packaged(tmp_path_factory) -> Packaged:
+    """`python -m infra.stage_config` then `chalice package`, as docs/deploy.md runs them.
+
+    Chalice downloads the Lambda wheels from PyPI: without it this fails, loudly, rather
+    than skip, since a package that cannot be built cannot be deployed either."""
+    project = copy_project(tmp_path_factory.mktemp("project") / "image-jobs")
+    env = {**os.environ, "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
+    subprocess.run([sys.executable, "-m", "infra.stage_config", STAGE, "--outputs", str(OUTPUTS_FILE),
+                    "--project-dir", str(project)], cwd=ROOT, env=env, check=True)
+    out = project / "out"
+    chalice = Path(sys.executable).with_name("chalice")
+    command = [str(chalice)] if chalice.exists() else [sys.executable, "-m", "chalice.cli"]
+    started = time.monotonic()
+    result = subprocess.run(command + ["package", "--stage", STAGE, str(out)], cwd=project,
+                            env=env, capture_output=True, text=True, timeout=270)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        pytest.fail(f"chalice package failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    zip_path = out / "deployment.zip"
+    unpacked = project / "unpacked"
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(unpacked)
+    sam = json.loads((out / "sam.json").read_text())
+    return Packaged(project, sam, zip_path, unpacked, seconds)

@@ -1,0 +1,176 @@
+"""`chalice package` makes a zip that loads on its Lambda runtime, wired as the stage says."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from infra.lambda_package import RUNTIMES, check_tree, shared_objects
+
+ROOT = Path(__file__).resolve().parents[2]
+# Lambda's limits for a function uploaded directly, as `chalice deploy` does.
+MAX_ZIPPED = 50 * 1024 * 1024
+MAX_UNZIPPED = 250 * 1024 * 1024
+
+
+def functions(sam: dict) -> dict[str, dict]:
+    """Chalice's function name (api_handler, handle_object_created, sweep) -> its properties."""
+    named = {}
+    for resource in sam["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            properties = resource["Properties"]
+            handler = properties["Handler"].split(".", 1)[1]
+            named["api_handler" if handler == "app" else handler] = properties
+    return named
+
+
+def test_every_shared_object_loads_on_the_target_runtime(packaged):
+    runtimes = {f["Runtime"] for f in functions(packaged.sam).values()}
+    architectures = {a for f in functions(packaged.sam).values() for a in f["Architectures"]}
+    assert len(runtimes) == 1 and len(architectures) == 1
+    (runtime,), (architecture,) = runtimes, architectures
+    assert runtime in RUNTIMES, f"no glibc facts for {runtime}: add it to infra/lambda_package.py"
+    objects = shared_objects(packaged.unpacked)
+    # Pillow and pillow-heif are in: the check below looked at real compiled code.
+    names = {p.name for p in objects}
+    assert any(n.startswith("_imaging.") for n in names)
+    assert any(n.startswith("_pillow_heif.") for n in names)
+    assert check_tree(packaged.unpacked, runtime, architecture) == []
+
+
+def test_no_dependency_was_built_from_source_on_this_machine(packaged):
+    # A wheel Chalice built here says so in its WHEEL file ("Root-Is-Purelib: false" with a
+    # linux_x86_64 tag); a downloaded manylinux wheel names its manylinux tag.
+    for wheel_file in packaged.unpacked.glob("*.dist-info/WHEEL"):
+        tags = [line.split(":", 1)[1].strip() for line in wheel_file.read_text().splitlines()
+                if line.startswith("Tag:")]
+        assert not any(re.search(r"-linux_(x86_64|aarch64)$", tag) for tag in tags), (
+            f"{wheel_file.parent.name} was built locally: {tags}")
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def test_every_requirement_is_in_the_package_at_its_pinned_version(packaged):
+    """Chalice only warns ("Could not install dependencies ... Your deployment will
+    continue") when it cannot build one, and ships the package without it."""
+    pins = {}
+    for line in (packaged.project / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[_normalized(name)] = version
+    shipped = {}
+    for info in packaged.unpacked.glob("*.dist-info"):
+        name, version = info.name[: -len(".dist-info")].rsplit("-", 1)
+        shipped[_normalized(name)] = version
+    assert {name: shipped.get(name) for name in pins} == pins
+
+
+def test_the_package_fits_lambdas_direct_upload_limits(packaged):
+    unzipped = sum(p.stat().st_size for p in packaged.unpacked.rglob("*") if p.is_file())
+    assert packaged.zip_path.stat().st_size < MAX_ZIPPED
+    assert unzipped < MAX_UNZIPPED
+
+
+def test_the_checker_refuses_a_library_built_on_a_newer_glibc(tmp_path):
+    """This machine's Python (glibc 2.36, links libpython) is what a source build makes."""
+    local_build = Path(sys.executable).resolve()
+    shutil.copy2(local_build, tmp_path / "_native.cpython-311-x86_64-linux-gnu.so")
+    problems = check_tree(tmp_path, "python3.11")
+    assert any("needs GLIBC_2.3" in p and "up to GLIBC_2.26" in p for p in problems), problems
+    assert any("needs libpython3.11" in p for p in problems), problems
+    assert any("a cpython-311 extension; the runtime is cpython-312" in p
+               for p in check_tree(tmp_path, "python3.12"))
+
+
+def test_sqs_event_source_is_the_stacks_queue_one_message_at_a_time(packaged, outputs):
+    worker = functions(packaged.sam)["handle_object_created"]
+    ((_, event),) = worker["Events"].items()
+    assert event["Type"] == "SQS"
+    properties = event["Properties"]
+    queue = properties["Queue"]["Fn::Sub"]
+    assert queue == "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + outputs["EventsQueueName"]
+    assert properties["BatchSize"] == 1
+    env = packaged.stage_config["environment_variables"]
+    assert properties["ScalingConfig"] == {"MaximumConcurrency": int(env["WORKER_MAX_CONCURRENCY"])}
+
+
+def test_the_sweeper_runs_on_its_schedule(packaged):
+    from chalicelib.config import Settings
+
+    sweep = functions(packaged.sam)["sweep"]
+    ((_, event),) = sweep["Events"].items()
+    assert event["Type"] == "Schedule"
+    env = packaged.stage_config["environment_variables"]
+    minutes = max(1, Settings.from_environ(env).sweep_interval_seconds // 60)
+    assert event["Properties"]["Schedule"] == ("rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)")
+
+
+def test_api_passes_image_bodies_as_binary(packaged):
+    import app as application
+
+    swagger = packaged.sam["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    binary = set(swagger["x-amazon-apigateway-binary-media-types"])
+    assert set(application.app.api.binary_types) <= binary
+    # Every upload the contract accepts, and multipart bodies.
+    assert {"multipart/form-data", "application/octet-stream", "image/jpeg", "image/png",
+            "image/webp", "image/gif", "image/heic", "image/heif", "image/avif", "image/tiff"} <= binary
+
+
+def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
+    swagger = packaged.sam["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    ((name, scheme),) = swagger["securityDefinitions"].items()
+    assert scheme["x-amazon-apigateway-authtype"] == "cognito_user_pools"
+    assert scheme["x-amazon-apigateway-authorizer"]["providerARNs"] == [outputs["UserPoolArn"]]
+    assert scheme["name"] == "Authorization"
+    operations = [(path, method, op) for path, item in swagger["paths"].items()
+                  for method, op in item.items() if method != "parameters"]
+    assert len(operations) == 5
+    for path, method, op in operations:
+        assert op.get("security") == [{name: []}], f"{method.upper()} {path} has no authorizer"
+
+
+def test_clients_see_the_contracts_paths_behind_the_api_gateway_stage(packaged):
+    """The execute-api URL is https://<id>.execute-api.<region>.amazonaws.com/<stage>/<route>:
+    stage and route together must be the contract's /api/v1/..., so that a Location header
+    (/api/v1/image-jobs/<id>) leads back to the API."""
+    from datetime import datetime, timezone
+
+    from chalicelib.jobs import Job, JobStatus
+    from chalicelib.views import job_location
+
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    swagger = packaged.sam["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    stage = packaged.sam["Resources"]["RestAPI"]["Properties"]["StageName"]
+    public = {f"/{stage}{path}" for path in swagger["paths"]}
+    assert public == set(spec["paths"])
+    now = datetime.now(timezone.utc)
+    job = Job(job_id="4b0e", owner="alice", status=JobStatus.QUEUED, created_at=now,
+              updated_at=now, expires_at=now, original_key="originals/4b0e")
+    assert job_location(job).replace("4b0e", "{job_id}") in public
+
+
+def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
+    stage = packaged.stage_config
+    named = functions(packaged.sam)
+    assert set(named) == {"api_handler", "handle_object_created", "sweep"}
+    for name, properties in named.items():
+        wanted = stage["lambda_functions"][name]
+        assert properties["MemorySize"] == wanted["lambda_memory_size"], name
+        assert properties["Timeout"] == wanted["lambda_timeout"], name
+        assert properties["Environment"]["Variables"] == stage["environment_variables"], name
+
+
+def test_roles_carry_exactly_the_stage_policy(packaged):
+    roles = [r["Properties"] for r in packaged.sam["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+    assert len(roles) == 3  # one per function, as autogen_policy false makes them
+    for role in roles:
+        (policy,) = role["Policies"]
+        assert policy["PolicyDocument"] == packaged.policy
+    assert "ManagedPolicyArns" not in json.dumps(roles)

@@ -1,0 +1,280 @@
+"""The stage policy allows every AWS call the code makes, and nothing else.
+
+The calls are derived from the code, not listed by hand:
+  - boto3 adapters: every method called on a client attribute (`self._client.put_object`,
+    `get_paginator("list_objects_v2")`, `generate_presigned_url("get_object")`, ...), read
+    from their source with ast and named by botocore's own service models;
+  - the PynamoDB adapter: every public method of DynamoJobStore run against DynamoDB on
+    moto's server, with each request recorded at botocore (PynamoDB picks the operations,
+    so they are observed rather than guessed);
+  - Lambda itself: the SQS event source polls with the function's role, and every function
+    writes its logs.
+Each call is mapped to the IAM action and resource AWS authorizes it by.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+import inspect
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import boto3
+import botocore.client
+import pytest
+from chalice.app import SQSEventConfig
+
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.config import Settings
+from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.ports import ConditionFailed, IdempotencyRecord, KeyTaken
+from infra.stage_config import stage_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = ROOT / "chalicelib" / "adapters"
+# Adapter module -> the AWS service of the boto3 client bootstrap.py hands it.
+BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs"}
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py"}
+# Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config).
+OTHER_ADAPTERS = {"amqp.py"}
+SDKS = {"boto3", "botocore", "pynamodb"}
+# Where IAM's action is not the operation's own name.
+IAM_ACTION = {
+    "s3:ListObjectsV2": "s3:ListBucket",
+    "s3:HeadObject": "s3:GetObject",
+    "s3:HeadBucket": "s3:ListBucket",
+}
+# A transaction is authorized item by item, as the single-item action.
+TRANSACTION_ITEM_ACTION = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                           "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+SQS_EVENT_SOURCE = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+LOGS = {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"}
+NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+
+
+# ---------------------------------------------------------------- calls, from the code
+
+
+def test_only_adapters_and_the_composition_root_touch_an_sdk():
+    """Otherwise a call could hide outside what this test reads."""
+    allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS)}
+    allowed.add(ROOT / "chalicelib" / "bootstrap.py")
+    for path in [ROOT / "app.py", *(ROOT / "chalicelib").rglob("*.py")]:
+        if path in allowed:
+            continue
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        assert not imported & SDKS, f"{path.relative_to(ROOT)} imports {imported & SDKS}"
+    # The composition root builds clients but calls no operation itself.
+    operations = set()
+    for service in ("s3", "sqs", "dynamodb"):
+        client = boto3.session.Session(region_name="us-east-1").client(service)
+        operations |= set(client.meta.method_to_api_mapping)
+    called = {node.func.attr for node in ast.walk(ast.parse((ROOT / "chalicelib" / "bootstrap.py").read_text()))
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+    assert not called & operations, f"bootstrap.py calls {called & operations}"
+    modules = {p.name for p in ADAPTERS.glob("*.py") if p.name != "__init__.py"}
+    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS, (
+        "a new adapter: teach this test which AWS service it calls, if any")
+
+
+def _literal(node: ast.Call, keyword: str) -> str:
+    if node.args and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value
+    for kw in node.keywords:
+        if kw.arg == keyword and isinstance(kw.value, ast.Constant):
+            return kw.value.value
+    raise AssertionError(f"line {node.lineno}: the operation is not a literal")
+
+
+def boto3_operations(path: Path) -> set[str]:
+    """Client methods (snake_case operations) called on `self.<something>client`."""
+    operations = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        if not (isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name)
+                and receiver.value.id == "self" and receiver.attr.endswith("client")):
+            continue
+        method = node.func.attr
+        if method == "get_paginator":
+            operations.add(_literal(node, "operation_name"))
+        elif method == "generate_presigned_url":
+            operations.add(_literal(node, "ClientMethod"))  # S3 authorizes the signed call
+        elif method == "generate_presigned_post":
+            operations.add("put_object")  # a POST upload is authorized as PutObject
+        else:
+            operations.add(method)
+    return operations
+
+
+def boto3_calls() -> set[tuple[str, str]]:
+    """(service, API operation) of every boto3 call in the adapters."""
+    calls = set()
+    for module, service in BOTO3_ADAPTERS.items():
+        client = boto3.session.Session(region_name="us-east-1").client(service)
+        for operation in boto3_operations(ADAPTERS / module):
+            assert operation in client.meta.method_to_api_mapping, f"{module}: {service}.{operation}?"
+            calls.add((service, client.meta.method_to_api_mapping[operation]))
+    return calls
+
+
+def test_the_boto3_reading_finds_the_calls_we_know_of():
+    """A guard on the ast reading itself, not the list the policy is checked against."""
+    calls = boto3_calls()
+    assert {("s3", "PutObject"), ("s3", "ListObjectsV2"), ("sqs", "SendMessage")} <= calls
+
+
+@pytest.fixture
+def recorded_dynamodb_calls(stack, monkeypatch):
+    """Run every public DynamoJobStore method against moto; record each botocore request."""
+    settings, _, _ = stack
+    calls = []
+    make_api_call = botocore.client.BaseClient._make_api_call
+
+    def recording(client, operation, params):
+        calls.append((client.meta.service_model.service_name, operation, params))
+        return make_api_call(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
+    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    exercised = exercise(store)
+    public = {name for name, _ in inspect.getmembers(DynamoJobStore, inspect.isfunction)
+              if not name.startswith("_")}
+    assert exercised == public, "exercise() must call every public method of DynamoJobStore"
+    return settings, calls
+
+
+def exercise(store: DynamoJobStore) -> set[str]:
+    """Each method the service uses, on its successful and its conditional-failure path."""
+    called = set()
+
+    def call(name, *args, **kwargs):
+        called.add(name)
+        return getattr(store, name)(*args, **kwargs)
+
+    def job(job_id):
+        return Job(job_id=job_id, owner="alice", status=JobStatus.QUEUED, created_at=NOW,
+                   updated_at=NOW, expires_at=NOW + timedelta(days=7),
+                   original_key=f"originals/{job_id}", sweep_at=NOW)
+
+    week = timedelta(days=7)
+    call("create", job("j1"))
+    key = IdempotencyRecord(scope="alice:images:k", fingerprint="f", job_id="j2",
+                            expires_at=NOW + timedelta(days=1))
+    call("create", job("j2"), key, now=NOW)
+    with pytest.raises(KeyTaken):
+        call("create", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), now=NOW)
+    call("get_idempotency", key.scope)
+    call("get", "j1")
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10)
+    claimed = call("claim", "j1", NOW, 120, 3)
+    call("release", claimed, NOW + timedelta(seconds=1))
+    claimed = call("claim", "j1", NOW + timedelta(seconds=2), 120, 3)
+    ready = claimed.ready(NOW + timedelta(seconds=3), Rendition("renditions/j1/d.jpg", 1280, 960),
+                          Rendition("renditions/j1/t.jpg", 256, 256), week)
+    call("transition", ready, JobStatus.PROCESSING, attempt=claimed.attempt)
+    with pytest.raises(ConditionFailed):
+        call("transition", ready, JobStatus.PROCESSING, attempt=claimed.attempt)
+    call("release_idempotency", key.scope, "j2")
+    call("delete", "j1")
+    return called
+
+
+def dynamodb_permissions(calls, test_table: str, table_arn: str) -> set[tuple[str, str]]:
+    """(IAM action, resource) of each recorded request, named as the stack's table."""
+    needed = set()
+
+    def on(params: dict) -> str:
+        assert params["TableName"] == test_table
+        index = params.get("IndexName")
+        return f"{table_arn}/index/{index}" if index else table_arn
+
+    for service, operation, params in calls:
+        assert service == "dynamodb", f"the job store called {service}.{operation}"
+        if operation in ("TransactWriteItems", "TransactGetItems"):
+            for item in params["TransactItems"]:
+                ((kind, body),) = item.items()
+                needed.add((f"dynamodb:{TRANSACTION_ITEM_ACTION[kind]}", on(body)))
+        else:
+            needed.add((f"dynamodb:{operation}", on(params)))
+    return needed
+
+
+# ---------------------------------------------------------------- needs -> resources
+
+
+def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, str]]:
+    settings = Settings()
+    bucket, queue = outputs["ImagesBucketArn"], outputs["EventsQueueArn"]
+    objects = [f"{bucket}/{prefix}*" for prefix in (settings.originals_prefix, settings.renditions_prefix)]
+    needed = set()
+    for service, operation in boto3_calls():
+        action = IAM_ACTION.get(f"{service}:{operation}", f"{service}:{operation}")
+        if service == "sqs":
+            needed.add((action, queue))
+        elif action == "s3:ListBucket":
+            needed.add((action, bucket))
+        else:
+            needed |= {(action, arn) for arn in objects}
+    needed |= dynamodb_permissions(dynamodb_calls, test_table, outputs["JobsTableArn"])
+    import app as application
+
+    for source in application.app.event_sources:
+        if isinstance(source, SQSEventConfig):
+            assert source.queue == Settings.from_environ({}).queue_name  # wired by name
+            needed |= {(action, queue) for action in SQS_EVENT_SOURCE}
+    return needed
+
+
+def granted(policy: dict) -> set[tuple[str, str]]:
+    pairs = set()
+    for statement in policy["Statement"]:
+        assert statement["Effect"] == "Allow"
+        actions = statement["Action"]
+        resources = statement["Resource"]
+        for action in [actions] if isinstance(actions, str) else actions:
+            assert "*" not in action, f"a wildcard action: {action}"
+            for resource in [resources] if isinstance(resources, str) else resources:
+                pairs.add((action, resource))
+    return pairs
+
+
+def test_the_stage_policy_allows_exactly_what_the_code_calls(recorded_dynamodb_calls, outputs):
+    settings, calls = recorded_dynamodb_calls
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
+    needed = required_permissions(outputs, settings.table, calls)
+    allowed = {(a, r) for a, r in granted(policy) if not a.startswith("logs:")}
+    assert needed - allowed == set(), "the code makes calls the policy denies"
+    assert allowed - needed == set(), "the policy allows calls the code never makes"
+
+
+def test_the_transaction_and_the_index_are_what_pynamodb_really_sends(recorded_dynamodb_calls):
+    _, calls = recorded_dynamodb_calls
+    operations = {operation for _, operation, _ in calls}
+    assert "TransactWriteItems" in operations and "Query" in operations
+    # PynamoDB 6 knows the schema from the model: it never asks DescribeTable.
+    assert "DescribeTable" not in operations
+
+
+def test_logs_only_for_the_stages_own_functions(outputs):
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
+    logs = {(a, r) for a, r in granted(policy) if a.startswith("logs:")}
+    assert {a for a, _ in logs} == LOGS
+    (resource,) = {r for _, r in logs}
+    assert resource == "arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/image-jobs-dev*"
+    for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep"):
+        assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
+
+
+def test_listing_is_limited_to_the_apps_prefixes(outputs):
+    settings = Settings()
+    policy = stage_policy(outputs, settings, "image-jobs", "dev")
+    (listing,) = [s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"]]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [
+        settings.originals_prefix + "*", settings.renditions_prefix + "*"]}}

@@ -1,0 +1,102 @@
+"""infra/stage_config.py and the cloud stages of .chalice/config.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chalicelib.config import Settings, env_name
+from infra.stage_config import (
+    LAMBDA_RESERVED, OUTPUT_SETTINGS, StageConfigError, write_stage,
+)
+from tests.deploy.conftest import copy_project
+
+ROOT = Path(__file__).resolve().parents[2]
+CLOUD_STAGES = ("dev", "prod")
+FUNCTIONS = {"api_handler", "handle_object_created", "sweep"}
+
+
+def config():
+    return json.loads((ROOT / ".chalice" / "config.json").read_text())
+
+
+@pytest.mark.parametrize("stage", CLOUD_STAGES)
+def test_cloud_stages_use_their_own_least_privilege_policy(stage):
+    stage_config = config()["stages"][stage]
+    assert stage_config["autogen_policy"] is False
+    assert stage_config["iam_policy_file"] == f"policy-{stage}.json"
+    assert stage_config.get("manage_iam_role", True) is True
+
+
+@pytest.mark.parametrize("stage", CLOUD_STAGES)
+def test_cloud_stages_size_every_function_and_use_cognito(stage):
+    stage_config = config()["stages"][stage]
+    functions = stage_config["lambda_functions"]
+    assert set(functions) == FUNCTIONS
+    for settings in functions.values():
+        assert 128 <= settings["lambda_memory_size"] <= 10240
+        assert 1 <= settings["lambda_timeout"] <= 900
+    # API Gateway gives up after 29 s; the API function must end first.
+    assert functions["api_handler"]["lambda_timeout"] < 29
+    env = stage_config["environment_variables"]
+    assert env["AUTH_MODE"] == "cognito"
+    # API Gateway's stage name comes first in every URL: with it the paths are the contract's.
+    assert f"/{stage_config['api_gateway_stage']}{env['ROUTE_PREFIX']}" == Settings().route_prefix
+    # Lambda's worker is the SQS event source; the policy knows no other queue.
+    assert env.get("QUEUE_BACKEND", "sqs") == "sqs"
+    assert 2 <= int(env["WORKER_MAX_CONCURRENCY"]) <= 1000
+    assert not LAMBDA_RESERVED & set(env)
+
+
+def test_the_local_stage_keeps_the_apps_own_hs256_check():
+    env = config()["stages"]["local"].get("environment_variables", {})
+    assert env.get("AUTH_MODE", "jwt") == "jwt"
+
+
+def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    config_path, policy_path = write_stage(project, "dev", outputs)
+    stage = json.loads(config_path.read_text())["stages"]["dev"]
+    env = stage["environment_variables"]
+    settings = Settings.from_environ(env)
+    assert settings.bucket == outputs["ImagesBucket"]
+    assert settings.table == outputs["JobsTable"]
+    assert settings.queue_name == outputs["EventsQueueName"]
+    assert settings.cognito_user_pool_arn == outputs["UserPoolArn"]
+    assert settings.auth_mode == "cognito"
+    assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY",
+                        *map(env_name, OUTPUT_SETTINGS.values())}
+    assert stage["lambda_functions"] == config()["stages"]["dev"]["lambda_functions"]
+    # The other stage is untouched.
+    assert json.loads(config_path.read_text())["stages"]["prod"] == config()["stages"]["prod"]
+    assert policy_path.name == "policy-dev.json"
+    # Twice gives the same files.
+    before = config_path.read_text(), policy_path.read_text()
+    write_stage(project, "dev", outputs)
+    assert (config_path.read_text(), policy_path.read_text()) == before
+
+
+def test_refuses_a_queue_that_would_redeliver_work_in_progress(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    with pytest.raises(StageConfigError, match="visibility timeout"):
+        write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "30"})
+    with pytest.raises(StageConfigError, match="lease"):
+        write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "90"})
+    assert not (project / ".chalice" / "policy-dev.json").exists()
+
+
+def test_refuses_a_stack_without_the_outputs_the_app_needs(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    partial = {k: v for k, v in outputs.items() if k != "UserPoolArn"}
+    with pytest.raises(StageConfigError, match="UserPoolArn"):
+        write_stage(project, "dev", partial)
+
+
+def test_settings_that_would_break_a_deploy_are_refused_at_import():
+    with pytest.raises(ValueError, match="COGNITO_USER_POOL_ARN"):
+        Settings.from_environ({"AUTH_MODE": "cognito"})
+    with pytest.raises(ValueError, match="WORKER_MAX_CONCURRENCY"):
+        Settings.from_environ({"WORKER_MAX_CONCURRENCY": "1"})
+    with pytest.raises(ValueError, match="ROUTE_PREFIX"):
+        Settings.from_environ({"ROUTE_PREFIX": "v1/"})

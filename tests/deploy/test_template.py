@@ -1,0 +1,114 @@
+"""infra/template.yaml: cfn-lint clean, and consistent with itself, the app and the stages."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from chalicelib.config import Settings
+from infra.stage_config import OUTPUT_SETTINGS, POLICY_OUTPUTS, WORKER_FUNCTION
+from local.provision import TEMPLATE, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def resources(template, kind):
+    return {name: r for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def test_cfn_lint_is_clean():
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), str(TEMPLATE)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_queue_policy_names_the_bucket_the_template_creates():
+    """The policy builds the bucket's ARN from its name (a reference would be a cycle)."""
+    template = load_template()
+    bucket = template["Resources"]["ImagesBucket"]
+    (statement,) = template["Resources"]["EventsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    source_arn = statement["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"]
+    assert source_arn == "arn:${AWS::Partition}:s3:::" + bucket["Properties"]["BucketName"]["Fn::Sub"]
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert template["Resources"]["EventsQueuePolicy"]["Properties"]["Queues"] == [{"Ref": "EventsQueue"}]
+    # S3 checks the queue policy when the notification is created.
+    assert bucket["DependsOn"] == "EventsQueuePolicy"
+
+
+def test_the_bucket_is_private_and_encrypted():
+    (bucket,) = resources(load_template(), "AWS::S3::Bucket").values()
+    props = bucket["Properties"]
+    assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
+
+
+def test_lifecycle_rules_expire_after_the_sweeper_would_have():
+    """A backstop: never before a finished job's retention has run out."""
+    (bucket,) = resources(load_template(), "AWS::S3::Bucket").values()
+    settings = Settings()
+    rules = {r["Prefix"]: r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert set(rules) == {settings.originals_prefix, settings.renditions_prefix}
+    for rule in rules.values():
+        assert rule["Status"] == "Enabled"
+        assert rule["ExpirationInDays"] * 86400 > settings.retention_seconds + 86400
+
+
+def test_alarms_watch_the_dead_letter_queue_and_the_oldest_event():
+    template = load_template()
+    alarms = {a["Properties"]["MetricName"]: a["Properties"]
+              for a in resources(template, "AWS::CloudWatch::Alarm").values()}
+    depth = alarms["ApproximateNumberOfMessagesVisible"]
+    assert depth["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}}]
+    assert (depth["Threshold"], depth["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    age = alarms["ApproximateAgeOfOldestMessage"]
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["EventsQueue", "QueueName"]}}]
+    for alarm in alarms.values():
+        assert alarm["Namespace"] == "AWS/SQS"
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    # The events queue is the one whose redrive names the DLQ the depth alarm watches.
+    redrive = template["Resources"]["EventsQueue"]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+
+
+def test_visibility_timeout_covers_every_stages_worker_and_the_lease():
+    template = load_template()
+    visibility = template["Resources"]["EventsQueue"]["Properties"]["VisibilityTimeout"]
+    seconds = template["Parameters"][visibility["Ref"]]["Default"]
+    config = json.loads((ROOT / ".chalice" / "config.json").read_text())
+    for name, stage in config["stages"].items():
+        if name == "local":
+            continue
+        assert stage["lambda_functions"][WORKER_FUNCTION]["lambda_timeout"] <= seconds, name
+    assert seconds >= Settings().lease_seconds
+
+
+def test_the_table_is_on_demand_with_ttl_and_point_in_time_recovery():
+    (table,) = resources(load_template(), "AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def test_outputs_give_the_app_everything_it_reads(outputs):
+    template_outputs = set(load_template()["Outputs"])
+    assert set(OUTPUT_SETTINGS) | set(POLICY_OUTPUTS) <= template_outputs
+    # The recorded outputs the deploy tests use are those of this template.
+    assert set(outputs) == template_outputs
+    for key in ("UserPoolId", "UserPoolClientId", "EventsQueueUrl", "DeadLetterQueueUrl", "AlarmTopicArn"):
+        assert key in template_outputs  # what docs/deploy.md's commands use
+
+
+def test_the_user_pool_client_can_sign_in_without_a_secret():
+    template = load_template()
+    (client,) = resources(template, "AWS::Cognito::UserPoolClient").values()
+    props = client["Properties"]
+    assert props["GenerateSecret"] is False
+    assert "ALLOW_USER_PASSWORD_AUTH" in props["ExplicitAuthFlows"]  # docs/deploy.md's curl
+    assert props["UserPoolId"] == {"Ref": "UserPool"}
