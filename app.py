@@ -5,9 +5,9 @@ Each view parses the request, calls one service function and shapes the response
 from __future__ import annotations
 
 import functools
-import os
-
 import json
+import os
+import threading
 
 from chalice import Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
@@ -34,12 +34,21 @@ authorizer = (
 ROOT = settings.route_prefix
 
 
-@functools.lru_cache(maxsize=1)
-def service():
-    """Built once per warm Lambda (or local process), on first use, not at import."""
-    from chalicelib.bootstrap import build_service
+_service = None
+_service_lock = threading.Lock()
 
-    return build_service(settings)
+
+def service():
+    """Built once per warm Lambda (or local process), on first use, not at import; the
+    lock keeps a burst of first requests from building it several times over."""
+    global _service
+    if _service is None:
+        with _service_lock:
+            if _service is None:
+                from chalicelib.bootstrap import build_service
+
+                _service = build_service(settings)
+    return _service
 
 
 def problem_response(code: str, detail: str = "", retry_after=None) -> Response:
@@ -173,7 +182,21 @@ def handle_message(body) -> None:
         service().handle_object_created(item)
 
 
-@app.schedule(Rate(settings.sweep_interval_seconds // 60 or 1, unit=Rate.MINUTES))
+def _rate(seconds: int) -> Rate:
+    """The coarsest whole unit: a schedule in days reads better than one in minutes."""
+    for unit, size in ((Rate.DAYS, 86400), (Rate.HOURS, 3600)):
+        if seconds % size == 0:
+            return Rate(seconds // size, unit=unit)
+    return Rate(max(1, seconds // 60), unit=Rate.MINUTES)
+
+
+@app.schedule(_rate(settings.sweep_interval_seconds))
 def sweep(event):
-    """Leases, re-drives, upload deadlines, retention and orphans: see Service.sweep."""
+    """Leases, re-drives, upload deadlines and retention: see Service.sweep."""
     service().sweep()
+
+
+@app.schedule(_rate(settings.orphan_sweep_interval_seconds))
+def sweep_orphans(event):
+    """Objects left without a job: see Service.sweep_orphans."""
+    service().sweep_orphans()

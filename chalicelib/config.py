@@ -56,6 +56,8 @@ class Settings:
     # An original or rendition with no job is deleted once it is older than this.
     orphan_grace_seconds: int = 3600
     sweep_interval_seconds: int = 60
+    # The orphan scan lists the bucket: its cost grows with the bucket, so it runs rarely.
+    orphan_sweep_interval_seconds: int = DAY
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
     # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
     worker_max_concurrency: int = 5

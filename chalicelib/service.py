@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import re
 import uuid
 from collections import Counter
@@ -444,16 +445,30 @@ class Service:
                         report["errors"] += 1
                 if len(jobs) < batch:
                     break
-        grace = now - timedelta(seconds=s.orphan_grace_seconds)
-        for prefix in (s.originals_prefix, s.renditions_prefix):
-            for key in self.objects.list_keys(prefix, grace):
-                job_id = self.job_id_of(key)
-                if job_id is None or self.jobs.get(job_id) is None:
-                    self.objects.delete(key)
-                    report["orphans_deleted"] += 1
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
+        return report
+
+    def sweep_orphans(self) -> Counter:
+        """Objects whose job is gone (deleted by TTL, say) and older than the grace period.
+
+        Streams the listing (keys come sorted, so a job's objects are neighbours) and reads
+        each job once per prefix: run it rarely (daily), since its cost grows with the
+        bucket, not with the work.
+        """
+        s = self.settings
+        report: Counter = Counter()
+        grace = self.clock() - timedelta(seconds=s.orphan_grace_seconds)
+        for prefix in (s.originals_prefix, s.renditions_prefix):
+            for job_id, keys in itertools.groupby(self.objects.list_keys(prefix, grace), self.job_id_of):
+                if job_id is not None and self.jobs.get(job_id) is not None:
+                    continue
+                for key in keys:
+                    self.objects.delete(key)
+                    report["orphans_deleted"] += 1
+        if report:
+            log.info("orphan_sweep_done", **report)
         return report
 
     def _sweep_processing(self, job: Job, now: datetime, lease: timedelta) -> str:

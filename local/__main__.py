@@ -85,9 +85,10 @@ def main() -> int:
         if "bridge" in components:
             running.append(_start_bridge(settings, clients["sqs"], stack))
         if "sweeper" in components:
-            thread = threading.Thread(target=_sweep_forever, name="sweeper", daemon=True,
-                                      args=(application, settings.sweep_interval_seconds, stopping, log))
-            thread.start()
+            for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
+                                      (application.sweep_orphans, settings.orphan_sweep_interval_seconds)):
+                threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
+                                 args=(handler, interval, stopping, log)).start()
         if api is not None:
             services.wait_for_port(HOST, api_port, timeout=60, process=api)
             if settings.auth_mode == "jwt":
@@ -149,11 +150,11 @@ def scheduled_event() -> dict:
     }
 
 
-def _sweep_forever(application, interval: int, stopping: threading.Event, log) -> None:
+def _sweep_forever(handler, interval: int, stopping: threading.Event, log) -> None:
     """What @app.schedule does in the cloud: the same handler, every `interval` seconds."""
     while not stopping.wait(interval):
         try:
-            application.sweep(scheduled_event(), None)
+            handler(scheduled_event(), None)
         except Exception:
             log.exception("sweep_failed")
 

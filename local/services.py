@@ -51,10 +51,9 @@ def start_api(host: str, port: int, env: dict[str, str]) -> subprocess.Popen:
     """`chalice local` serving app.py, as the README promises; no reloader child."""
     if port_in_use(host, port):
         raise RuntimeError(f"port {port} is taken: set API_PORT to a free one")
-    chalice = Path(sys.executable).with_name("chalice")
-    command = [str(chalice)] if chalice.exists() else [sys.executable, "-m", "chalice.cli"]
     return subprocess.Popen(
-        command + ["local", "--no-autoreload", "--stage", "local", "--host", host, "--port", str(port)],
+        [sys.executable, "-m", "local.chalice_local", "local", "--no-autoreload", "--stage", "local",
+         "--host", host, "--port", str(port)],
         cwd=ROOT, env=env,
     )
 

@@ -140,7 +140,7 @@ class FakeObjectStore:
     def list_keys(self, prefix: str, older_than: datetime):
         if self.down:
             raise TransientError("storage unavailable")
-        for key in list(self.objects):
+        for key in sorted(self.objects):  # S3 lists keys in order
             if key.startswith(prefix) and self.modified.get(key, older_than) < older_than:
                 yield key
 

@@ -18,7 +18,7 @@ MAX_UNZIPPED = 250 * 1024 * 1024
 
 
 def functions(sam: dict) -> dict[str, dict]:
-    """Chalice's function name (api_handler, handle_object_created, sweep) -> its properties."""
+    """Chalice's function name (api_handler, handle_object_created, sweep, sweep_orphans) -> its properties."""
     named = {}
     for resource in sam["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
@@ -112,6 +112,12 @@ def test_the_sweeper_runs_on_its_schedule(packaged):
     assert event["Properties"]["Schedule"] == ("rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)")
 
 
+def test_the_orphan_scan_runs_daily(packaged):
+    orphans = functions(packaged.sam)["sweep_orphans"]
+    ((_, event),) = orphans["Events"].items()
+    assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 day)"
+
+
 def test_api_passes_image_bodies_as_binary(packaged):
     import app as application
 
@@ -159,7 +165,7 @@ def test_clients_see_the_contracts_paths_behind_the_api_gateway_stage(packaged):
 def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
     stage = packaged.stage_config
     named = functions(packaged.sam)
-    assert set(named) == {"api_handler", "handle_object_created", "sweep"}
+    assert set(named) == {"api_handler", "handle_object_created", "sweep", "sweep_orphans"}
     for name, properties in named.items():
         wanted = stage["lambda_functions"][name]
         assert properties["MemorySize"] == wanted["lambda_memory_size"], name
@@ -169,7 +175,7 @@ def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
 
 def test_roles_carry_exactly_the_stage_policy(packaged):
     roles = [r["Properties"] for r in packaged.sam["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
-    assert len(roles) == 3  # one per function, as autogen_policy false makes them
+    assert len(roles) == 4  # one per function, as autogen_policy false makes them
     for role in roles:
         (policy,) = role["Policies"]
         assert policy["PolicyDocument"] == packaged.policy

@@ -268,7 +268,8 @@ def test_logs_only_for_the_stages_own_functions(outputs):
     assert {a for a, _ in logs} == LOGS
     (resource,) = {r for _, r in logs}
     assert resource == "arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/image-jobs-dev*"
-    for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep"):
+    for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep",
+                     "image-jobs-dev-sweep_orphans"):
         assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
 
 

@@ -14,7 +14,7 @@ from tests.deploy.conftest import copy_project
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOUD_STAGES = ("dev", "prod")
-FUNCTIONS = {"api_handler", "handle_object_created", "sweep"}
+FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans"}
 
 
 def config():

@@ -81,7 +81,7 @@ def test_an_orphan_original_disappears(world):
     orphan = svc.original_key(str(uuid.uuid4()))
     clients["s3"].put_object(Bucket=svc.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert svc.sweep()["orphans_deleted"] == 1
+    assert svc.sweep_orphans()["orphans_deleted"] == 1
     assert orphan not in keys(clients, svc)
 
 

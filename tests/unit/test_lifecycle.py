@@ -252,9 +252,9 @@ def test_orphan_objects_are_deleted_after_the_grace_period(svc):
     orphan = svc.original_key("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     svc.objects.put(orphan, b"x", "image/jpeg")
     svc.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/display.jpg", b"x", "image/jpeg")
-    assert svc.sweep() == {}
+    assert svc.sweep_orphans() == {}
     svc.clock.advance(svc.settings.orphan_grace_seconds + 1)
-    assert svc.sweep()["orphans_deleted"] == 2
+    assert svc.sweep_orphans()["orphans_deleted"] == 2
     assert list(svc.objects.objects) == [job.original_key]
 
 
