@@ -78,6 +78,13 @@ def api(view):
             return problem_response(
                 "storage_unavailable", retry_after=settings.retry_after_seconds
             )
+        except Exception:
+            # CONTRACT.md has no code for "our bug": answer as a retryable outage rather than
+            # with Chalice's own non-problem 500 body, and keep the details in the log.
+            log.exception("unexpected_error")
+            return problem_response(
+                "storage_unavailable", retry_after=settings.retry_after_seconds
+            )
 
     return wrapper
 

@@ -107,3 +107,13 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, svc):
     assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
                         "created_at", "finished_at", "expires_at"}
     assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type"}
+
+
+def test_an_unexpected_error_is_still_a_problem_and_leaks_nothing(client, svc, monkeypatch):
+    def boom(*_):
+        raise RuntimeError("pynamodb.exceptions: table image-jobs key originals/x")
+
+    monkeypatch.setattr(svc, "get_job", boom)
+    r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
+    assert_problem(r, 503, "storage_unavailable")
+    assert "pynamodb" not in r.body.decode() and "originals/x" not in r.body.decode()
