@@ -11,7 +11,8 @@ from urllib.parse import urlparse
 import pytest
 
 from chalicelib.jobs import JobStatus
-from tests.faults.conftest import TcpProxy, photo, wait_for_broker
+from tests.faults.conftest import photo, wait_for_broker
+from tests.proxy import TcpProxy
 
 BIG = photo(6000, 6000, fmt="PNG")  # ~0.5 s of work: long enough to be killed in the middle
 

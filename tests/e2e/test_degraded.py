@@ -1,0 +1,94 @@
+"""Degraded service through HTTP: 503 overloaded over the backlog bound, 503
+storage_unavailable (and the idempotency key released) while storage is down."""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.conftest import ROOT, free_port
+from tests.e2e.test_images_api import assert_problem, headers, poll
+from tests.images import jpeg
+from tests.proxy import TcpProxy
+
+
+@pytest.fixture
+def api_without_workers():
+    api_port, aws_port = free_port(), free_port()
+    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOCAL_COMPONENTS="api",
+               MAX_BACKLOG="2", BACKLOG_CACHE_SECONDS="1", PYTHONUNBUFFERED="1")
+    env.pop("AWS_ENDPOINT_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:
+        if "image-jobs ready" in line:
+            break
+    else:
+        pytest.fail("runner did not start")
+    threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe drained
+    yield f"http://127.0.0.1:{api_port}"
+    process.terminate()
+    process.wait(30)
+
+
+def test_uploads_are_shed_with_retry_after_while_the_backlog_is_over_the_bound(api_without_workers):
+    def upload():
+        return requests.post(f"{api_without_workers}/api/v1/images", data=jpeg(), timeout=30,
+                             headers=headers(**{"Content-Type": "image/jpeg"}))
+
+    for _ in range(3):  # nobody consumes: the queue holds 3 > 2 events
+        assert upload().status_code == 202
+    time.sleep(1.5)  # past the cached reading
+    shed = upload()
+    assert_problem(shed, 503, "overloaded")
+    assert int(shed.headers["Retry-After"]) >= 2
+
+
+@pytest.fixture
+def api_with_flaky_storage():
+    aws_port = free_port()
+    proxy = TcpProxy(aws_port)
+    api_port = free_port()
+    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOCAL_COMPONENTS="api,worker",
+               S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", PYTHONUNBUFFERED="1")
+    env.pop("AWS_ENDPOINT_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in process.stdout:
+        if "image-jobs ready" in line:
+            break
+    else:
+        pytest.fail("runner did not start")
+    threading.Thread(target=process.stdout.read, daemon=True).start()
+    yield f"http://127.0.0.1:{api_port}", proxy
+    proxy.down()
+    process.terminate()
+    process.wait(30)
+
+
+def test_storage_down_is_503_with_retry_after_and_the_key_is_released(api_with_flaky_storage):
+    api, proxy = api_with_flaky_storage
+
+    def upload():
+        return requests.post(f"{api}/api/v1/images", data=jpeg(), timeout=30,
+                             headers=headers(**{"Content-Type": "image/jpeg", "Idempotency-Key": "retry-me"}))
+
+    proxy.down()
+    failed = upload()
+    assert_problem(failed, 503, "storage_unavailable")
+    assert int(failed.headers["Retry-After"]) >= 1
+    proxy.up()
+    retried = upload()
+    assert retried.status_code == 202 and "Idempotent-Replayed" not in retried.headers
+    job = poll(api_runner(api), retried.headers["Location"]).json()
+    assert job["status"] == "ready"
+
+
+class api_runner:
+    """poll() takes something with an `api` attribute, like the session runner."""
+
+    def __init__(self, api):
+        self.api = api
