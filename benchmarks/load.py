@@ -14,7 +14,6 @@ import io
 import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import threading

@@ -42,7 +42,7 @@ def mean(im: Image.Image) -> tuple[float, ...]:
 
 
 def close(actual, expected, tolerance=12) -> bool:
-    return all(abs(a - e) <= tolerance for a, e in zip(actual, expected))
+    return all(abs(a - e) <= tolerance for a, e in zip(actual, expected, strict=True))
 
 
 def ftyp(major: bytes, *compatible: bytes) -> bytes:

@@ -6,7 +6,8 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.jobs import JobStatus
 from chalicelib.ports import (
-    FileTooLarge, IdempotencyKeyReused, InvalidRequest, JobFinished, JobNotFound, ObjectCreated,
+    FileTooLarge, IdempotencyKeyReused, InvalidRequest, JobExpired, JobFinished, JobNotFound,
+    ObjectCreated,
     StorageUnavailable, UnsupportedFormat,
 )
 from chalicelib.service import Service
@@ -241,7 +242,7 @@ def test_jobs_past_retention_are_deleted_with_their_objects(svc):
     job = svc.accept_upload("alice", jpeg(), "key-1").job
     svc.handle_object_created(event(svc, job))
     svc.clock.advance(svc.settings.retention_seconds)
-    with pytest.raises(Exception):
+    with pytest.raises(JobExpired):
         svc.get_job("alice", job.job_id)  # 410 before the sweep ...
     assert svc.sweep()["expired_deleted"] == 1
     assert svc.jobs.items == {} and svc.objects.objects == {}  # ... gone after it
