@@ -1,5 +1,6 @@
 """Degraded service through HTTP: 503 overloaded over the backlog bound, 503
 storage_unavailable (and the idempotency key released) while storage is down."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,23 +16,31 @@ from tests.images import jpeg
 from tests.proxy import TcpProxy
 
 
+@contextlib.contextmanager
+def runner(aws_port: int, **env):
+    """A `python -m local` of its own, for settings the shared session runner must not have."""
+    api_port = free_port()
+    full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), PYTHONUNBUFFERED="1", **env)
+    full.pop("AWS_ENDPOINT_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=full,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in process.stdout:
+            if "image-jobs ready" in line:
+                break
+        else:
+            pytest.fail("runner did not start")
+        threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe drained
+        yield f"http://127.0.0.1:{api_port}"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
 @pytest.fixture
 def api_without_workers():
-    api_port, aws_port = free_port(), free_port()
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOCAL_COMPONENTS="api",
-               MAX_BACKLOG="2", BACKLOG_CACHE_SECONDS="1", PYTHONUNBUFFERED="1")
-    env.pop("AWS_ENDPOINT_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
-        if "image-jobs ready" in line:
-            break
-    else:
-        pytest.fail("runner did not start")
-    threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe drained
-    yield f"http://127.0.0.1:{api_port}"
-    process.terminate()
-    process.wait(30)
+    with runner(free_port(), LOCAL_COMPONENTS="api", MAX_BACKLOG="2", BACKLOG_CACHE_SECONDS="1") as api:
+        yield api
 
 
 def test_uploads_are_shed_with_retry_after_while_the_backlog_is_over_the_bound(api_without_workers):
@@ -50,23 +59,11 @@ def test_uploads_are_shed_with_retry_after_while_the_backlog_is_over_the_bound(a
 @pytest.fixture
 def api_with_flaky_storage():
     aws_port = free_port()
-    proxy = TcpProxy(aws_port)
-    api_port = free_port()
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOCAL_COMPONENTS="api,worker",
-               S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}", PYTHONUNBUFFERED="1")
-    env.pop("AWS_ENDPOINT_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in process.stdout:
-        if "image-jobs ready" in line:
-            break
-    else:
-        pytest.fail("runner did not start")
-    threading.Thread(target=process.stdout.read, daemon=True).start()
-    yield f"http://127.0.0.1:{api_port}", proxy
+    proxy = TcpProxy(aws_port)  # S3 through a cuttable port; the table and queue directly
+    with runner(aws_port, LOCAL_COMPONENTS="api,worker",
+                S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}") as api:
+        yield api, proxy
     proxy.down()
-    process.terminate()
-    process.wait(30)
 
 
 def test_storage_down_is_503_with_retry_after_and_the_key_is_released(api_with_flaky_storage):
