@@ -1,6 +1,6 @@
 """Chalice wiring only: routes, the SQS handler, error mapping.
 
-Each view parses the request, calls one service function and shapes the response.
+Each view parses the request, calls one use case and shapes the response.
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from chalice import Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
 from chalicelib import auth, problems, request_body, views
 from chalicelib.config import Settings
-from chalicelib.events import PoisonMessage, parse_message
+from chalicelib.errors import DomainError, InvalidRequest, PoisonMessage, TransientError
+from chalicelib.events import parse_message
 from chalicelib.logs import get_logger
-from chalicelib.ports import DomainError, InvalidRequest, TransientError
+from chalicelib.vocabulary import ErrorCode
 
 settings = Settings.from_environ(os.environ)
 app = Chalice(app_name="image-jobs")
@@ -34,28 +35,28 @@ authorizer = (
 ROOT = settings.route_prefix
 
 
-_service = None
-_service_lock = threading.Lock()
+_use_cases = None
+_use_cases_lock = threading.Lock()
 
 
-def service():
+def use_cases():
     """Built once per warm Lambda (or local process), on first use, not at import; the
     lock keeps a burst of first requests from building it several times over."""
-    global _service
-    if _service is None:
-        with _service_lock:
-            if _service is None:
-                from chalicelib.bootstrap import build_service
+    global _use_cases
+    if _use_cases is None:
+        with _use_cases_lock:
+            if _use_cases is None:
+                from chalicelib.bootstrap import build_use_cases
 
-                _service = build_service(settings)
-    return _service
+                _use_cases = build_use_cases(settings)
+    return _use_cases
 
 
-def problem_response(code: str, detail: str = "", retry_after=None) -> Response:
+def problem_response(code: ErrorCode, detail: str = "", retry_after=None) -> Response:
     headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store"}
     if retry_after:
         headers["Retry-After"] = str(retry_after)
-    if code == "unauthorized":
+    if code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = 'Bearer realm="image-jobs"'
     return Response(
         body=problems.problem(code, detail or None),
@@ -76,14 +77,14 @@ def api(view):
         except TransientError:
             log.exception("backend_unavailable")
             return problem_response(
-                "storage_unavailable", retry_after=settings.retry_after_seconds
+                ErrorCode.STORAGE_UNAVAILABLE, retry_after=settings.retry_after_seconds
             )
         except Exception:
-            # CONTRACT.md has no code for "our bug": answer as a retryable outage rather than
+            # Our own bug: answer as a retryable outage rather than
             # with Chalice's own non-problem 500 body, and keep the details in the log.
             log.exception("unexpected_error")
             return problem_response(
-                "storage_unavailable", retry_after=settings.retry_after_seconds
+                ErrorCode.STORAGE_UNAVAILABLE, retry_after=settings.retry_after_seconds
             )
 
     return wrapper
@@ -109,7 +110,7 @@ def _job_response(job) -> Response:
     headers = {"Cache-Control": "no-store"}
     if not job.status.terminal:
         headers["Retry-After"] = str(settings.retry_after_seconds)
-    return Response(status_code=200, body=views.job_body(job, service().urls(job)), headers=headers)
+    return Response(status_code=200, body=views.job_body(job, use_cases().manage.urls(job)), headers=headers)
 
 
 # Every content type reaches the view, which answers 415 as problem+json itself.
@@ -122,7 +123,7 @@ def upload_image():
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
     key = request.headers.get("idempotency-key")
-    return _accepted_response(service().accept_upload(owner, data, key))
+    return _accepted_response(use_cases().uploads.accept_upload(owner, data, key))
 
 
 @app.route(ROOT + "/uploads", methods=["POST"], content_types=["*/*"], authorizer=authorizer)
@@ -133,7 +134,7 @@ def create_direct_upload():
     body = _json_object(request.raw_body)
     key = request.headers.get("idempotency-key")
     return _accepted_response(
-        service().create_direct_upload(owner, body.get("content_type"), body.get("size"), key)
+        use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key)
     )
 
 
@@ -150,20 +151,20 @@ def _json_object(raw: bytes) -> dict:
 @app.route(ROOT + "/image-jobs/{job_id}", methods=["GET"], authorizer=authorizer)
 @api
 def get_image_job(job_id):
-    return _job_response(service().get_job(_owner(), job_id))
+    return _job_response(use_cases().manage.get_job(_owner(), job_id))
 
 
 @app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=["*/*"],
            authorizer=authorizer)
 @api
 def cancel_image_job(job_id):
-    return _job_response(service().cancel(_owner(), job_id))
+    return _job_response(use_cases().manage.cancel(_owner(), job_id))
 
 
 @app.route(ROOT + "/image-jobs/{job_id}", methods=["DELETE"], authorizer=authorizer)
 @api
 def delete_image_job(job_id):
-    service().delete(_owner(), job_id)
+    use_cases().manage.delete(_owner(), job_id)
     return Response(status_code=204, body="", headers={"Cache-Control": "no-store"})
 
 
@@ -186,7 +187,7 @@ def handle_message(body) -> None:
     else) when the message should come back later.
     """
     for item in parse_message(body):
-        service().handle_object_created(item)
+        use_cases().worker.handle_object_created(item)
 
 
 def _rate(seconds: int) -> Rate:
@@ -199,11 +200,11 @@ def _rate(seconds: int) -> Rate:
 
 @app.schedule(_rate(settings.sweep_interval_seconds))
 def sweep(event):
-    """Leases, re-drives, upload deadlines and retention: see Service.sweep."""
-    service().sweep()
+    """Leases, re-drives, upload deadlines and retention: see usecases/sweeper.py."""
+    use_cases().sweeper.sweep()
 
 
 @app.schedule(_rate(settings.orphan_sweep_interval_seconds))
 def sweep_orphans(event):
-    """Objects left without a job: see Service.sweep_orphans."""
-    service().sweep_orphans()
+    """Objects left without a job: see usecases/sweeper.py."""
+    use_cases().sweeper.sweep_orphans()

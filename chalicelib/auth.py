@@ -9,7 +9,7 @@ import jwt
 from jwt.warnings import InsecureKeyLengthWarning
 
 from chalicelib.config import Settings
-from chalicelib.ports import Unauthorized
+from chalicelib.errors import Unauthorized
 
 # The contract's dev default secret is short; the local runner warns about it once at start
 # instead of PyJWT warning on every request.

@@ -1,4 +1,4 @@
-"""build_service(settings): the one composition root."""
+"""build_use_cases(settings): the one composition root."""
 from __future__ import annotations
 
 import boto3
@@ -9,7 +9,8 @@ from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_queue import SqsQueue
 from chalicelib.config import Settings
 from chalicelib.logs import configure
-from chalicelib.service import Service
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
 
 # Fail fast and let the caller decide: an API answers 503, a worker retries the message.
 _CLIENT_CONFIG = dict(connect_timeout=2, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
@@ -45,7 +46,7 @@ def _queue(settings: Settings):
     return queue, queue
 
 
-def build_service(settings: Settings) -> Service:
+def build_use_cases(settings: Settings) -> UseCases:
     configure()
     objects = S3Store(
         _s3_client(settings, settings.storage_endpoint_url),
@@ -54,4 +55,5 @@ def build_service(settings: Settings) -> Service:
     )
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
     publisher, backlog = _queue(settings)
-    return Service(settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog)
+    return UseCases(Context(settings=settings, jobs=jobs, objects=objects, publisher=publisher,
+                            backlog=backlog))

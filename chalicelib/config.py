@@ -113,7 +113,49 @@ def env_name(field_name: str) -> str:
     return _ENV_NAMES.get(field_name, field_name.upper())
 
 
+LOCAL_COMPONENTS = ("api", "worker", "sweeper", "bridge")
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """The local runner's own settings (`python -m local`); never read in the cloud."""
+
+    api_port: int = 8000
+    # moto's server, or where a LocalStack listens (LocalStack's own default port).
+    aws_port: int = 4566
+    # False: use the services at AWS_ENDPOINT_URL (a real LocalStack) instead of moto's.
+    embedded_aws: bool = True
+    # Which parts to run, comma-separated, of LOCAL_COMPONENTS.
+    local_components: str = ",".join(LOCAL_COMPONENTS)
+    # Jobs processed in parallel; 0: one per core.
+    worker_concurrency: int = 0
+    # Forward storage's SQS events to RabbitMQ in MinIO's shape; None: only on the embedded
+    # stack with QUEUE_BACKEND=amqp (which has no MinIO to notify RabbitMQ itself).
+    amqp_bridge: Optional[bool] = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "RunnerSettings":
+        values = {}
+        for field in fields(cls):
+            raw = environ.get(field.name.upper())
+            if raw is not None and raw != "":
+                values[field.name] = _parse(field.name, field.type, raw)
+        runner = cls(**values)
+        unknown = set(runner.components) - set(LOCAL_COMPONENTS)
+        if unknown:
+            raise ValueError(f"LOCAL_COMPONENTS: unknown {sorted(unknown)}; choose from {LOCAL_COMPONENTS}")
+        return runner
+
+    @property
+    def components(self) -> set[str]:
+        return set(filter(None, self.local_components.split(",")))
+
+
 def _parse(name: str, kind: str, raw: str):
+    if kind in ("bool", "Optional[bool]"):
+        if raw not in ("0", "1"):
+            raise ValueError(f"{env_name(name)} must be 0 or 1, got {raw!r}")
+        return raw == "1"
     if kind == "int":
         try:
             value = int(raw)

@@ -1,4 +1,5 @@
-"""Storage notifications -> ObjectCreated.
+"""Storage notifications: ObjectCreated <-> the JSON that S3 and MinIO send. Both directions
+live here, so that the parser and the builders cannot drift apart.
 
 Accepts the body of an SQS message or an AMQP delivery carrying:
 - AWS S3's event (`Records[]`, `eventSource` "aws:s3", `eventName` "ObjectCreated:Put",
@@ -10,14 +11,20 @@ Accepts the body of an SQS message or an AMQP delivery carrying:
 from __future__ import annotations
 
 import json
-from typing import Any, Union
-from urllib.parse import unquote_plus
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Optional, Union
+from urllib.parse import quote_plus, unquote_plus
 
-from chalicelib.ports import ObjectCreated
+from chalicelib.errors import PoisonMessage
 
 
-class PoisonMessage(ValueError):
-    """A message that no retry can make sense of: drop or dead-letter it."""
+@dataclass(frozen=True)
+class ObjectCreated:
+    bucket: str
+    key: str
+    size: int
+    etag: str = ""
 
 
 def parse_message(body: Union[str, bytes]) -> list[ObjectCreated]:
@@ -59,3 +66,33 @@ def _parse_record(record: Any) -> ObjectCreated | None:
     if not isinstance(bucket, str) or not key:
         raise PoisonMessage("event record lacks bucket or object")
     return ObjectCreated(bucket=bucket, key=key, size=size, etag=etag)
+
+
+def aws_event(created: ObjectCreated) -> dict:
+    """The notification S3 sends to SQS (what the sweeper's re-drive imitates)."""
+    return {"Records": [{
+        "eventVersion": "2.1",
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"s3SchemaVersion": "1.0", "configurationId": "sweeper-redrive",
+               "bucket": {"name": created.bucket},
+               "object": {"key": quote_plus(created.key), "size": created.size}},
+    }]}
+
+
+def minio_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
+    """The envelope MinIO publishes to AMQP for an object-created notification."""
+    now = now or datetime.now(timezone.utc)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    bucket, key = created.bucket, created.key
+    return {
+        "EventName": "s3:ObjectCreated:Put",
+        "Key": f"{bucket}/{key}",
+        "Records": [{
+            "eventVersion": "2.0", "eventSource": "minio:s3", "awsRegion": "",
+            "eventTime": stamp, "eventName": "s3:ObjectCreated:Put",
+            "s3": {"s3SchemaVersion": "1.0", "configurationId": "Config",
+                   "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                   "object": {"key": quote_plus(key), "size": created.size}},
+        }],
+    }

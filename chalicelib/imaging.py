@@ -1,6 +1,9 @@
 """Decode an uploaded image and make its JPEG renditions: pure, bytes in, bytes out.
 
-Safety: the format is decided by magic bytes only, and the pixel count is checked from
+About 270 lines, one module on purpose: the steps below form one decode pipeline whose
+order matters for speed and safety (header checks, draft decode, orientation, colour).
+
+Safety: the format is decided by magic bytes only (chalicelib/sniff.py), and the pixel count is checked from
 the header before any pixel is decoded. Every decoding failure becomes a DomainError
 with a fixed, safe detail (never a library message).
 
@@ -25,39 +28,11 @@ from functools import lru_cache
 import pillow_heif
 from PIL import Image, ImageCms
 
-from chalicelib.ports import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
+from chalicelib.vocabulary import RenditionName
 
 pillow_heif.register_heif_opener()
-
-ALLOWED_TYPES: frozenset[str] = frozenset(
-    {
-        "image/jpeg",
-        "image/png",
-        "image/webp",
-        "image/gif",
-        "image/tiff",
-        "image/avif",
-        "image/heic",
-        "image/heif",
-    }
-)
-
-# Pillow plugin allowed to open each sniffed type, so no other parser ever sees the bytes.
-_PIL_FORMATS: dict[str, str] = {
-    "image/jpeg": "JPEG",
-    "image/png": "PNG",
-    "image/webp": "WEBP",
-    "image/gif": "GIF",
-    "image/tiff": "TIFF",
-    "image/avif": "AVIF",
-    "image/heic": "HEIF",
-    "image/heif": "HEIF",
-}
-
-_AVIF_BRANDS = frozenset({b"avif", b"avis"})
-_HEIC_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis"})
-_HEIF_BRANDS = frozenset({b"mif1", b"msf1"})
-_MAX_FTYP_SIZE = 4096  # a real ftyp box holds a handful of brands
 
 # EXIF Orientation value -> the transpose that displays the image upright.
 _ORIENTATION_TAG = 0x0112
@@ -104,55 +79,11 @@ class ImageInfo:
 
 @dataclass(frozen=True)
 class Output:
-    name: str
+    name: RenditionName
     data: bytes
     width: int
     height: int
     content_type: str
-
-
-# ---------------------------------------------------------------------------- sniff
-
-
-def sniff(data: bytes) -> str | None:
-    """MIME type from the magic bytes only (never a header or filename), or None."""
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data.startswith(b"RIFF") and data[8:12] == b"WEBP":
-        return "image/webp"
-    if data.startswith((b"II*\x00", b"MM\x00*")):
-        return "image/tiff"
-    return _sniff_isobmff(data)
-
-
-def _sniff_isobmff(data: bytes) -> str | None:
-    """AVIF/HEIC/HEIF from the leading ISO-BMFF 'ftyp' box's brands."""
-    if len(data) < 16 or data[4:8] != b"ftyp":
-        return None
-    box_size = int.from_bytes(data[:4], "big")
-    if not 16 <= box_size <= _MAX_FTYP_SIZE:
-        return None
-    major = data[8:12]
-    # 8..12 major brand, 12..16 minor version, then compatible brands.
-    brands = [major] + [data[i : i + 4] for i in range(16, min(box_size, len(data)) - 3, 4)]
-    for family, mime in (
-        (_AVIF_BRANDS, "image/avif"),
-        (_HEIC_BRANDS, "image/heic"),
-    ):
-        if major in family:
-            return mime
-    for family, mime in (
-        (_AVIF_BRANDS, "image/avif"),
-        (_HEIC_BRANDS, "image/heic"),
-        (_HEIF_BRANDS, "image/heif"),
-    ):
-        if any(brand in family for brand in brands):
-            return mime
-    return None
 
 
 # -------------------------------------------------------------------------- inspect
@@ -193,7 +124,7 @@ def _open(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
     if content_type not in ALLOWED_TYPES:
         raise UnsupportedFormat("The file is not a supported image type.")
     with _decoding():
-        im = Image.open(io.BytesIO(data), formats=[_PIL_FORMATS[content_type]])
+        im = Image.open(io.BytesIO(data), formats=[PIL_FORMATS[content_type]])
     width, height = im.size
     if width <= 0 or height <= 0:
         im.close()
@@ -227,8 +158,8 @@ def make_renditions(
         display = _display_image(im, display_box)
         thumb = _cover(display, thumb_size)
         return (
-            _output("display", display, quality),
-            _output("thumb", thumb, quality),
+            _output(RenditionName.DISPLAY, display, quality),
+            _output(RenditionName.THUMB, thumb, quality),
         )
 
 
@@ -339,7 +270,7 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
     return im.resize((size, size), _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
-def _output(name: str, im: Image.Image, quality: int) -> Output:
+def _output(name: RenditionName, im: Image.Image, quality: int) -> Output:
     buf = io.BytesIO()
     # No exif/icc_profile/comment/xmp arguments and an empty info: nothing is copied.
     im.save(buf, "JPEG", quality=quality, optimize=False, progressive=False)

@@ -7,6 +7,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Optional
 
+from chalicelib.errors import IllegalTransition
+from chalicelib.vocabulary import ErrorCode
+
 
 class JobStatus(str, Enum):
     AWAITING_UPLOAD = "awaiting_upload"
@@ -23,7 +26,9 @@ class JobStatus(str, Enum):
 
 TERMINAL = frozenset({JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED})
 
-# The diagram of CONTRACT.md. processing -> processing is a re-claim after a lease ran out.
+# The status diagram of the contract. processing -> processing is a re-claim after a lease
+# ran out; the claim itself is a store operation (JobStore.claim), since only the store can
+# check a lease atomically.
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.AWAITING_UPLOAD: frozenset({JobStatus.QUEUED, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED}),
@@ -34,13 +39,6 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.FAILED: frozenset(),
     JobStatus.CANCELLED: frozenset(),
 }
-
-
-class IllegalTransition(Exception):
-    def __init__(self, source: JobStatus, target: JobStatus):
-        super().__init__(f"{source.value} -> {target.value}")
-        self.source = source
-        self.target = target
 
 
 def check_transition(source: JobStatus, target: JobStatus) -> None:
@@ -69,7 +67,7 @@ class Job:
     lease_expires_at: Optional[datetime] = None
     display: Optional[Rendition] = None
     thumb: Optional[Rendition] = None
-    error_code: Optional[str] = None
+    error_code: Optional[ErrorCode] = None
     finished_at: Optional[datetime] = None
     # When the sweeper should next look at this job (lease end, upload deadline, expiry...).
     sweep_at: Optional[datetime] = None
@@ -92,12 +90,6 @@ class Job:
         check_transition(self.status, target)
         return dataclasses.replace(self, status=target, updated_at=now, **changes)
 
-    def claimed(self, now: datetime, lease: timedelta) -> "Job":
-        return self._move(
-            JobStatus.PROCESSING, now, attempt=self.attempt + 1, lease_expires_at=now + lease,
-            sweep_at=now + lease,
-        )
-
     def queued(self, now: datetime, claim_within: timedelta) -> "Job":
         return self._move(JobStatus.QUEUED, now, sweep_at=now + claim_within)
 
@@ -113,7 +105,7 @@ class Job:
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )
 
-    def failed(self, now: datetime, code: str, retention: timedelta) -> "Job":
+    def failed(self, now: datetime, code: ErrorCode, retention: timedelta) -> "Job":
         return self._move(
             JobStatus.FAILED, now, error_code=code, lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,

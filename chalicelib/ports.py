@@ -1,93 +1,17 @@
-"""What the service needs from the outside world, and the errors it speaks in.
+"""What the use cases need from the outside world. Adapters implement these Protocols for
+AWS-compatible services, tests/fakes.py implements them in memory, and one contract suite
+(tests/integration/test_job_store.py) proves the two JobStores equal.
 
-The service imports only this module's Protocols; adapters implement them and fakes
-implement them for unit tests.
+Errors are in chalicelib/errors.py, events in chalicelib/events.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Iterator, Optional, Protocol
+from datetime import datetime, timedelta
+from typing import Iterator, Protocol
 
+from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus
-
-
-class DomainError(Exception):
-    """An error with a stable machine code that may be shown to a client.
-
-    `detail` must be safe to show: no keys, bucket or table names, library messages.
-    """
-
-    code = "invalid_request"
-
-    def __init__(self, detail: str = "", retry_after: Optional[int] = None):
-        super().__init__(detail or self.code)
-        self.detail = detail
-        self.retry_after = retry_after
-
-
-class Unauthorized(DomainError):
-    code = "unauthorized"
-
-
-class InvalidRequest(DomainError):
-    code = "invalid_request"
-
-
-class JobNotFound(DomainError):
-    code = "job_not_found"
-
-
-class JobExpired(DomainError):
-    code = "job_expired"
-
-
-class FileTooLarge(DomainError):
-    code = "file_too_large"
-
-
-class UnsupportedFormat(DomainError):
-    code = "unsupported_format"
-
-
-class InvalidImage(DomainError):
-    code = "invalid_image"
-
-
-class ImageTooLarge(DomainError):
-    code = "image_too_large"
-
-
-class StorageUnavailable(DomainError):
-    code = "storage_unavailable"
-
-
-class IdempotencyKeyReused(DomainError):
-    code = "idempotency_key_reused"
-
-
-class JobFinished(DomainError):
-    code = "job_finished"
-
-
-class Overloaded(DomainError):
-    code = "overloaded"
-
-
-class TransientError(Exception):
-    """Storage or table unavailable: the work may succeed if tried again later."""
-
-    def __init__(self, message: str = "", retry_in: Optional[float] = None):
-        super().__init__(message)
-        self.retry_in = retry_in  # seconds until a retry makes sense, when known
-
-
-class ConditionFailed(Exception):
-    """A conditional write lost: the item was not in the state the write required."""
-
-
-class KeyTaken(Exception):
-    """A live idempotency record already holds this key."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +20,14 @@ class IdempotencyRecord:
     fingerprint: str    # SHA-256 of the file bytes and the options
     job_id: str
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class PresignedPost:
+    """A browser-style form upload: POST `fields` and then the file to `url`."""
+
+    url: str
+    fields: dict[str, str]
 
 
 class ObjectStore(Protocol):
@@ -111,12 +43,12 @@ class ObjectStore(Protocol):
 
     def presign_get(self, key: str, expires_in: int) -> str: ...
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
-        """{"url", "fields"} of a form upload pinned to key, content type and size range."""
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
+        """A form upload pinned to key, content type and size range."""
         ...
 
     def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
-        """Keys under prefix last modified before older_than."""
+        """Keys under prefix last modified before older_than, in key order."""
         ...
 
 
@@ -127,57 +59,75 @@ class BacklogGauge(Protocol):
 
 
 class EventPublisher(Protocol):
-    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+    def publish_object_created(self, created: ObjectCreated) -> None:
         """Send the storage's object-created event again (the sweeper's re-drive)."""
         ...
 
 
 class JobStore(Protocol):
-    def create(self, job: Job, idempotency: Optional[IdempotencyRecord] = None,
-               now: Optional[datetime] = None) -> None:
-        """Insert a new job, and its idempotency record in the same transaction.
+    """Jobs and idempotency records. Every write that changes a job is conditional; each
+    method names its precondition and raises ConditionFailed when it does not hold, and
+    TransientError when the table is unavailable."""
 
-        Raises KeyTaken when a record that has not expired by `now` holds the key,
-        ConditionFailed when the job id exists.
-        """
+    # -- creating --------------------------------------------------------------------------
+    def create(self, job: Job) -> None:
+        """Insert a new job. Precondition: no job has this id."""
         ...
 
-    def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]: ...
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
+        """Insert a new job and its idempotency record in one transaction.
+
+        Raises KeyTaken when a record that has not expired by `now` holds the key (an
+        expired one is taken over, even if TTL has not deleted it yet)."""
+        ...
+
+    def get_idempotency(self, scope: str) -> IdempotencyRecord | None: ...
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
         """Delete the record if it still points at job_id; a missing one is fine."""
         ...
 
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | None:
+        """A strongly consistent read."""
+        ...
+
     def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
-        """Jobs in `status` whose sweep_at has come."""
+        """Jobs in `status` whose sweep_at has come, soonest first."""
         ...
 
-    def get(self, job_id: str) -> Optional[Job]: ...
-
-    def claim(self, job_id: str, now: datetime, lease_seconds: int, max_attempts: int) -> Job:
-        """queued, or processing with an expired lease -> processing, attempt + 1.
-
-        Raises ConditionFailed when the job is in any other state or out of attempts.
-        """
+    # -- the API and the storage events: moves named by the status they leave -------------
+    def move(self, job: Job, from_status: JobStatus) -> None:
+        """Write `job` whole. Precondition: the stored status is `from_status`."""
         ...
 
-    def release(self, job: Job, now: datetime) -> None:
-        """Give the lease back early (transient failure) so a redelivery may claim."""
+    # -- the worker: its attempt number is a fencing token --------------------------------
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
+        """-> processing, attempt + 1, leased until now + lease; returns the claimed job.
+
+        Precondition: the job is queued, or processing with a lease that has ended, and has
+        had fewer than max_attempts attempts."""
         ...
 
-    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None,
-                   updated_at: Optional[datetime] = None) -> None:
-        """Write `job` whole if the stored status is `from_status` and, for a worker, the
-        stored attempt is still `attempt` (and, for the sweeper, nothing changed since
-        `updated_at`); else raise ConditionFailed."""
+    def release_lease(self, job_id: str, attempt: int, now: datetime) -> None:
+        """End the lease now (a transient failure) so that a redelivery may claim at once.
+
+        Precondition: the job is processing under `attempt`."""
         ...
 
-    def delete(self, job_id: str) -> None: ...
+    def finish_attempt(self, job: Job, attempt: int) -> None:
+        """Write the attempt's result `job` whole (ready, or failed).
 
+        Precondition: the job is still processing under `attempt`: a cancel, a delete or a
+        newer attempt in between makes this write lose."""
+        ...
 
-@dataclass(frozen=True)
-class ObjectCreated:
-    bucket: str
-    key: str
-    size: int
-    etag: str
+    # -- the sweeper: optimistic, against the job as it read it --------------------------
+    def update_if_unchanged(self, job: Job, seen: Job) -> None:
+        """Write `job` whole. Precondition: the stored job has the status and updated_at
+        of `seen`, so of two sweepers (or a sweeper and a worker) only one write lands."""
+        ...
+
+    def delete(self, job_id: str) -> None:
+        """Remove the job; a missing one is fine."""
+        ...

@@ -1,46 +1,55 @@
-"""RFC 9457 problem details for the stable error codes of CONTRACT.md."""
+"""RFC 9457 problem details for the stable error codes (vocabulary.ErrorCode)."""
 from __future__ import annotations
 
 from typing import Optional
 
+from chalicelib.vocabulary import ErrorCode as C
+
 # code -> (HTTP status, title). The title is also the safe message of a failed job's error.
-PROBLEMS: dict[str, tuple[int, str]] = {
-    "unauthorized": (401, "Missing or invalid bearer token"),
-    "job_not_found": (404, "No such job"),
-    "job_expired": (410, "The job has passed its retention period"),
-    "job_finished": (409, "The job has already finished"),
-    "idempotency_key_reused": (409, "The Idempotency-Key was used for a different request"),
-    "invalid_request": (400, "The request is not valid"),
-    "file_too_large": (413, "The file is larger than the limit"),
-    "unsupported_format": (415, "The file is not a supported image format"),
-    "invalid_image": (422, "The image could not be processed"),
-    "image_too_large": (422, "The image has more pixels than the limit"),
-    "upload_missing": (422, "The upload did not arrive before its URL expired"),
-    "storage_unavailable": (503, "Storage is unavailable; try again later"),
-    "rate_limited": (429, "Too many requests; try again later"),
-    "overloaded": (503, "The service is busy; try again later"),
-    "processing_failed": (500, "The image could not be processed after several attempts"),
+# upload_missing and processing_failed are only ever a job's error, never an HTTP answer;
+# their statuses complete the table.
+PROBLEMS: dict[C, tuple[int, str]] = {
+    C.UNAUTHORIZED: (401, "Missing or invalid bearer token"),
+    C.JOB_NOT_FOUND: (404, "No such job"),
+    C.JOB_EXPIRED: (410, "The job has passed its retention period"),
+    C.JOB_FINISHED: (409, "The job has already finished"),
+    C.IDEMPOTENCY_KEY_REUSED: (409, "The Idempotency-Key was used for a different request"),
+    C.INVALID_REQUEST: (400, "The request is not valid"),
+    C.FILE_TOO_LARGE: (413, "The file is larger than the limit"),
+    C.UNSUPPORTED_FORMAT: (415, "The file is not a supported image format"),
+    C.INVALID_IMAGE: (422, "The image could not be processed"),
+    C.IMAGE_TOO_LARGE: (422, "The image has more pixels than the limit"),
+    C.IMAGE_TOO_COMPLEX: (422, "The image would cost too much to decode"),
+    C.UPLOAD_MISSING: (422, "The upload did not arrive before its URL expired"),
+    C.STORAGE_UNAVAILABLE: (503, "Storage is unavailable; try again later"),
+    C.RATE_LIMITED: (429, "Too many requests; try again later"),
+    C.OVERLOADED: (503, "The service is busy; try again later"),
+    C.PROCESSING_FAILED: (500, "The image could not be processed after several attempts"),
+    C.METHOD_NOT_ALLOWED: (405, "The method is not allowed on this resource"),
+    C.INTERNAL_ERROR: (500, "Something went wrong on our side"),
 }
+assert set(PROBLEMS) == set(C), "every error code needs a problem"
 
 CONTENT_TYPE = "application/problem+json"
 # A URN, not a URL: no page is promised at an address we do not control.
 TYPE_BASE = "urn:image-jobs:problem:"
 
 
-def status_of(code: str) -> int:
-    return PROBLEMS[code][0]
+def status_of(code: C) -> int:
+    return PROBLEMS[C(code)][0]
 
 
-def message_of(code: str) -> str:
-    return PROBLEMS[code][1]
+def message_of(code: C) -> str:
+    return PROBLEMS[C(code)][1]
 
 
-def problem(code: str, detail: Optional[str] = None) -> dict:
+def problem(code: C, detail: Optional[str] = None) -> dict:
+    code = C(code)
     status, title = PROBLEMS[code]
     return {
-        "type": TYPE_BASE + code,
+        "type": TYPE_BASE + code.value,
         "title": title,
         "status": status,
         "detail": detail or title,
-        "code": code,
+        "code": code.value,
     }

@@ -8,7 +8,7 @@ import io
 
 import multipart
 
-from chalicelib.ports import FileTooLarge, InvalidRequest, UnsupportedFormat
+from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 
 # A raw body must say it is an image (or opaque bytes); the real type is sniffed later.
 RAW_TYPES = ("application/octet-stream",)

@@ -1,4 +1,4 @@
-"""JSON bodies of the job resource, exactly the fields CONTRACT.md lists per status."""
+"""JSON bodies of the job resource, exactly the fields the contract (openapi.yaml) lists per status."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -6,7 +6,8 @@ from typing import Optional
 
 from chalicelib import problems
 from chalicelib.jobs import Job, JobStatus
-from chalicelib.service import Accepted, Urls
+from chalicelib.usecases.results import Accepted, Urls
+from chalicelib.vocabulary import PUBLIC_PREFIX, ErrorCode, RenditionName
 
 
 def rfc3339(value: datetime) -> str:
@@ -14,7 +15,7 @@ def rfc3339(value: datetime) -> str:
 
 
 def job_location(job: Job) -> str:
-    return f"/api/v1/image-jobs/{job.job_id}"
+    return f"{PUBLIC_PREFIX}/image-jobs/{job.job_id}"
 
 
 def accepted_body(accepted: Accepted) -> dict:
@@ -23,9 +24,9 @@ def accepted_body(accepted: Accepted) -> dict:
     if accepted.upload is not None:
         body["upload"] = {
             "method": "POST",
-            "url": accepted.upload["url"],
-            "fields": accepted.upload["fields"],
-            "expires_at": rfc3339(accepted.upload["expires_at"]),
+            "url": accepted.upload.url,
+            "fields": accepted.upload.fields,
+            "expires_at": rfc3339(accepted.upload.expires_at),
         }
     return body
 
@@ -37,13 +38,13 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
         body["image_url"] = urls.display
         body["thumb_url"] = urls.thumb
         body["renditions"] = {
-            "display": _rendition(urls.display, job.display),
-            "thumb": _rendition(urls.thumb, job.thumb),
+            RenditionName.DISPLAY.value: _rendition(urls.display, job.display),
+            RenditionName.THUMB.value: _rendition(urls.thumb, job.thumb),
         }
         body["urls_expire_at"] = rfc3339(urls.expires_at)
     if job.status is JobStatus.FAILED:
-        code = job.error_code or "processing_failed"
-        body["error"] = {"code": code, "message": problems.message_of(code)}
+        code = job.error_code or ErrorCode.PROCESSING_FAILED
+        body["error"] = {"code": code.value, "message": problems.message_of(code)}
     body["created_at"] = rfc3339(job.created_at)
     if job.status.terminal and job.finished_at is not None:
         body["finished_at"] = rfc3339(job.finished_at)

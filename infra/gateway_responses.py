@@ -1,4 +1,4 @@
-"""Make API Gateway's own errors problem+json, as CONTRACT.md wants of every error.
+"""Make API Gateway's own errors problem+json, as the contract wants of every error.
 
     python -m infra.gateway_responses dev        # after every `chalice deploy --stage dev`
 

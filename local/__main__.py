@@ -1,15 +1,8 @@
 """`python -m local`: the whole service on this machine, in the foreground until Ctrl-C.
 
-Environment (all optional):
-  API_PORT=8000          the API (chalice local)
-  AWS_PORT=4566          moto's server holding S3, SQS and DynamoDB
-  EMBEDDED_AWS=1         0: use the services at AWS_ENDPOINT_URL instead (a real LocalStack)
-  LOCAL_COMPONENTS       which parts to run, of api,worker,sweeper,bridge (default: all that apply)
-  WORKER_CONCURRENCY     jobs processed in parallel (default: the number of cores)
-  QUEUE_BACKEND=sqs      amqp: consume MinIO's events from RabbitMQ at AMQP_URL
-  AMQP_BRIDGE            1: forward storage's SQS events to RabbitMQ in MinIO's shape (the
-                         default with amqp on the embedded stack, which has no MinIO)
-  plus every setting of chalicelib/config.py (AUTH_JWT_SECRET, MAX_UPLOAD_BYTES, ...)
+Environment (all optional): the runner's own settings are RunnerSettings in
+chalicelib/config.py (API_PORT, AWS_PORT, EMBEDDED_AWS, LOCAL_COMPONENTS, WORKER_CONCURRENCY,
+AMQP_BRIDGE), and the service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET, ...).
 """
 from __future__ import annotations
 
@@ -21,25 +14,24 @@ import threading
 import uuid
 
 HOST = "127.0.0.1"
-ALL_COMPONENTS = ("api", "worker", "sweeper", "bridge")
 
 
 def main() -> int:
-    api_port = int(os.environ.get("API_PORT", "8000"))
-    aws_port = int(os.environ.get("AWS_PORT", "4566"))
-    embedded = os.environ.get("EMBEDDED_AWS", "1") != "0"
-    components = set(filter(None, os.environ.get("LOCAL_COMPONENTS", ",".join(ALL_COMPONENTS)).split(",")))
-    unknown = components - set(ALL_COMPONENTS)
-    if unknown:
-        print(f"LOCAL_COMPONENTS: unknown {sorted(unknown)}; choose from {ALL_COMPONENTS}", file=sys.stderr)
+    from chalicelib.config import RunnerSettings
+
+    try:
+        runner = RunnerSettings.from_environ(os.environ)
+    except ValueError as error:
+        print(error, file=sys.stderr)
         return 2
+    components = runner.components
     # Emulators accept any credentials; never override real ones the user has set.
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
-    if embedded or not os.environ.get("AWS_ENDPOINT_URL"):
-        os.environ["AWS_ENDPOINT_URL"] = f"http://{HOST}:{aws_port}"
+    if runner.embedded_aws or not os.environ.get("AWS_ENDPOINT_URL"):
+        os.environ["AWS_ENDPOINT_URL"] = f"http://{HOST}:{runner.aws_port}"
     os.environ.setdefault("AUTH_MODE", "jwt")
 
     # Imported only now: app.py reads its settings from the environment at import.
@@ -54,10 +46,11 @@ def main() -> int:
     if settings.jwt_secret == Settings.jwt_secret and "api" in components:
         log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
     amqp = settings.queue_backend == "amqp"
-    bridge_wanted = amqp and os.environ.get("AMQP_BRIDGE", "1" if embedded else "0") == "1"
+    bridge_wanted = amqp and (runner.embedded_aws if runner.amqp_bridge is None else runner.amqp_bridge)
     if not bridge_wanted:
         components.discard("bridge")
-    concurrency = int(os.environ.get("WORKER_CONCURRENCY") or os.cpu_count() or 1)
+    concurrency = runner.worker_concurrency or os.cpu_count() or 1
+    api_port, aws_port, embedded = runner.api_port, runner.aws_port, runner.embedded_aws
 
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -19,9 +19,8 @@ import pika
 import pika.exceptions
 
 from chalicelib.adapters.amqp import Topology, connection_parameters, declare
-from chalicelib.events import PoisonMessage
+from chalicelib.errors import PoisonMessage, TransientError
 from chalicelib.logs import get_logger
-from chalicelib.ports import TransientError
 
 log = get_logger("amqp_worker")
 

@@ -7,47 +7,34 @@ confirmed the publish: a broker outage delays events, it never drops them.
 """
 from __future__ import annotations
 
-import threading
-
-from chalicelib.events import PoisonMessage, parse_message
+from chalicelib.errors import PoisonMessage, TransientError
+from chalicelib.events import parse_message
 from chalicelib.logs import get_logger
-from chalicelib.ports import TransientError
+from local.sqs_poller import SqsPoller
 
 log = get_logger("bridge")
 
 
-class SqsToAmqpBridge:
+class SqsToAmqpBridge(SqsPoller):
+    name = "sqs-amqp-bridge"
+
     def __init__(self, sqs, queue_url: str, publisher):
-        self._sqs = sqs
-        self._queue_url = queue_url
+        super().__init__(sqs, queue_url)
         self._publisher = publisher
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sqs-amqp-bridge", daemon=True)
+        self._pause = 1.0
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        pause = 1.0
-        while not self._stopping.is_set():
-            try:
-                messages = self._sqs.receive_message(
-                    QueueUrl=self._queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                ).get("Messages", [])
-                for message in messages:
-                    self._forward(message)
-                pause = 1.0
-            except TransientError:
-                log.warning("bridge_publish_failed", retry_in=pause)
-                self._stopping.wait(pause)
-                pause = min(pause * 2, 30.0)
-            except Exception:
-                log.exception("bridge_failed")
-                self._stopping.wait(pause)
+    def _dispatch(self, messages: list[dict], wanted: int) -> None:
+        try:
+            for message in messages:
+                self._forward(message)
+            self._pause = 1.0
+        except TransientError:
+            log.warning("bridge_publish_failed", retry_in=self._pause)
+            self._stopping.wait(self._pause)
+            self._pause = min(self._pause * 2, 30.0)
+        except Exception:
+            log.exception("bridge_failed")
+            self._stopping.wait(self._pause)
 
     def _forward(self, message: dict) -> None:
         try:
@@ -57,10 +44,9 @@ class SqsToAmqpBridge:
             events = []
         try:
             for event in events:
-                self._publisher.publish_object_created(event.bucket, event.key, event.size)
+                self._publisher.publish_object_created(event)
         except TransientError:
             # Make it visible again soon rather than after the whole visibility timeout.
-            self._sqs.change_message_visibility(
-                QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=2)
+            self._show_again_in(message, 2)
             raise
-        self._sqs.delete_message(QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"])
+        self._delete(message)

@@ -10,8 +10,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from chalicelib.errors import TransientError
 from chalicelib.logs import get_logger
-from chalicelib.ports import TransientError
+from local.sqs_poller import SqsPoller
 
 log = get_logger("sqs_worker")
 
@@ -44,12 +45,13 @@ def lambda_event(message: dict[str, Any], queue_arn: str, region: str) -> dict:
     }]}
 
 
-class SqsWorker:
+class SqsWorker(SqsPoller):
+    name = "sqs-worker"
+
     def __init__(self, sqs, queue_url: str, queue_arn: str, region: str,
                  handler: Callable[[dict, Any], Any], concurrency: int,
                  timeout_ms: int = 120_000, max_backoff: int = 300):
-        self._sqs = sqs
-        self._queue_url = queue_url
+        super().__init__(sqs, queue_url)
         self._queue_arn = queue_arn
         self._region = region
         self._handler = handler
@@ -57,20 +59,14 @@ class SqsWorker:
         self._timeout_ms = timeout_ms
         self._max_backoff = max_backoff
         self._slots = threading.Semaphore(concurrency)
-        self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
-        self._thread = threading.Thread(target=self._poll, name="sqs-poller", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def stop(self) -> None:
         """Take no more messages; let the ones in hand finish."""
-        self._stopping.set()
-        self._thread.join(timeout=30)
+        super().stop()
         self._pool.shutdown(wait=True)
 
-    def _free_slots(self) -> int:
+    def _wanted(self) -> int:
         # Take every free slot (up to SQS's 10): never hold more messages than can run.
         if not self._slots.acquire(timeout=1):
             return 0
@@ -79,26 +75,13 @@ class SqsWorker:
             taken += 1
         return taken
 
-    def _poll(self) -> None:
-        while not self._stopping.is_set():
-            free = self._free_slots()
-            if not free:
-                continue
-            try:
-                messages = self._sqs.receive_message(
-                    QueueUrl=self._queue_url, MaxNumberOfMessages=free, WaitTimeSeconds=1,
-                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
-                ).get("Messages", [])
-            except Exception:
-                log.exception("sqs_receive_failed")
-                messages = []
-                self._stopping.wait(1)
-            for _ in range(free - len(messages)):
-                self._slots.release()
-            for message in messages:
-                self._pool.submit(self._run, message)
+    def _dispatch(self, messages: list[dict], wanted: int) -> None:
+        for _ in range(wanted - len(messages)):
+            self._slots.release()
+        for message in messages:
+            self._pool.submit(self._run_one, message)
 
-    def _run(self, message: dict) -> None:
+    def _run_one(self, message: dict) -> None:
         try:
             event = lambda_event(message, self._queue_arn, self._region)
             self._handler(event, LambdaContext(self._timeout_ms))
@@ -108,7 +91,7 @@ class SqsWorker:
             self._back_off(message, getattr(error, "retry_in", None))
         else:
             try:
-                self._sqs.delete_message(QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"])
+                self._delete(message)
             except Exception:
                 # The work is done and recorded: a redelivery is a no-op for the handler.
                 log.exception("sqs_delete_failed", message_id=message["MessageId"])
@@ -120,10 +103,6 @@ class SqsWorker:
         # A busy job says when its lease ends; otherwise back off by how often it came.
         delay = retry_in if retry_in is not None else 2 ** count
         try:
-            self._sqs.change_message_visibility(
-                QueueUrl=self._queue_url, ReceiptHandle=message["ReceiptHandle"],
-                VisibilityTimeout=int(min(self._max_backoff, max(1, delay + 0.5))),
-            )
+            self._show_again_in(message, int(min(self._max_backoff, max(1, delay + 0.5))))
         except Exception:
             log.exception("sqs_backoff_failed", message_id=message["MessageId"])
-

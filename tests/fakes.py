@@ -7,7 +7,9 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from chalicelib.jobs import Job, JobStatus
-from chalicelib.ports import ConditionFailed, FileTooLarge, IdempotencyRecord, KeyTaken, TransientError
+from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, TransientError
+from chalicelib.events import ObjectCreated
+from chalicelib.ports import IdempotencyRecord, PresignedPost
 
 
 class FakeJobStore:
@@ -21,18 +23,28 @@ class FakeJobStore:
         if self.down:
             raise TransientError("job table unavailable")
 
-    def create(self, job: Job, idempotency: Optional[IdempotencyRecord] = None,
-               now: Optional[datetime] = None) -> None:
+    def _current(self, job_id: str) -> Job:
+        current = self.items.get(job_id)
+        if current is None:
+            raise ConditionFailed()
+        return current
+
+    def create(self, job: Job) -> None:
         with self._lock:
             self._check()
-            if idempotency is not None:
-                held = self.keys.get(idempotency.scope)
-                if held is not None and now < held.expires_at:
-                    raise KeyTaken()
             if job.job_id in self.items:
                 raise ConditionFailed()
-            if idempotency is not None:
-                self.keys[idempotency.scope] = idempotency
+            self.items[job.job_id] = job
+
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
+        with self._lock:
+            self._check()
+            held = self.keys.get(record.scope)
+            if held is not None and now < held.expires_at:
+                raise KeyTaken()
+            if job.job_id in self.items:
+                raise ConditionFailed()
+            self.keys[record.scope] = record
             self.items[job.job_id] = job
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
@@ -45,54 +57,61 @@ class FakeJobStore:
             if scope in self.keys and self.keys[scope].job_id == job_id:
                 del self.keys[scope]
 
+    def get(self, job_id: str) -> Optional[Job]:
+        self._check()
+        return self.items.get(job_id)
+
     def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
         self._check()
         found = [j for j in self.items.values()
                  if j.status is status and j.sweep_at is not None and j.sweep_at <= now]
         return sorted(found, key=lambda j: j.sweep_at)[:limit]
 
-    def get(self, job_id: str) -> Optional[Job]:
-        self._check()
-        return self.items.get(job_id)
-
-    def claim(self, job_id: str, now: datetime, lease_seconds: int, max_attempts: int) -> Job:
+    def move(self, job: Job, from_status: JobStatus) -> None:
         with self._lock:
             self._check()
-            job = self.items.get(job_id)
-            claimable = job is not None and (
-                job.status is JobStatus.QUEUED
-                or (job.status is JobStatus.PROCESSING and job.lease_expires_at is not None
-                    and job.lease_expires_at <= now)
-            )
+            if self._current(job.job_id).status is not from_status:
+                raise ConditionFailed()
+            self.items[job.job_id] = job
+
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
+        with self._lock:
+            self._check()
+            job = self._current(job_id)
+            lease_over = job.lease_expires_at is not None and job.lease_expires_at <= now
+            claimable = job.status is JobStatus.QUEUED or (job.status is JobStatus.PROCESSING and lease_over)
             if not claimable or job.attempt >= max_attempts:
                 raise ConditionFailed()
             claimed = dataclasses.replace(
                 job, status=JobStatus.PROCESSING, attempt=job.attempt + 1,
-                lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now,
-                sweep_at=now + timedelta(seconds=lease_seconds),
+                lease_expires_at=now + lease, sweep_at=now + lease, updated_at=now,
             )
             self.items[job_id] = claimed
             return claimed
 
-    def release(self, job: Job, now: datetime) -> None:
-        with self._lock:
-            self._check()
-            current = self.items.get(job.job_id)
-            if current is None or current.status is not JobStatus.PROCESSING or current.attempt != job.attempt:
-                raise ConditionFailed()
-            self.items[job.job_id] = dataclasses.replace(
-                current, lease_expires_at=now, sweep_at=now, updated_at=now)
+    def _held_by(self, job_id: str, attempt: int) -> Job:
+        current = self._current(job_id)
+        if current.status is not JobStatus.PROCESSING or current.attempt != attempt:
+            raise ConditionFailed()
+        return current
 
-    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None,
-                   updated_at: Optional[datetime] = None) -> None:
+    def release_lease(self, job_id: str, attempt: int, now: datetime) -> None:
         with self._lock:
             self._check()
-            current = self.items.get(job.job_id)
-            if current is None or current.status is not from_status:
-                raise ConditionFailed()
-            if attempt is not None and current.attempt != attempt:
-                raise ConditionFailed()
-            if updated_at is not None and current.updated_at != updated_at:
+            current = self._held_by(job_id, attempt)
+            self.items[job_id] = dataclasses.replace(current, lease_expires_at=now, sweep_at=now, updated_at=now)
+
+    def finish_attempt(self, job: Job, attempt: int) -> None:
+        with self._lock:
+            self._check()
+            self._held_by(job.job_id, attempt)
+            self.items[job.job_id] = job
+
+    def update_if_unchanged(self, job: Job, seen: Job) -> None:
+        with self._lock:
+            self._check()
+            current = self._current(job.job_id)
+            if current.status is not seen.status or current.updated_at != seen.updated_at:
                 raise ConditionFailed()
             self.items[job.job_id] = job
 
@@ -133,9 +152,9 @@ class FakeObjectStore:
     def presign_get(self, key: str, expires_in: int) -> str:
         return f"https://storage.test/{key}?expires={expires_in}"
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
-        return {"url": "https://storage.test/bucket", "fields": {
-            "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"}}
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
+        return PresignedPost(url="https://storage.test/bucket", fields={
+            "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"})
 
     def list_keys(self, prefix: str, older_than: datetime):
         if self.down:
@@ -147,10 +166,10 @@ class FakeObjectStore:
 
 class FakePublisher:
     def __init__(self):
-        self.sent: list[tuple[str, str, int]] = []
+        self.sent: list[ObjectCreated] = []
 
-    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
-        self.sent.append((bucket, key, size))
+    def publish_object_created(self, created: ObjectCreated) -> None:
+        self.sent.append(created)
 
 
 class Clock:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from urllib.parse import quote_plus
 
 from chalicelib.config import Settings
-from chalicelib.ports import TransientError
+from chalicelib.errors import TransientError
+from chalicelib.events import ObjectCreated, minio_event
 
 
 @dataclass(frozen=True)
@@ -62,22 +61,6 @@ def connection_parameters(url: str):
     return params
 
 
-def minio_event(bucket: str, key: str, size: int) -> dict:
-    """The envelope MinIO publishes for an object-created notification."""
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    return {
-        "EventName": "s3:ObjectCreated:Put",
-        "Key": f"{bucket}/{key}",
-        "Records": [{
-            "eventVersion": "2.0", "eventSource": "minio:s3", "awsRegion": "",
-            "eventTime": now, "eventName": "s3:ObjectCreated:Put",
-            "s3": {"s3SchemaVersion": "1.0", "configurationId": "Config",
-                   "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                   "object": {"key": quote_plus(key), "size": size}},
-        }],
-    }
-
-
 class AmqpChannel:
     """One lazily opened, self-healing channel for short calls from one process."""
 
@@ -125,10 +108,10 @@ class AmqpPublisher:
         self._channel = channel
         self._topology = topology
 
-    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+    def publish_object_created(self, created: ObjectCreated) -> None:
         import pika
 
-        body = json.dumps(minio_event(bucket, key, size)).encode()
+        body = json.dumps(minio_event(created)).encode()
         props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
         # With confirms on, basic_publish raises unless the broker took it (and routed it).
         self._channel.call(lambda ch: ch.basic_publish(

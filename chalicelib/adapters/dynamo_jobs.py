@@ -6,6 +6,7 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 """
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Optional
 
@@ -22,13 +23,17 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from chalicelib.errors import ConditionFailed, KeyTaken, TransientError
 from chalicelib.jobs import Job, JobStatus, Rendition
-from chalicelib.ports import ConditionFailed, IdempotencyRecord, KeyTaken, TransientError
+from chalicelib.ports import IdempotencyRecord
+from chalicelib.vocabulary import ErrorCode
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 SWEEP_INDEX = "sweep"
 # Fail fast so an API call can answer 503 instead of hanging a client.
+# Job fields that the item stores in another form (the rest map one to one by name).
+_SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 
 
@@ -100,71 +105,45 @@ class DynamoJobStore:
         self._keys = make_idempotency_model(table, region, host)
         self._connection = Connection(region=region, host=host, **_CONNECTION)
 
-    # -- mapping ---------------------------------------------------------------------
+    # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
+        values = {f.name: getattr(job, f.name) for f in dataclasses.fields(Job) if f.name not in _SPECIAL}
         return self._model(
             JOB_PREFIX + job.job_id,
-            owner=job.owner,
             status=job.status.value,
-            attempt=job.attempt,
-            lease_expires_at=job.lease_expires_at,
-            original_key=job.original_key,
+            error_code=None if job.error_code is None else job.error_code.value,
             display=_rendition_attr(job.display),
             thumb=_rendition_attr(job.thumb),
-            error_code=job.error_code,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
-            finished_at=job.finished_at,
-            sweep_at=job.sweep_at,
-            redrives=job.redrives,
-            declared_type=job.declared_type,
-            declared_size=job.declared_size,
-            upload_expires_at=job.upload_expires_at,
-            idempotency_scope=job.idempotency_scope,
-            expires_at=job.expires_at,
+            **values,
         )
 
     @staticmethod
     def _to_job(item: JobItem) -> Job:
+        values = {f.name: getattr(item, f.name) for f in dataclasses.fields(Job) if f.name not in _SPECIAL}
         return Job(
             job_id=item.pk[len(JOB_PREFIX):],
-            owner=item.owner,
             status=JobStatus(item.status),
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-            expires_at=item.expires_at,
-            original_key=item.original_key,
-            attempt=int(item.attempt or 0),
-            lease_expires_at=item.lease_expires_at,
+            error_code=None if item.error_code is None else ErrorCode(item.error_code),
             display=_rendition(item.display),
             thumb=_rendition(item.thumb),
-            error_code=item.error_code,
-            finished_at=item.finished_at,
-            sweep_at=item.sweep_at,
-            redrives=int(item.redrives or 0),
-            declared_type=item.declared_type,
-            declared_size=None if item.declared_size is None else int(item.declared_size),
-            upload_expires_at=item.upload_expires_at,
-            idempotency_scope=item.idempotency_scope,
+            **values,
         )
 
     # -- JobStore ------------------------------------------------------------------------
-    def create(self, job: Job, idempotency: Optional[IdempotencyRecord] = None,
-               now: Optional[datetime] = None) -> None:
+    def create(self, job: Job) -> None:
         item = self._to_item(job)
-        new_job = self._model.pk.does_not_exist()
-        if idempotency is None:
-            self._write(lambda: item.save(condition=new_job))
-            return
+        self._write(lambda: item.save(condition=self._model.pk.does_not_exist()))
+
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
+        item = self._to_item(job)
         k = self._keys
-        record = k(IDEMPOTENCY_PREFIX + idempotency.scope, fingerprint=idempotency.fingerprint,
-                   job_id=idempotency.job_id, expires_at=idempotency.expires_at)
-        # A record past its 24 h may be taken over even if TTL has not deleted it yet.
+        key_item = k(IDEMPOTENCY_PREFIX + record.scope, fingerprint=record.fingerprint,
+                     job_id=record.job_id, expires_at=record.expires_at)
         free = k.pk.does_not_exist() | (k.expires_at <= now)
         try:
             with TransactWrite(connection=self._connection) as transaction:
-                transaction.save(record, condition=free)
-                transaction.save(item, condition=new_job)
+                transaction.save(key_item, condition=free)
+                transaction.save(item, condition=self._model.pk.does_not_exist())
         except TransactWriteError as error:
             reasons = [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
             if reasons[:1] == ["ConditionalCheckFailed"]:
@@ -208,10 +187,14 @@ class DynamoJobStore:
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
 
-    def claim(self, job_id: str, now: datetime, lease_seconds: int, max_attempts: int) -> Job:
+    def move(self, job: Job, from_status: JobStatus) -> None:
+        item = self._to_item(job)
+        self._write(lambda: item.save(condition=self._model.status == from_status.value))
+
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
         m = self._model
         item = m(JOB_PREFIX + job_id)
-        lease_end = now + timedelta(seconds=lease_seconds)
+        lease_end = now + lease
         claimable = (m.status == JobStatus.QUEUED.value) | (
             (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
         )
@@ -225,29 +208,32 @@ class DynamoJobStore:
             ],
             condition=m.pk.exists() & claimable & (m.attempt < max_attempts),
         ))
-        return self._to_job(item)
+        return self._to_job(item)  # update() loaded the whole item as it now is
 
-    def release(self, job: Job, now: datetime) -> None:
+    def release_lease(self, job_id: str, attempt: int, now: datetime) -> None:
         m = self._model
-        item = m(JOB_PREFIX + job.job_id)
+        item = m(JOB_PREFIX + job_id)
         self._write(lambda: item.update(
             actions=[m.lease_expires_at.set(now), m.sweep_at.set(now), m.updated_at.set(now)],
-            condition=(m.status == JobStatus.PROCESSING.value) & (m.attempt == job.attempt),
+            condition=self._held_by(attempt),
         ))
 
-    def transition(self, job: Job, from_status: JobStatus, attempt: Optional[int] = None,
-                   updated_at: Optional[datetime] = None) -> None:
-        m = self._model
-        condition = m.status == from_status.value
-        if attempt is not None:
-            condition &= m.attempt == attempt
-        if updated_at is not None:
-            condition &= m.updated_at == updated_at
+    def finish_attempt(self, job: Job, attempt: int) -> None:
         item = self._to_item(job)
-        self._write(lambda: item.save(condition=condition))
+        self._write(lambda: item.save(condition=self._held_by(attempt)))
+
+    def update_if_unchanged(self, job: Job, seen: Job) -> None:
+        m = self._model
+        item = self._to_item(job)
+        self._write(lambda: item.save(
+            condition=(m.status == seen.status.value) & (m.updated_at == seen.updated_at)))
 
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
+
+    def _held_by(self, attempt: int):
+        m = self._model
+        return (m.status == JobStatus.PROCESSING.value) & (m.attempt == attempt)
 
     @staticmethod
     def _write(call) -> None:

@@ -6,7 +6,8 @@ from typing import Iterator
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.ports import FileTooLarge, TransientError
+from chalicelib.errors import FileTooLarge, TransientError
+from chalicelib.ports import PresignedPost
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -53,14 +54,14 @@ class S3Store:
             "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in
         )
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> dict:
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
         post = self._presign_client.generate_presigned_post(
             Bucket=self._bucket, Key=key, Fields={"Content-Type": content_type},
             # The policy pins the key, the type and the size; S3 refuses anything else.
             Conditions=[{"Content-Type": content_type}, ["content-length-range", 1, max_size]],
             ExpiresIn=expires_in,
         )
-        return {"url": post["url"], "fields": post["fields"]}
+        return PresignedPost(url=post["url"], fields=post["fields"])
 
     def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
         try:

@@ -2,22 +2,11 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import quote_plus
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.ports import TransientError
-
-
-def object_created_event(bucket: str, key: str, size: int) -> dict:
-    return {"Records": [{
-        "eventVersion": "2.1",
-        "eventSource": "aws:s3",
-        "eventName": "ObjectCreated:Put",
-        "s3": {"s3SchemaVersion": "1.0", "configurationId": "sweeper-redrive",
-               "bucket": {"name": bucket},
-               "object": {"key": quote_plus(key), "size": size}},
-    }]}
+from chalicelib.errors import TransientError
+from chalicelib.events import ObjectCreated, aws_event
 
 
 class SqsQueue:
@@ -33,10 +22,9 @@ class SqsQueue:
             self._queue_url = self._client.get_queue_url(QueueName=self._queue_name)["QueueUrl"]
         return self._queue_url
 
-    def publish_object_created(self, bucket: str, key: str, size: int) -> None:
+    def publish_object_created(self, created: ObjectCreated) -> None:
         try:
-            self._client.send_message(QueueUrl=self._url(),
-                                      MessageBody=json.dumps(object_created_event(bucket, key, size)))
+            self._client.send_message(QueueUrl=self._url(), MessageBody=json.dumps(aws_event(created)))
         except (BotoCoreError, ClientError) as error:
             raise TransientError("queue unavailable") from error
 

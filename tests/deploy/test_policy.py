@@ -27,7 +27,8 @@ from chalice.app import SQSEventConfig
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.config import Settings
 from chalicelib.jobs import Job, JobStatus, Rendition
-from chalicelib.ports import ConditionFailed, IdempotencyRecord, KeyTaken
+from chalicelib.errors import ConditionFailed, KeyTaken
+from chalicelib.ports import IdempotencyRecord
 from infra.stage_config import stage_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,20 +168,24 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("create", job("j1"))
     key = IdempotencyRecord(scope="alice:images:k", fingerprint="f", job_id="j2",
                             expires_at=NOW + timedelta(days=1))
-    call("create", job("j2"), key, now=NOW)
+    call("create_with_key", job("j2"), key, NOW)
     with pytest.raises(KeyTaken):
-        call("create", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), now=NOW)
+        call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW)
     call("get_idempotency", key.scope)
     call("get", "j1")
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10)
-    claimed = call("claim", "j1", NOW, 120, 3)
-    call("release", claimed, NOW + timedelta(seconds=1))
-    claimed = call("claim", "j1", NOW + timedelta(seconds=2), 120, 3)
+    lease = timedelta(seconds=120)
+    claimed = call("claim", "j1", NOW, lease, 3)
+    call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))
+    claimed = call("claim", "j1", NOW + timedelta(seconds=2), lease, 3)
     ready = claimed.ready(NOW + timedelta(seconds=3), Rendition("renditions/j1/d.jpg", 1280, 960),
                           Rendition("renditions/j1/t.jpg", 256, 256), week)
-    call("transition", ready, JobStatus.PROCESSING, attempt=claimed.attempt)
+    call("finish_attempt", ready, claimed.attempt)
     with pytest.raises(ConditionFailed):
-        call("transition", ready, JobStatus.PROCESSING, attempt=claimed.attempt)
+        call("finish_attempt", ready, claimed.attempt)
+    j2 = call("get", "j2")
+    call("update_if_unchanged", j2.redriven(NOW, week), j2)
+    call("move", j2.cancelled(NOW, week), JobStatus.QUEUED)
     call("release_idempotency", key.scope, "j2")
     call("delete", "j1")
     return called

@@ -2,17 +2,15 @@
 storage_unavailable (and the idempotency key released) while storage is down."""
 import contextlib
 import os
-import subprocess
-import sys
-import threading
 import time
 
 import pytest
 import requests
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import free_port
 from tests.e2e.test_images_api import assert_problem, headers, poll
 from tests.images import jpeg
+from tests.local_runner import start_local
 from tests.proxy import TcpProxy
 
 
@@ -22,19 +20,11 @@ def runner(aws_port: int, **env):
     api_port = free_port()
     full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), PYTHONUNBUFFERED="1", **env)
     full.pop("AWS_ENDPOINT_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=full,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_local(full)
     try:
-        for line in process.stdout:
-            if "image-jobs ready" in line:
-                break
-        else:
-            pytest.fail("runner did not start")
-        threading.Thread(target=process.stdout.read, daemon=True).start()  # keep the pipe drained
         yield f"http://127.0.0.1:{api_port}"
     finally:
-        process.terminate()
-        process.wait(30)
+        proc.stop()
 
 
 @pytest.fixture

@@ -151,6 +151,6 @@ def test_a_job_past_its_expiry_is_410_even_before_the_ttl_deletes_it(runner):
     settings = Settings(endpoint_url=runner.aws)
     store = DynamoJobStore(settings.table, settings.region, runner.aws)
     job = store.get(job_id)
-    store.transition(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
+    store.move(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
     assert_problem(requests.get(runner.api + r.headers["Location"], headers=headers(), timeout=10),
                    410, "job_expired")

@@ -13,23 +13,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 import pika
 import pytest
 from PIL import Image
 
-from chalicelib.adapters.amqp import Topology, declare, minio_event
-from chalicelib.adapters.sqs_queue import object_created_event
-from chalicelib.bootstrap import build_service
+from chalicelib.adapters.amqp import Topology, declare
+from chalicelib.bootstrap import build_use_cases
+from chalicelib.events import ObjectCreated, aws_event, minio_event
 from chalicelib.jobs import JobStatus
 from local.provision import provision
 from local.services import aws_client
-from tests.conftest import ROOT
+from tests.local_runner import Proc, start_local
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -74,18 +71,6 @@ def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
     return out.getvalue()
 
 
-@dataclass
-class Proc:
-    process: subprocess.Popen
-    output: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        return "".join(self.output)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-
 class World:
     def __init__(self, backend: str, moto_endpoint: str, **overrides):
         suffix = uuid.uuid4().hex[:10]
@@ -108,7 +93,7 @@ class World:
         # A short visibility timeout: a killed SQS worker's message comes back in seconds.
         self.stack = provision(self.settings, clients["sqs"], clients["s3"], clients["dynamodb"],
                                visibility_timeout=3)
-        self.service = build_service(self.settings)
+        self.service = build_use_cases(self.settings)
         self.topology = Topology.from_settings(self.settings)
         self.procs: list[Proc] = []
         if backend == "amqp":
@@ -118,23 +103,7 @@ class World:
     # -- processes -------------------------------------------------------------------------------
     def start(self, components: str, **env) -> Proc:
         full = dict(os.environ, **self.env, LOCAL_COMPONENTS=components, **{k: str(v) for k, v in env.items()})
-        process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=full,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        proc = Proc(process)
-        ready = threading.Event()
-
-        def pump():
-            for line in process.stdout:
-                proc.output.append(line)
-                if "image-jobs ready" in line:
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while not ready.wait(0.1):
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"`python -m local` ({components}) did not start:\n{proc.text()[-4000:]}")
+        proc = start_local(full, f"`python -m local` ({components})", timeout=60)
         self.procs.append(proc)
         return proc
 
@@ -157,20 +126,20 @@ class World:
     # -- jobs --------------------------------------------------------------------------------------
     def upload(self, count: int = 1, data: bytes | None = None) -> list[str]:
         data = data or photo()
-        return [self.service.accept_upload("alice", data).job.job_id for _ in range(count)]
+        return [self.service.uploads.accept_upload("alice", data).job.job_id for _ in range(count)]
 
     def deliver_again(self, job_id: str, times: int) -> None:
         """The same object-created event, delivered again (at-least-once delivery)."""
-        key = self.service.original_key(job_id)
+        key = self.service.ctx.keys.original(job_id)
         if self.backend == "sqs":
             import json
 
             for _ in range(times):
                 self.clients["sqs"].send_message(
                     QueueUrl=self.stack.queue_url,
-                    MessageBody=json.dumps(object_created_event(self.settings.bucket, key, 0)))
+                    MessageBody=json.dumps(aws_event(ObjectCreated(self.settings.bucket, key, 0))))
         else:
-            self.publish_raw(*[__import__("json").dumps(minio_event(self.settings.bucket, key, 0)).encode()
+            self.publish_raw(*[__import__("json").dumps(minio_event(ObjectCreated(self.settings.bucket, key, 0))).encode()
                                for _ in range(times)])
 
     def publish_raw(self, *bodies: bytes) -> None:
@@ -181,7 +150,7 @@ class World:
                                       pika.BasicProperties(delivery_mode=2), mandatory=True)
 
     def statuses(self, job_ids) -> dict[str, JobStatus]:
-        return {j: self.service.jobs.get(j).status for j in job_ids}
+        return {j: self.service.ctx.jobs.get(j).status for j in job_ids}
 
     def wait_terminal(self, job_ids, timeout: float = 60) -> dict[str, JobStatus]:
         deadline = time.monotonic() + timeout
@@ -218,10 +187,10 @@ class World:
         statuses = self.wait_terminal(job_ids, timeout)
         for job_id, status in statuses.items():
             if expected is not None:
-                assert status is expected, (job_id, status, self.service.jobs.get(job_id))
+                assert status is expected, (job_id, status, self.service.ctx.jobs.get(job_id))
             if status is JobStatus.READY:
                 assert self.renditions(job_id) == ["display.jpg", "thumb.jpg"], job_id
-                job = self.service.jobs.get(job_id)
+                job = self.service.ctx.jobs.get(job_id)
                 assert job.display.key.endswith("display.jpg") and job.thumb.key.endswith("thumb.jpg")
             else:
                 assert self.renditions(job_id) == [], job_id

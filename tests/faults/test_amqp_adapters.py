@@ -1,4 +1,5 @@
 """The AMQP re-drive publisher and backlog gauge against the real RabbitMQ."""
+from datetime import timedelta
 import time
 
 from chalicelib.events import parse_message
@@ -9,23 +10,23 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     world = amqp_world
     job_id = world.upload(1)[0]  # no bridge and no worker: the event stays in storage's SQS queue
     svc = world.service
-    svc.jobs.claim(job_id, svc.clock(), 1, 3)  # a worker took it and died
+    svc.ctx.jobs.claim(job_id, svc.ctx.clock(), timedelta(seconds=1), 3)  # a worker took it and died
     time.sleep(1.1)
-    assert svc.sweep()["redriven"] == 1
+    assert svc.sweeper.sweep()["redriven"] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"
     doc = __import__("json").loads(body)
     assert doc["EventName"] == "s3:ObjectCreated:Put" and doc["Records"][0]["eventSource"] == "minio:s3"
     (event,) = parse_message(body)
-    assert (event.bucket, event.key) == (world.settings.bucket, svc.original_key(job_id))
-    assert svc.handle_object_created(event) == "ready"
-    assert svc.jobs.get(job_id).status is JobStatus.READY
+    assert (event.bucket, event.key) == (world.settings.bucket, svc.ctx.keys.original(job_id))
+    assert svc.worker.handle_object_created(event) == "ready"
+    assert svc.ctx.jobs.get(job_id).status is JobStatus.READY
 
 
 def test_the_backlog_gauge_reads_the_queue_depth(amqp_world):
     world = amqp_world
-    gauge = world.service.backlog
+    gauge = world.service.ctx.backlog
     assert gauge.depth() == 0
     world.publish_raw(b"1", b"2", b"3")
     deadline = time.monotonic() + 10

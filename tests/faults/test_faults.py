@@ -25,7 +25,7 @@ def test_the_same_event_five_times_and_to_two_workers_at_once(world):
     world.assert_promise(jobs)
     time.sleep(2)  # let the duplicates drain: they must all be no-ops
     world.assert_promise(jobs)
-    assert all(world.service.jobs.get(j).attempt == 1 for j in jobs)
+    assert all(world.service.ctx.jobs.get(j).attempt == 1 for j in jobs)
     assert world.dead_letters() == []
 
 
@@ -42,7 +42,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost(world):
     assert caught, "the kill did not land in the middle of a job"
     world.start("worker", WORKER_CONCURRENCY=1)
     world.assert_promise(jobs)
-    assert all(world.service.jobs.get(j).attempt == 2 for j in caught)
+    assert all(world.service.ctx.jobs.get(j).attempt == 2 for j in caught)
     assert world.dead_letters() == []
 
 
@@ -79,7 +79,7 @@ def test_storage_failing_for_a_while_is_retried_then_done(flaky_storage):
     time.sleep(2.5)
     proxy.up()
     world.assert_promise(jobs)
-    assert max(world.service.jobs.get(j).attempt for j in jobs) > 1  # it did fail, and retried
+    assert max(world.service.ctx.jobs.get(j).attempt for j in jobs) > 1  # it did fail, and retried
 
 
 def test_storage_failing_past_the_attempt_limit_ends_processing_failed(flaky_storage):
@@ -88,7 +88,7 @@ def test_storage_failing_past_the_attempt_limit_ends_processing_failed(flaky_sto
     jobs = world.upload(2)
     world.assert_promise(jobs, expected=JobStatus.FAILED, timeout=90)
     for job_id in jobs:
-        job = world.service.jobs.get(job_id)
+        job = world.service.ctx.jobs.get(job_id)
         assert job.error_code == "processing_failed" and job.attempt == 4
     assert world.dead_letters() == []
 

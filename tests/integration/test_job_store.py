@@ -9,8 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.errors import ConditionFailed
 from chalicelib.jobs import Job, JobStatus, Rendition
-from chalicelib.ports import ConditionFailed
+from chalicelib.vocabulary import ErrorCode
 from tests.fakes import FakeJobStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -34,10 +35,16 @@ def test_create_then_get_round_trips_every_field(store):
     job = new_job()
     store.create(job)
     assert store.get(job.job_id) == job
-    ready = store.claim(job.job_id, NOW, 120, 3).ready(
+    ready = store.claim(job.job_id, NOW, timedelta(seconds=120), 3).ready(
         NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256), WEEK)
-    store.transition(ready, JobStatus.PROCESSING, attempt=1)
+    store.finish_attempt(ready, attempt=1)
     assert store.get(job.job_id) == ready
+    failed = dataclasses.replace(new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"), declared_size=7,
+                                 declared_type="image/png", idempotency_scope="s", redrives=2)
+    store.create(failed)
+    failed = failed.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK)
+    store.move(failed, JobStatus.QUEUED)
+    assert store.get(failed.job_id) == failed and store.get(failed.job_id).error_code is ErrorCode.INVALID_IMAGE
 
 
 def test_create_is_conditional_on_the_id_being_new(store):
@@ -53,12 +60,12 @@ def test_get_of_unknown_job_is_none(store):
 def test_claim_counts_attempts_and_a_live_lease_blocks_a_second_claim(store):
     job = new_job()
     store.create(job)
-    claimed = store.claim(job.job_id, NOW, 120, 3)
+    claimed = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     assert (claimed.status, claimed.attempt) == (JobStatus.PROCESSING, 1)
     assert claimed.lease_expires_at == NOW + timedelta(seconds=120)
     with pytest.raises(ConditionFailed):
-        store.claim(job.job_id, NOW + timedelta(seconds=119), 120, 3)
-    again = store.claim(job.job_id, NOW + timedelta(seconds=120), 120, 3)
+        store.claim(job.job_id, NOW + timedelta(seconds=119), timedelta(seconds=120), 3)
+    again = store.claim(job.job_id, NOW + timedelta(seconds=120), timedelta(seconds=120), 3)
     assert again.attempt == 2
 
 
@@ -66,54 +73,80 @@ def test_claim_stops_at_the_attempt_limit(store):
     store.create(new_job())
     t = NOW
     for _ in range(3):
-        store.claim(new_job().job_id, t, 10, 3)
+        store.claim(new_job().job_id, t, timedelta(seconds=10), 3)
         t += timedelta(seconds=10)
     with pytest.raises(ConditionFailed):
-        store.claim(new_job().job_id, t, 10, 3)
+        store.claim(new_job().job_id, t, timedelta(seconds=10), 3)
 
 
 def test_claim_of_a_missing_or_finished_job_fails(store):
     with pytest.raises(ConditionFailed):
-        store.claim(new_job().job_id, NOW, 120, 3)
+        store.claim(new_job().job_id, NOW, timedelta(seconds=120), 3)
     job = new_job()
     store.create(job)
-    store.transition(job.failed(NOW, "invalid_image", WEEK), JobStatus.QUEUED)
+    store.move(job.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK), JobStatus.QUEUED)
     with pytest.raises(ConditionFailed):
-        store.claim(job.job_id, NOW, 120, 3)
+        store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
 
 
 def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
     job = new_job()
     store.create(job)
-    stale = store.claim(job.job_id, NOW, 10, 3)  # attempt 1, then its lease runs out
-    fresh = store.claim(job.job_id, NOW + timedelta(seconds=11), 10, 3)  # attempt 2
+    stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)  # attempt 1, then its lease runs out
+    fresh = store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)  # attempt 2
     done = fresh.ready(NOW + timedelta(seconds=12), Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK)
-    store.transition(done, JobStatus.PROCESSING, attempt=fresh.attempt)
+    store.finish_attempt(done, attempt=fresh.attempt)
     with pytest.raises(ConditionFailed):
-        store.transition(stale.failed(NOW + timedelta(seconds=13), "invalid_image", WEEK),
-                         JobStatus.PROCESSING, attempt=stale.attempt)
+        store.finish_attempt(stale.failed(NOW + timedelta(seconds=13), ErrorCode.INVALID_IMAGE, WEEK),
+                             attempt=stale.attempt)
     assert store.get(job.job_id) == done
 
 
 def test_a_stale_worker_cannot_finish_while_a_newer_attempt_still_works(store):
     job = new_job()
     store.create(job)
-    stale = store.claim(job.job_id, NOW, 10, 3)
-    store.claim(job.job_id, NOW + timedelta(seconds=11), 10, 3)
+    stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)
+    store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)
     with pytest.raises(ConditionFailed):
-        store.transition(stale.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
-                         JobStatus.PROCESSING, attempt=stale.attempt)
+        store.finish_attempt(stale.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
+                             attempt=stale.attempt)
     assert store.get(job.job_id).status is JobStatus.PROCESSING
 
 
 def test_release_lets_the_next_claim_in_at_once(store):
     job = new_job()
     store.create(job)
-    held = store.claim(job.job_id, NOW, 120, 3)
-    store.release(held, NOW + timedelta(seconds=1))
-    assert store.claim(job.job_id, NOW + timedelta(seconds=1), 120, 3).attempt == 2
+    held = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
+    store.release_lease(job.job_id, held.attempt, NOW + timedelta(seconds=1))
+    released = store.get(job.job_id)
+    assert (released.lease_expires_at, released.sweep_at) == (NOW + timedelta(seconds=1),) * 2
+    assert store.claim(job.job_id, NOW + timedelta(seconds=1), timedelta(seconds=120), 3).attempt == 2
     with pytest.raises(ConditionFailed):
-        store.release(held, NOW + timedelta(seconds=2))  # no longer its attempt
+        store.release_lease(job.job_id, held.attempt, NOW + timedelta(seconds=2))  # no longer its attempt
+
+
+def test_finish_attempt_loses_to_a_cancel(store):
+    job = new_job()
+    store.create(job)
+    held = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
+    store.move(held.cancelled(NOW, WEEK), JobStatus.PROCESSING)
+    with pytest.raises(ConditionFailed):
+        store.finish_attempt(held.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
+                             attempt=held.attempt)
+    with pytest.raises(ConditionFailed):
+        store.release_lease(job.job_id, held.attempt, NOW)
+    assert store.get(job.job_id).status is JobStatus.CANCELLED
+
+
+def test_operations_on_a_missing_job_lose(store):
+    job = new_job()
+    with pytest.raises(ConditionFailed):
+        store.move(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
+    with pytest.raises(ConditionFailed):
+        store.update_if_unchanged(job.redriven(NOW, WEEK), seen=job)
+    with pytest.raises(ConditionFailed):
+        store.release_lease(job.job_id, 1, NOW)
+    assert store.get(job.job_id) is None
 
 
 def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
@@ -125,7 +158,7 @@ def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
     def worker():
         barrier.wait()
         try:
-            wins.append(store.claim(job.job_id, NOW, 120, 3))
+            wins.append(store.claim(job.job_id, NOW, timedelta(seconds=120), 3))
         except ConditionFailed:
             losses.append(1)
 
@@ -138,12 +171,12 @@ def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
     assert store.get(job.job_id).attempt == 1
 
 
-def test_transition_names_the_status_it_leaves(store):
+def test_move_names_the_status_it_leaves(store):
     job = new_job()
     store.create(job)
     with pytest.raises(ConditionFailed):
-        store.transition(job.cancelled(NOW, WEEK), JobStatus.PROCESSING)
-    store.transition(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
+        store.move(job.cancelled(NOW, WEEK), JobStatus.PROCESSING)
+    store.move(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
     assert store.get(job.job_id).status is JobStatus.CANCELLED
 
 
@@ -162,28 +195,28 @@ def record(job_id, scope="scope-1", fingerprint="fp", expires=NOW + timedelta(ho
 
 
 def test_job_and_key_record_are_written_together(store):
-    from chalicelib.ports import KeyTaken
+    from chalicelib.errors import KeyTaken
 
     first = new_job()
-    store.create(first, record(first.job_id), NOW)
+    store.create_with_key(first, record(first.job_id), NOW)
     assert store.get_idempotency("scope-1") == record(first.job_id)
     second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
     with pytest.raises(KeyTaken):
-        store.create(second, record(second.job_id), NOW)
+        store.create_with_key(second, record(second.job_id), NOW)
     assert store.get(second.job_id) is None  # the losing job was not written either
 
 
 def test_an_expired_key_record_is_taken_over(store):
     first = new_job()
-    store.create(first, record(first.job_id, expires=NOW + timedelta(seconds=10)), NOW)
+    store.create_with_key(first, record(first.job_id, expires=NOW + timedelta(seconds=10)), NOW)
     second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
-    store.create(second, record(second.job_id), NOW + timedelta(seconds=10))
+    store.create_with_key(second, record(second.job_id), NOW + timedelta(seconds=10))
     assert store.get_idempotency("scope-1").job_id == second.job_id
 
 
 def test_release_only_frees_the_key_of_its_own_job(store):
     first = new_job()
-    store.create(first, record(first.job_id), NOW)
+    store.create_with_key(first, record(first.job_id), NOW)
     store.release_idempotency("scope-1", "someone-else")
     assert store.get_idempotency("scope-1") is not None
     store.release_idempotency("scope-1", first.job_id)
@@ -194,7 +227,7 @@ def test_release_only_frees_the_key_of_its_own_job(store):
 def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
     import uuid
 
-    from chalicelib.ports import KeyTaken
+    from chalicelib.errors import KeyTaken
 
     barrier = threading.Barrier(20)
     made, taken = [], []
@@ -203,7 +236,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
         job = new_job(str(uuid.uuid4()))
         barrier.wait()
         try:
-            store.create(job, record(job.job_id), NOW)
+            store.create_with_key(job, record(job.job_id), NOW)
             made.append(job.job_id)
         except KeyTaken:
             taken.append(job.job_id)
@@ -224,7 +257,7 @@ def test_due_lists_jobs_whose_sweep_time_has_come(store):
     assert store.due(JobStatus.QUEUED, NOW, 10) == []
     assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10) == [job]
     assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10) == []
-    claimed = store.claim(job.job_id, NOW, 120, 3)
+    claimed = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     assert store.due(JobStatus.PROCESSING, NOW + timedelta(seconds=120), 10) == [claimed]
 
 
@@ -232,8 +265,16 @@ def test_a_write_naming_an_old_updated_at_loses(store):
     job = new_job()
     store.create(job)
     redriven = job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
-    store.transition(redriven, JobStatus.QUEUED, updated_at=job.updated_at)
+    store.update_if_unchanged(redriven, seen=job)
     with pytest.raises(ConditionFailed):  # a second sweeper that read the job before
-        store.transition(job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10)),
-                         JobStatus.QUEUED, updated_at=job.updated_at)
+        store.update_if_unchanged(job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10)), seen=job)
     assert store.get(job.job_id).redrives == 1
+
+
+def test_a_sweeper_write_loses_to_a_claim_made_since_it_read(store):
+    job = new_job()
+    store.create(job)
+    store.claim(job.job_id, NOW + timedelta(seconds=1), timedelta(seconds=120), 3)
+    with pytest.raises(ConditionFailed):
+        store.update_if_unchanged(job.failed(NOW, ErrorCode.PROCESSING_FAILED, WEEK), seen=job)
+    assert store.get(job.job_id).status is JobStatus.PROCESSING

@@ -8,7 +8,7 @@ import requests
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.bootstrap import _s3_client
 from chalicelib.events import parse_message
-from chalicelib.ports import FileTooLarge, TransientError
+from chalicelib.errors import FileTooLarge, TransientError
 
 
 @pytest.fixture

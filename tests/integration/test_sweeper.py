@@ -1,14 +1,15 @@
 """The sweeper against moto's server, with every limit shortened."""
+from datetime import timedelta
 import threading
 import time
 import uuid
 
 import pytest
 
-from chalicelib.bootstrap import build_service
+from chalicelib.bootstrap import build_use_cases
 from chalicelib.events import parse_message
 from chalicelib.jobs import JobStatus
-from chalicelib.ports import JobExpired
+from chalicelib.errors import JobExpired
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -20,7 +21,7 @@ def world(settings_for):
                             queue_timeout_seconds=1)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
-    return build_service(settings), stack, clients
+    return build_use_cases(settings), stack, clients
 
 
 def drain(clients, stack, wait=1.0):
@@ -35,71 +36,71 @@ def drain(clients, stack, wait=1.0):
 
 
 def keys(clients, svc):
-    listed = clients["s3"].list_objects_v2(Bucket=svc.settings.bucket).get("Contents", [])
+    listed = clients["s3"].list_objects_v2(Bucket=svc.ctx.settings.bucket).get("Contents", [])
     return sorted(o["Key"] for o in listed)
 
 
 def test_a_stuck_job_is_reclaimed_through_the_queue_and_finishes(world):
     svc, stack, clients = world
-    job = svc.accept_upload("alice", jpeg()).job
+    job = svc.uploads.accept_upload("alice", jpeg()).job
     drain(clients, stack)  # the worker that took this event died mid-way:
-    svc.jobs.claim(job.job_id, svc.clock(), 1, 3)
+    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
-    assert svc.sweep()["redriven"] == 1
+    assert svc.sweeper.sweep()["redriven"] == 1
     (event,) = drain(clients, stack)
     assert event.key == job.original_key
-    assert svc.handle_object_created(event) == "ready"
-    assert svc.jobs.get(job.job_id).attempt == 2
+    assert svc.worker.handle_object_created(event) == "ready"
+    assert svc.ctx.jobs.get(job.job_id).attempt == 2
 
 
 def test_a_job_over_the_attempt_limit_fails_processing_failed(world):
     svc, stack, clients = world
-    job = svc.accept_upload("alice", jpeg()).job
+    job = svc.uploads.accept_upload("alice", jpeg()).job
     for _ in range(3):
-        svc.jobs.claim(job.job_id, svc.clock(), 1, 3)
+        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
         time.sleep(1.05)
-    assert svc.sweep()["failed"] == 1
-    failed = svc.jobs.get(job.job_id)
+    assert svc.sweeper.sweep()["failed"] == 1
+    failed = svc.ctx.jobs.get(job.job_id)
     assert (failed.status, failed.error_code) == (JobStatus.FAILED, "processing_failed")
 
 
 def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
     svc, stack, clients = world
-    job = svc.accept_upload("alice", jpeg()).job
+    job = svc.uploads.accept_upload("alice", jpeg()).job
     (event,) = drain(clients, stack)
-    svc.handle_object_created(event)
+    svc.worker.handle_object_created(event)
     assert len(keys(clients, svc)) == 3
     time.sleep(2.1)
     with pytest.raises(JobExpired):
-        svc.get_job("alice", job.job_id)
-    assert svc.sweep()["expired_deleted"] == 1
-    assert svc.jobs.get(job.job_id) is None and keys(clients, svc) == []
+        svc.manage.get_job("alice", job.job_id)
+    assert svc.sweeper.sweep()["expired_deleted"] == 1
+    assert svc.ctx.jobs.get(job.job_id) is None and keys(clients, svc) == []
 
 
 def test_an_orphan_original_disappears(world):
     svc, stack, clients = world
-    orphan = svc.original_key(str(uuid.uuid4()))
-    clients["s3"].put_object(Bucket=svc.settings.bucket, Key=orphan, Body=b"x")
+    orphan = svc.ctx.keys.original(str(uuid.uuid4()))
+    clients["s3"].put_object(Bucket=svc.ctx.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert svc.sweep_orphans()["orphans_deleted"] == 1
+    assert svc.sweeper.sweep_orphans()["orphans_deleted"] == 1
     assert orphan not in keys(clients, svc)
 
 
 def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(world):
     svc, stack, clients = world
-    stuck = [svc.accept_upload("alice", jpeg()).job for _ in range(3)]
+    stuck = [svc.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
     drain(clients, stack)
     for job in stuck:
-        svc.jobs.claim(job.job_id, svc.clock(), 1, 3)
+        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(svc.sweep())) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: reports.append(svc.sweeper.sweep())) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sum(r.get("redriven", 0) for r in reports) == 3  # each job re-driven by one sweeper
-    state = [svc.jobs.get(j.job_id) for j in stuck]
-    assert svc.sweep() == {}  # at once again: nothing is due
-    assert [svc.jobs.get(j.job_id) for j in stuck] == state
+    state = [svc.ctx.jobs.get(j.job_id) for j in stuck]
+    assert svc.sweeper.sweep() == {}  # at once again: nothing is due
+    assert [svc.ctx.jobs.get(j.job_id) for j in stuck] == state
     assert sorted(e.key for e in drain(clients, stack)) == sorted(j.original_key for j in stuck)

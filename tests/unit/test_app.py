@@ -8,7 +8,8 @@ from chalice.test import Client
 
 import app as application
 from chalicelib.auth import mint_token
-from chalicelib.service import Service
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
 from tests.images import jpeg
 
@@ -18,9 +19,9 @@ FORBIDDEN_IN_ERRORS = ("Traceback", "originals/", "renditions/", application.set
 
 @pytest.fixture
 def svc(monkeypatch):
-    service = Service(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                      clock=Clock(datetime.now(timezone.utc)))
-    monkeypatch.setattr(application, "service", lambda: service)
+    service = UseCases(Context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                      clock=Clock(datetime.now(timezone.utc))))
+    monkeypatch.setattr(application, "use_cases", lambda: service)
     return service
 
 
@@ -64,14 +65,14 @@ def test_no_token_is_401_before_anything_else(client):
 
 
 def test_storage_down_is_503_storage_unavailable_with_retry_after(client, svc):
-    svc.objects.down = True
+    svc.ctx.objects.down = True
     r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
     assert_problem(r, 503, "storage_unavailable")
     assert r.headers["Retry-After"] == "2"
 
 
 def test_table_down_is_503_and_leaks_nothing(client, svc):
-    svc.jobs.down = True
+    svc.ctx.jobs.down = True
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
     assert_problem(r, 503, "storage_unavailable")
 
@@ -113,7 +114,7 @@ def test_an_unexpected_error_is_still_a_problem_and_leaks_nothing(client, svc, m
     def boom(*_):
         raise RuntimeError("pynamodb.exceptions: table image-jobs key originals/x")
 
-    monkeypatch.setattr(svc, "get_job", boom)
+    monkeypatch.setattr(svc.manage, "get_job", boom)
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
     assert_problem(r, 503, "storage_unavailable")
     assert "pynamodb" not in r.body.decode() and "originals/x" not in r.body.decode()

@@ -5,7 +5,7 @@ import pytest
 
 from chalicelib.auth import mint_token, owner_of, verify_token
 from chalicelib.config import Settings
-from chalicelib.ports import Unauthorized
+from chalicelib.errors import Unauthorized
 
 SECRET = "a-test-secret-of-at-least-32-bytes!"
 SETTINGS = Settings(jwt_secret=SECRET)

@@ -29,3 +29,22 @@ def test_environment_overrides_with_aws_names():
 def test_bad_numbers_are_refused_with_the_variables_name(value):
     with pytest.raises(ValueError, match="MAX_PIXELS"):
         Settings.from_environ({"MAX_PIXELS": value})
+
+
+def test_the_runner_reads_its_own_settings_from_the_same_place():
+    from chalicelib.config import RunnerSettings
+
+    r = RunnerSettings.from_environ({"API_PORT": "9000", "EMBEDDED_AWS": "0",
+                                     "LOCAL_COMPONENTS": "api,worker", "AMQP_BRIDGE": "1"})
+    assert (r.api_port, r.aws_port, r.embedded_aws, r.amqp_bridge) == (9000, 4566, False, True)
+    assert r.components == {"api", "worker"}
+    assert RunnerSettings.from_environ({}).amqp_bridge is None
+
+
+@pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
+                                 {"API_PORT": "http"}])
+def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
+    from chalicelib.config import RunnerSettings
+
+    with pytest.raises(ValueError, match=next(iter(env))):
+        RunnerSettings.from_environ(env)

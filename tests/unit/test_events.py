@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.events import PoisonMessage, parse_message
-from chalicelib.ports import ObjectCreated
+from chalicelib.errors import PoisonMessage
+from chalicelib.events import ObjectCreated, aws_event, minio_event, parse_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 
@@ -58,3 +58,9 @@ def test_other_event_kinds_are_ignored():
 def test_poison_messages_are_named_as_such(body):
     with pytest.raises(PoisonMessage):
         parse_message(body)
+
+
+@pytest.mark.parametrize("build", [aws_event, minio_event])
+def test_the_builders_make_what_the_parser_reads_back(build):
+    created = ObjectCreated("images", "originals/a b+c%d", 123)
+    assert parse_message(json.dumps(build(created))) == [created]

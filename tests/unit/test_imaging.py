@@ -11,8 +11,9 @@ import pytest
 from PIL import Image, ImageCms, ImageStat, JpegImagePlugin
 
 from chalicelib import imaging
-from chalicelib.imaging import ALLOWED_TYPES, ImageInfo, inspect, make_renditions, sniff
-from chalicelib.ports import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.imaging import ImageInfo, inspect, make_renditions
+from chalicelib.sniff import ALLOWED_TYPES, sniff
+from chalicelib.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
 
 LIMIT = 50_000_000
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)

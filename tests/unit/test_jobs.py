@@ -2,7 +2,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chalicelib.jobs import TERMINAL, TRANSITIONS, IllegalTransition, Job, JobStatus, Rendition
+from chalicelib.errors import IllegalTransition
+from chalicelib.jobs import TERMINAL, TRANSITIONS, Job, JobStatus, Rendition
+from chalicelib.vocabulary import ErrorCode
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 WEEK = timedelta(days=7)
@@ -23,11 +25,13 @@ def test_every_status_has_a_row_in_the_transition_table():
     assert set(TRANSITIONS) == set(JobStatus)
 
 
-def test_claim_moves_queued_to_processing_and_counts_the_attempt():
-    claimed = job().claimed(NOW, timedelta(minutes=2))
-    assert claimed.status is JobStatus.PROCESSING
-    assert claimed.attempt == 1
-    assert claimed.lease_expires_at == NOW + timedelta(minutes=2)
+def processing():
+    """What JobStore.claim makes of a queued job (the store owns the claim rule)."""
+    return job(status=JobStatus.PROCESSING, attempt=1, lease_expires_at=NOW + timedelta(minutes=2))
+
+
+def test_a_lease_is_active_until_it_ends():
+    claimed = processing()
     assert claimed.lease_active(NOW + timedelta(minutes=1))
     assert not claimed.lease_active(NOW + timedelta(minutes=2))
 
@@ -35,7 +39,7 @@ def test_claim_moves_queued_to_processing_and_counts_the_attempt():
 def test_ready_sets_renditions_finished_at_and_restarts_retention():
     later = NOW + timedelta(hours=1)
     d, t = Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256)
-    done = job().claimed(NOW, timedelta(minutes=2)).ready(later, d, t, WEEK)
+    done = processing().ready(later, d, t, WEEK)
     assert done.status is JobStatus.READY
     assert (done.display, done.thumb) == (d, t)
     assert done.finished_at == later
@@ -44,8 +48,8 @@ def test_ready_sets_renditions_finished_at_and_restarts_retention():
 
 
 def test_failed_keeps_the_code():
-    failed = job().failed(NOW, "invalid_image", WEEK)
-    assert failed.status is JobStatus.FAILED and failed.error_code == "invalid_image"
+    failed = job().failed(NOW, ErrorCode.INVALID_IMAGE, WEEK)
+    assert failed.status is JobStatus.FAILED and failed.error_code == ErrorCode.INVALID_IMAGE
     assert failed.finished_at == NOW
 
 
@@ -53,9 +57,9 @@ def test_failed_keeps_the_code():
 def test_a_terminal_job_never_moves_again(terminal):
     done = job(status=terminal)
     with pytest.raises(IllegalTransition):
-        done.claimed(NOW, timedelta(minutes=2))
+        done.queued(NOW, timedelta(minutes=2))
     with pytest.raises(IllegalTransition):
-        done.failed(NOW, "invalid_image", WEEK)
+        done.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK)
     with pytest.raises(IllegalTransition):
         done.cancelled(NOW, WEEK)
 
@@ -67,7 +71,7 @@ def test_queued_cannot_become_ready_without_a_claim():
 
 def test_processing_cannot_go_back_to_queued():
     with pytest.raises(IllegalTransition):
-        job().claimed(NOW, timedelta(minutes=2)).queued(NOW, timedelta(minutes=10))
+        processing().queued(NOW, timedelta(minutes=10))
 
 
 def test_expiry_is_read_from_the_clock():

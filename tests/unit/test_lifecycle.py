@@ -1,16 +1,17 @@
 """Idempotency, direct uploads, cancel, delete and the sweeper, on in-memory stores."""
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from chalicelib.config import Settings
 from chalicelib.jobs import JobStatus
-from chalicelib.ports import (
+from chalicelib.events import ObjectCreated
+from chalicelib.errors import (
     FileTooLarge, IdempotencyKeyReused, InvalidRequest, JobExpired, JobFinished, JobNotFound,
-    ObjectCreated,
     StorageUnavailable, UnsupportedFormat,
 )
-from chalicelib.service import Service
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakePublisher
 from tests.images import jpeg
 
@@ -21,8 +22,8 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 def svc():
     clock = Clock(START)
     settings = Settings(bucket="images", max_upload_bytes=200_000, max_direct_upload_bytes=1_000_000)
-    return Service(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
-                   publisher=FakePublisher(), clock=clock)
+    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
+                   publisher=FakePublisher(), clock=clock))
 
 
 def event(svc, job):
@@ -30,70 +31,70 @@ def event(svc, job):
 
 
 def job_of(svc, job_id):
-    return svc.jobs.items.get(job_id)
+    return svc.ctx.jobs.items.get(job_id)
 
 
 # -- idempotency -------------------------------------------------------------------------------
 def test_same_key_same_bytes_replays_the_same_job_and_stores_nothing_new(svc):
-    first = svc.accept_upload("alice", jpeg(), "key-1")
-    objects = dict(svc.objects.objects)
-    again = svc.accept_upload("alice", jpeg(), "key-1")
+    first = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    objects = dict(svc.ctx.objects.objects)
+    again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     assert again.replayed and not first.replayed
     assert again.job.job_id == first.job.job_id
-    assert len(svc.jobs.items) == 1 and svc.objects.objects == objects
+    assert len(svc.ctx.jobs.items) == 1 and svc.ctx.objects.objects == objects
 
 
 def test_replay_shows_the_jobs_current_status(svc):
-    first = svc.accept_upload("alice", jpeg(), "key-1").job
-    svc.handle_object_created(event(svc, first))
-    assert svc.accept_upload("alice", jpeg(), "key-1").job.status is JobStatus.READY
+    first = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    svc.worker.handle_object_created(event(svc, first))
+    assert svc.uploads.accept_upload("alice", jpeg(), "key-1").job.status is JobStatus.READY
 
 
 def test_same_key_other_bytes_is_refused(svc):
-    svc.accept_upload("alice", jpeg(), "key-1")
+    svc.uploads.accept_upload("alice", jpeg(), "key-1")
     with pytest.raises(IdempotencyKeyReused):
-        svc.accept_upload("alice", jpeg(color=(1, 2, 3)), "key-1")
+        svc.uploads.accept_upload("alice", jpeg(color=(1, 2, 3)), "key-1")
 
 
 def test_the_key_is_scoped_to_owner_and_operation(svc):
-    a = svc.accept_upload("alice", jpeg(), "key-1").job
-    b = svc.accept_upload("bob", jpeg(), "key-1").job
-    c = svc.create_direct_upload("alice", "image/jpeg", 100, "key-1").job
+    a = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    b = svc.uploads.accept_upload("bob", jpeg(), "key-1").job
+    c = svc.uploads.create_direct_upload("alice", "image/jpeg", 100, "key-1").job
     assert len({a.job_id, b.job_id, c.job_id}) == 3
 
 
 def test_an_expired_key_may_be_used_again(svc):
-    first = svc.accept_upload("alice", jpeg(), "key-1").job
-    svc.clock.advance(svc.settings.idempotency_ttl_seconds)
-    second = svc.accept_upload("alice", jpeg(color=(1, 2, 3)), "key-1")
+    first = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    svc.ctx.clock.advance(svc.ctx.settings.idempotency_ttl_seconds)
+    second = svc.uploads.accept_upload("alice", jpeg(color=(1, 2, 3)), "key-1")
     assert not second.replayed and second.job.job_id != first.job_id
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "caf\u00e9", "new\nline"])
 def test_malformed_keys_are_invalid_requests(svc, key):
     with pytest.raises(InvalidRequest):
-        svc.accept_upload("alice", jpeg(), key)
+        svc.uploads.accept_upload("alice", jpeg(), key)
 
 
 def test_a_failed_store_releases_the_key(svc):
-    svc.objects.down = True
+    svc.ctx.objects.down = True
     with pytest.raises(StorageUnavailable):
-        svc.accept_upload("alice", jpeg(), "key-1")
-    svc.objects.down = False
-    retried = svc.accept_upload("alice", jpeg(), "key-1")
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    svc.ctx.objects.down = False
+    retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     assert not retried.replayed and retried.job.status is JobStatus.QUEUED
 
 
 # -- direct uploads ---------------------------------------------------------------------------
 def test_direct_upload_gives_a_pinned_form_then_the_upload_makes_it_ready(svc):
-    accepted = svc.create_direct_upload("alice", "image/jpeg", 50_000)
+    accepted = svc.uploads.create_direct_upload("alice", "image/jpeg", 50_000)
     job = accepted.job
     assert job.status is JobStatus.AWAITING_UPLOAD
-    assert accepted.upload["fields"]["key"] == job.original_key
-    assert accepted.upload["fields"]["Content-Type"] == "image/jpeg"
-    assert accepted.upload["expires_at"] == job.upload_expires_at
-    svc.objects.put(job.original_key, jpeg(), "image/jpeg")
-    assert svc.handle_object_created(event(svc, job)) == "ready"
+    assert accepted.upload.fields["key"] == job.original_key
+    assert accepted.upload.fields["Content-Type"] == "image/jpeg"
+    assert accepted.upload.expires_at == job.upload_expires_at
+    svc.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")
+    assert svc.worker.handle_object_created(event(svc, job)) == "ready"
 
 
 @pytest.mark.parametrize("ctype,size,error", [
@@ -106,39 +107,41 @@ def test_direct_upload_gives_a_pinned_form_then_the_upload_makes_it_ready(svc):
 ])
 def test_direct_upload_declarations_are_checked(svc, ctype, size, error):
     with pytest.raises(error):
-        svc.create_direct_upload("alice", ctype, size)
-    assert svc.jobs.items == {}
+        svc.uploads.create_direct_upload("alice", ctype, size)
+    assert svc.ctx.jobs.items == {}
 
 
 def test_an_upload_larger_than_declared_fails_file_too_large(svc):
-    job = svc.create_direct_upload("alice", "image/jpeg", 100).job
-    svc.objects.put(job.original_key, jpeg(), "image/jpeg")
-    assert svc.handle_object_created(event(svc, job)) == "failed:file_too_large"
+    job = svc.uploads.create_direct_upload("alice", "image/jpeg", 100).job
+    svc.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")
+    assert svc.worker.handle_object_created(event(svc, job)) == "failed"
+    assert job_of(svc, job.job_id).error_code == "file_too_large"
 
 
 def test_an_upload_that_is_not_an_image_fails_unsupported_format(svc):
-    job = svc.create_direct_upload("alice", "image/jpeg", 1000).job
-    svc.objects.put(job.original_key, b"%PDF-1.7" + b"0" * 100, "image/jpeg")
-    assert svc.handle_object_created(event(svc, job)) == "failed:unsupported_format"
+    job = svc.uploads.create_direct_upload("alice", "image/jpeg", 1000).job
+    svc.ctx.objects.put(job.original_key, b"%PDF-1.7" + b"0" * 100, "image/jpeg")
+    assert svc.worker.handle_object_created(event(svc, job)) == "failed"
+    assert job_of(svc, job.job_id).error_code == "unsupported_format"
 
 
 # -- cancel ------------------------------------------------------------------------------------
 def test_cancel_before_upload_and_cancel_twice(svc):
-    job = svc.create_direct_upload("alice", "image/jpeg", 1000).job
-    cancelled = svc.cancel("alice", job.job_id)
+    job = svc.uploads.create_direct_upload("alice", "image/jpeg", 1000).job
+    cancelled = svc.manage.cancel("alice", job.job_id)
     assert cancelled.status is JobStatus.CANCELLED and cancelled.finished_at == START
-    assert svc.cancel("alice", job.job_id) == cancelled
-    svc.objects.put(job.original_key, jpeg(), "image/jpeg")  # the upload still arrives
-    assert svc.handle_object_created(event(svc, job)) == "duplicate"
+    assert svc.manage.cancel("alice", job.job_id) == cancelled
+    svc.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")  # the upload still arrives
+    assert svc.worker.handle_object_created(event(svc, job)) == "duplicate"
 
 
 def test_cancel_of_a_finished_job_is_refused(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.handle_object_created(event(svc, job))
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.worker.handle_object_created(event(svc, job))
     with pytest.raises(JobFinished):
-        svc.cancel("alice", job.job_id)
+        svc.manage.cancel("alice", job.job_id)
     with pytest.raises(JobNotFound):
-        svc.cancel("bob", job.job_id)
+        svc.manage.cancel("bob", job.job_id)
 
 
 class CancelDuring(FakeObjectStore):
@@ -151,8 +154,8 @@ class CancelDuring(FakeObjectStore):
     def _maybe(self, step):
         if step == self.when and not self.fired:
             self.fired = True
-            job = next(iter(self.svc_ref[0].jobs.items.values()))
-            self.svc_ref[0].cancel(job.owner, job.job_id)
+            job = next(iter(self.svc_ref[0].ctx.jobs.items.values()))
+            self.svc_ref[0].manage.cancel(job.owner, job.job_id)
 
     def get(self, key, max_bytes):
         data = super().get(key, max_bytes)
@@ -169,10 +172,10 @@ class CancelDuring(FakeObjectStore):
 def test_a_worker_mid_way_stops_and_leaves_no_renditions(when):
     clock, ref = Clock(START), []
     objects = CancelDuring(clock, ref, when)
-    svc = Service(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects, clock=clock)
+    svc = UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects, clock=clock))
     ref.append(svc)
-    job = svc.accept_upload("alice", jpeg()).job
-    outcome = svc.handle_object_created(event(svc, job))
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    outcome = svc.worker.handle_object_created(event(svc, job))
     assert outcome in ("abandoned", "lost")
     assert job_of(svc, job.job_id).status is JobStatus.CANCELLED
     assert [k for k in objects.objects if k.startswith("renditions/")] == []
@@ -180,91 +183,91 @@ def test_a_worker_mid_way_stops_and_leaves_no_renditions(when):
 
 # -- delete ------------------------------------------------------------------------------------
 def test_delete_removes_record_original_renditions_and_key(svc):
-    job = svc.accept_upload("alice", jpeg(), "key-1").job
-    svc.handle_object_created(event(svc, job))
+    job = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    svc.worker.handle_object_created(event(svc, job))
     with pytest.raises(JobNotFound):
-        svc.delete("bob", job.job_id)
-    svc.delete("alice", job.job_id)
-    assert svc.jobs.items == {} and svc.objects.objects == {} and svc.jobs.keys == {}
+        svc.manage.delete("bob", job.job_id)
+    svc.manage.delete("alice", job.job_id)
+    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {} and svc.ctx.jobs.keys == {}
     with pytest.raises(JobNotFound):
-        svc.delete("alice", job.job_id)
+        svc.manage.delete("alice", job.job_id)
     with pytest.raises(JobNotFound):
-        svc.get_job("alice", job.job_id)
+        svc.manage.get_job("alice", job.job_id)
 
 
 def test_delete_of_a_queued_job_stops_its_worker(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.delete("alice", job.job_id)
-    assert svc.handle_object_created(event(svc, job)) == "ignored"
-    assert svc.objects.objects == {}
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.manage.delete("alice", job.job_id)
+    assert svc.worker.handle_object_created(event(svc, job)) == "ignored"
+    assert svc.ctx.objects.objects == {}
 
 
 # -- sweeper -----------------------------------------------------------------------------------
 def test_a_stuck_processing_job_is_redriven_and_then_finishes(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.jobs.claim(job.job_id, svc.clock(), svc.settings.lease_seconds, 3)  # a worker that died
-    assert svc.sweep() == {}  # lease still live
-    svc.clock.advance(svc.settings.lease_seconds)
-    assert svc.sweep()["redriven"] == 1
-    assert svc.publisher.sent == [("images", job.original_key, 0)]
-    assert svc.sweep() == {}  # not re-sent while the re-drive is in flight
-    assert svc.handle_object_created(event(svc, job)) == "ready"
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=svc.ctx.settings.lease_seconds), 3)  # a worker that died
+    assert svc.sweeper.sweep() == {}  # lease still live
+    svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
+    assert svc.sweeper.sweep()["redriven"] == 1
+    assert svc.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
+    assert svc.sweeper.sweep() == {}  # not re-sent while the re-drive is in flight
+    assert svc.worker.handle_object_created(event(svc, job)) == "ready"
 
 
 def test_a_job_out_of_attempts_fails_processing_failed(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    for _ in range(svc.settings.max_attempts):
-        svc.jobs.claim(job.job_id, svc.clock(), svc.settings.lease_seconds, 3)
-        svc.clock.advance(svc.settings.lease_seconds)
-    assert svc.sweep()["failed"] == 1
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    for _ in range(svc.ctx.settings.max_attempts):
+        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=svc.ctx.settings.lease_seconds), 3)
+        svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
+    assert svc.sweeper.sweep()["failed"] == 1
     failed = job_of(svc, job.job_id)
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
 
 
 def test_an_unclaimed_queued_job_is_redriven_once_then_failed(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.clock.advance(svc.settings.queue_timeout_seconds)
-    assert svc.sweep()["redriven"] == 1
-    svc.clock.advance(svc.settings.queue_timeout_seconds)
-    assert svc.sweep()["failed"] == 1
-    assert len(svc.publisher.sent) == 1
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.clock.advance(svc.ctx.settings.queue_timeout_seconds)
+    assert svc.sweeper.sweep()["redriven"] == 1
+    svc.ctx.clock.advance(svc.ctx.settings.queue_timeout_seconds)
+    assert svc.sweeper.sweep()["failed"] == 1
+    assert len(svc.ctx.publisher.sent) == 1
     assert job_of(svc, job.job_id).error_code == "processing_failed"
 
 
 def test_an_upload_that_never_came_fails_upload_missing(svc):
-    job = svc.create_direct_upload("alice", "image/png", 1000).job
-    svc.clock.advance(svc.settings.upload_url_ttl_seconds)
-    assert svc.sweep()["upload_missing"] == 1
+    job = svc.uploads.create_direct_upload("alice", "image/png", 1000).job
+    svc.ctx.clock.advance(svc.ctx.settings.upload_url_ttl_seconds)
+    assert svc.sweeper.sweep()["upload_missing"] == 1
     assert job_of(svc, job.job_id).error_code == "upload_missing"
 
 
 def test_jobs_past_retention_are_deleted_with_their_objects(svc):
-    job = svc.accept_upload("alice", jpeg(), "key-1").job
-    svc.handle_object_created(event(svc, job))
-    svc.clock.advance(svc.settings.retention_seconds)
+    job = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    svc.worker.handle_object_created(event(svc, job))
+    svc.ctx.clock.advance(svc.ctx.settings.retention_seconds)
     with pytest.raises(JobExpired):
-        svc.get_job("alice", job.job_id)  # 410 before the sweep ...
-    assert svc.sweep()["expired_deleted"] == 1
-    assert svc.jobs.items == {} and svc.objects.objects == {}  # ... gone after it
+        svc.manage.get_job("alice", job.job_id)  # 410 before the sweep ...
+    assert svc.sweeper.sweep()["expired_deleted"] == 1
+    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {}  # ... gone after it
 
 
 def test_orphan_objects_are_deleted_after_the_grace_period(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    orphan = svc.original_key("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
-    svc.objects.put(orphan, b"x", "image/jpeg")
-    svc.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/display.jpg", b"x", "image/jpeg")
-    assert svc.sweep_orphans() == {}
-    svc.clock.advance(svc.settings.orphan_grace_seconds + 1)
-    assert svc.sweep_orphans()["orphans_deleted"] == 2
-    assert list(svc.objects.objects) == [job.original_key]
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    orphan = svc.ctx.keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
+    svc.ctx.objects.put(orphan, b"x", "image/jpeg")
+    svc.ctx.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/display.jpg", b"x", "image/jpeg")
+    assert svc.sweeper.sweep_orphans() == {}
+    svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
+    assert svc.sweeper.sweep_orphans()["orphans_deleted"] == 2
+    assert list(svc.ctx.objects.objects) == [job.original_key]
 
 
 def test_sweeping_twice_leaves_the_same_state(svc):
-    stuck = svc.accept_upload("alice", jpeg()).job
-    svc.jobs.claim(stuck.job_id, svc.clock(), svc.settings.lease_seconds, 3)
-    svc.create_direct_upload("alice", "image/png", 1000)
-    svc.clock.advance(svc.settings.upload_url_ttl_seconds)
-    svc.sweep()
-    state = (dict(svc.jobs.items), dict(svc.objects.objects), list(svc.publisher.sent))
-    assert svc.sweep() == {}
-    assert (dict(svc.jobs.items), dict(svc.objects.objects), list(svc.publisher.sent)) == state
+    stuck = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.jobs.claim(stuck.job_id, svc.ctx.clock(), timedelta(seconds=svc.ctx.settings.lease_seconds), 3)
+    svc.uploads.create_direct_upload("alice", "image/png", 1000)
+    svc.ctx.clock.advance(svc.ctx.settings.upload_url_ttl_seconds)
+    svc.sweeper.sweep()
+    state = (dict(svc.ctx.jobs.items), dict(svc.ctx.objects.objects), list(svc.ctx.publisher.sent))
+    assert svc.sweeper.sweep() == {}
+    assert (dict(svc.ctx.jobs.items), dict(svc.ctx.objects.objects), list(svc.ctx.publisher.sent)) == state

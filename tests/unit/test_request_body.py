@@ -1,6 +1,6 @@
 import pytest
 
-from chalicelib.ports import FileTooLarge, InvalidRequest, UnsupportedFormat
+from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 from chalicelib.request_body import image_bytes
 
 JPEG = b"\xff\xd8\xff\xe0" + b"x" * 100

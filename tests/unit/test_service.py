@@ -1,15 +1,18 @@
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.events import PoisonMessage
+from chalicelib.errors import PoisonMessage
 from chalicelib.jobs import JobStatus
-from chalicelib.ports import (
-    FileTooLarge, ImageTooLarge, InvalidImage, JobExpired, JobNotFound, ObjectCreated,
+from chalicelib.events import ObjectCreated
+from chalicelib.errors import (
+    FileTooLarge, ImageTooLarge, InvalidImage, JobExpired, JobNotFound,
     StorageUnavailable, TransientError, UnsupportedFormat,
 )
-from chalicelib.service import JobBusy, Service
+from chalicelib.errors import JobBusy
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
 from tests.images import jpeg, png, size_of
 
@@ -19,7 +22,7 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def svc():
     settings = Settings(bucket="images", max_upload_bytes=200_000, max_pixels=4_000_000)
-    return Service(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START))
+    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START)))
 
 
 def created(svc, job):
@@ -28,12 +31,12 @@ def created(svc, job):
 
 def test_upload_creates_a_queued_job_and_stores_the_original_under_its_id(svc):
     data = jpeg()
-    job = svc.accept_upload("alice", data).job
+    job = svc.uploads.accept_upload("alice", data).job
     assert job.status is JobStatus.QUEUED and job.owner == "alice"
     assert len(job.job_id) == 36 and job.job_id[14] == "4"  # a random (version 4) UUID
     assert job.original_key == f"originals/{job.job_id}"
-    assert svc.objects.objects[job.original_key] == (data, "image/jpeg")
-    assert svc.jobs.items[job.job_id] == job
+    assert svc.ctx.objects.objects[job.original_key] == (data, "image/jpeg")
+    assert svc.ctx.jobs.items[job.job_id] == job
 
 
 @pytest.mark.parametrize("data,error", [
@@ -44,125 +47,126 @@ def test_upload_creates_a_queued_job_and_stores_the_original_under_its_id(svc):
 ])
 def test_rejected_uploads_leave_no_job_and_no_object(svc, data, error):
     with pytest.raises(error):
-        svc.accept_upload("alice", data)
-    assert svc.jobs.items == {} and svc.objects.objects == {}
+        svc.uploads.accept_upload("alice", data)
+    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {}
 
 
 def test_storage_down_fails_the_job_storage_unavailable_and_says_retry(svc):
-    svc.objects.down = True
+    svc.ctx.objects.down = True
     with pytest.raises(StorageUnavailable) as raised:
-        svc.accept_upload("alice", jpeg())
-    assert raised.value.retry_after == svc.settings.retry_after_seconds
-    (job,) = svc.jobs.items.values()
+        svc.uploads.accept_upload("alice", jpeg())
+    assert raised.value.retry_after == svc.ctx.settings.retry_after_seconds
+    (job,) = svc.ctx.jobs.items.values()
     assert job.status is JobStatus.FAILED and job.error_code == "storage_unavailable"
 
 
 def test_someone_elses_job_looks_like_no_job(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    assert svc.get_job("alice", job.job_id) == job
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    assert svc.manage.get_job("alice", job.job_id) == job
     for owner, job_id in [("bob", job.job_id), ("alice", "0" * 36), ("alice", "../etc")]:
         with pytest.raises(JobNotFound):
-            svc.get_job(owner, job_id)
+            svc.manage.get_job(owner, job_id)
 
 
 def test_a_job_past_its_expiry_is_gone_even_if_the_table_still_has_it(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.clock.advance(svc.settings.retention_seconds)
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.clock.advance(svc.ctx.settings.retention_seconds)
     with pytest.raises(JobExpired):
-        svc.get_job("alice", job.job_id)
+        svc.manage.get_job("alice", job.job_id)
     with pytest.raises(JobNotFound):
-        svc.get_job("bob", job.job_id)
+        svc.manage.get_job("bob", job.job_id)
 
 
 def test_worker_makes_both_renditions_and_the_job_ready(svc):
-    job = svc.accept_upload("alice", jpeg(2000, 1500)).job
-    assert svc.handle_object_created(created(svc, job)) == "ready"
-    done = svc.jobs.items[job.job_id]
+    job = svc.uploads.accept_upload("alice", jpeg(2000, 1500)).job
+    assert svc.worker.handle_object_created(created(svc, job)) == "ready"
+    done = svc.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 1
     assert (done.display.width, done.display.height) == (1280, 960)
     assert (done.thumb.width, done.thumb.height) == (256, 256)
-    assert size_of(svc.objects.objects[done.display.key][0]) == (1280, 960)
-    assert size_of(svc.objects.objects[done.thumb.key][0]) == (256, 256)
+    assert size_of(svc.ctx.objects.objects[done.display.key][0]) == (1280, 960)
+    assert size_of(svc.ctx.objects.objects[done.thumb.key][0]) == (256, 256)
     assert done.display.key == f"renditions/{job.job_id}/display.jpg"
-    urls = svc.urls(done)
+    urls = svc.manage.urls(done)
     assert done.display.key in urls.display and done.thumb.key in urls.thumb
 
 
 def test_a_duplicate_delivery_of_a_finished_job_changes_nothing(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.handle_object_created(created(svc, job))
-    before = dict(svc.jobs.items), dict(svc.objects.objects)
-    assert svc.handle_object_created(created(svc, job)) == "duplicate"
-    assert (dict(svc.jobs.items), dict(svc.objects.objects)) == before
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.worker.handle_object_created(created(svc, job))
+    before = dict(svc.ctx.jobs.items), dict(svc.ctx.objects.objects)
+    assert svc.worker.handle_object_created(created(svc, job)) == "duplicate"
+    assert (dict(svc.ctx.jobs.items), dict(svc.ctx.objects.objects)) == before
 
 
 def test_an_undecodable_original_fails_permanently_without_retry(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.objects.objects[job.original_key] = (b"\xff\xd8\xff" + b"\x00" * 64, "image/jpeg")
-    assert svc.handle_object_created(created(svc, job)) == "failed:invalid_image"
-    assert svc.jobs.items[job.job_id].error_code == "invalid_image"
-    assert svc.handle_object_created(created(svc, job)) == "duplicate"
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.objects.objects[job.original_key] = (b"\xff\xd8\xff" + b"\x00" * 64, "image/jpeg")
+    assert svc.worker.handle_object_created(created(svc, job)) == "failed"
+    assert svc.ctx.jobs.items[job.job_id].error_code == "invalid_image"
+    assert svc.worker.handle_object_created(created(svc, job)) == "duplicate"
 
 
 def test_transient_storage_failure_raises_and_releases_the_lease_for_a_retry(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.objects.down = True
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.objects.down = True
     with pytest.raises(TransientError):
-        svc.handle_object_created(created(svc, job))
-    held = svc.jobs.items[job.job_id]
+        svc.worker.handle_object_created(created(svc, job))
+    held = svc.ctx.jobs.items[job.job_id]
     assert held.status is JobStatus.PROCESSING and held.attempt == 1
-    assert not held.lease_active(svc.clock())
-    svc.objects.down = False
-    assert svc.handle_object_created(created(svc, job)) == "ready"
-    assert svc.jobs.items[job.job_id].attempt == 2
+    assert not held.lease_active(svc.ctx.clock())
+    svc.ctx.objects.down = False
+    assert svc.worker.handle_object_created(created(svc, job)) == "ready"
+    assert svc.ctx.jobs.items[job.job_id].attempt == 2
 
 
 def test_attempts_are_bounded_then_processing_failed(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.objects.down = True
-    for _ in range(svc.settings.max_attempts):
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.objects.down = True
+    for _ in range(svc.ctx.settings.max_attempts):
         with pytest.raises(TransientError):
-            svc.handle_object_created(created(svc, job))
-    svc.objects.down = False
-    assert svc.handle_object_created(created(svc, job)) == "failed"
-    failed = svc.jobs.items[job.job_id]
+            svc.worker.handle_object_created(created(svc, job))
+    svc.ctx.objects.down = False
+    assert svc.worker.handle_object_created(created(svc, job)) == "failed"
+    failed = svc.ctx.jobs.items[job.job_id]
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
 
 
 def test_a_job_leased_by_another_worker_sends_the_message_back(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    svc.jobs.claim(job.job_id, svc.clock(), 120, 3)
-    svc.clock.advance(20)
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=120), 3)
+    svc.ctx.clock.advance(20)
     with pytest.raises(JobBusy) as busy:
-        svc.handle_object_created(created(svc, job))
+        svc.worker.handle_object_created(created(svc, job))
     assert busy.value.retry_in == 100  # until the other worker's lease runs out
-    svc.clock.advance(-20)
-    svc.clock.advance(121)  # the other worker died: its lease runs out
-    assert svc.handle_object_created(created(svc, job)) == "ready"
+    svc.ctx.clock.advance(-20)
+    svc.ctx.clock.advance(121)  # the other worker died: its lease runs out
+    assert svc.worker.handle_object_created(created(svc, job)) == "ready"
 
 
 def test_events_that_are_not_ours_are_ignored(svc):
-    job = svc.accept_upload("alice", jpeg()).job
+    job = svc.uploads.accept_upload("alice", jpeg()).job
     with pytest.raises(PoisonMessage):
-        svc.handle_object_created(ObjectCreated("other-bucket", job.original_key, 1, "e"))
+        svc.worker.handle_object_created(ObjectCreated("other-bucket", job.original_key, 1, "e"))
     for event in [
         ObjectCreated("images", f"renditions/{job.job_id}/display.jpg", 1, "e"),
         ObjectCreated("images", "originals/not-a-job-id", 1, "e"),
         ObjectCreated("images", "originals/00000000-0000-4000-8000-000000000000", 1, "e"),
     ]:
-        assert svc.handle_object_created(event) == "ignored"
-    assert svc.jobs.items[job.job_id].status is JobStatus.QUEUED
+        assert svc.worker.handle_object_created(event) == "ignored"
+    assert svc.ctx.jobs.items[job.job_id].status is JobStatus.QUEUED
 
 
 def test_a_missing_original_fails_the_job_upload_missing(svc):
-    job = svc.accept_upload("alice", jpeg()).job
-    del svc.objects.objects[job.original_key]
-    assert svc.handle_object_created(created(svc, job)) == "failed:upload_missing"
+    job = svc.uploads.accept_upload("alice", jpeg()).job
+    del svc.ctx.objects.objects[job.original_key]
+    assert svc.worker.handle_object_created(created(svc, job)) == "failed"
+    assert svc.ctx.jobs.items[job.job_id].error_code == "upload_missing"
 
 
 def test_transparent_png_is_processed(svc):
-    job = svc.accept_upload("alice", png()).job
-    assert svc.handle_object_created(created(svc, job)) == "ready"
+    job = svc.uploads.accept_upload("alice", png()).job
+    assert svc.worker.handle_object_created(created(svc, job)) == "ready"
 
 
 class Gauge:
@@ -175,19 +179,19 @@ class Gauge:
 
 
 def test_uploads_are_shed_while_the_backlog_is_over_the_bound(svc):
-    from chalicelib.ports import Overloaded
+    from chalicelib.errors import Overloaded
 
-    svc.backlog = Gauge(svc.settings.max_backlog + 1)
+    svc.ctx.backlog = Gauge(svc.ctx.settings.max_backlog + 1)
     with pytest.raises(Overloaded) as shed:
-        svc.accept_upload("alice", jpeg())
+        svc.uploads.accept_upload("alice", jpeg())
     assert shed.value.retry_after >= 2
     with pytest.raises(Overloaded):
-        svc.create_direct_upload("alice", "image/jpeg", 10)
-    assert svc.jobs.items == {}
-    svc.backlog.value = 0
+        svc.uploads.create_direct_upload("alice", "image/jpeg", 10)
+    assert svc.ctx.jobs.items == {}
+    svc.ctx.backlog.value = 0
     with pytest.raises(Overloaded):  # still the cached reading
-        svc.accept_upload("alice", jpeg())
-    assert svc.backlog.reads == 1
-    svc.clock.advance(svc.settings.backlog_cache_seconds)
-    assert svc.accept_upload("alice", jpeg()).job.status is JobStatus.QUEUED
-    assert svc.backlog.reads == 2
+        svc.uploads.accept_upload("alice", jpeg())
+    assert svc.ctx.backlog.reads == 1
+    svc.ctx.clock.advance(svc.ctx.settings.backlog_cache_seconds)
+    assert svc.uploads.accept_upload("alice", jpeg()).job.status is JobStatus.QUEUED
+    assert svc.ctx.backlog.reads == 2

@@ -1,0 +1,40 @@
+"""Object keys, derived from the job id only, never from anything the client named."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from chalicelib.vocabulary import RenditionName
+
+# A version-4 UUID, matched whole (a trailing newline is not part of an id).
+JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def is_job_id(text: str) -> bool:
+    return JOB_ID.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class ObjectKeys:
+    originals_prefix: str
+    renditions_prefix: str
+
+    def original(self, job_id: str) -> str:
+        return f"{self.originals_prefix}{job_id}"
+
+    def rendition(self, job_id: str, name: RenditionName) -> str:
+        return f"{self.renditions_prefix}{job_id}/{RenditionName(name).value}.jpg"
+
+    def renditions(self, job_id: str) -> list[str]:
+        return [self.rendition(job_id, name) for name in RenditionName]
+
+    def is_original(self, key: str) -> bool:
+        return key.startswith(self.originals_prefix) and self.job_id_of(key) is not None
+
+    def job_id_of(self, key: str) -> Optional[str]:
+        for prefix in (self.originals_prefix, self.renditions_prefix):
+            if key.startswith(prefix):
+                job_id = key[len(prefix):].split("/", 1)[0]
+                return job_id if is_job_id(job_id) else None
+        return None

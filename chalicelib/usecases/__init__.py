@@ -1,0 +1,40 @@
+"""The use cases, one module each, all given the same Context (chalicelib/usecases/context.py):
+
+  uploads.Uploads       POST /images and POST /uploads, with Idempotency-Key
+  manage.ManageJobs     read, cancel and delete an owner's job
+  worker.Worker         object-created event -> renditions -> ready or failed
+  sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
+  lifecycle             the steps they share (fail, remove, clean up)
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+from chalicelib.usecases.context import Context
+from chalicelib.usecases.manage import ManageJobs
+from chalicelib.usecases.sweeper import Sweeper
+from chalicelib.usecases.uploads import Uploads
+from chalicelib.usecases.worker import Worker
+
+
+class UseCases:
+    """The four use cases over one Context, each built on first use."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+
+    @cached_property
+    def uploads(self) -> Uploads:
+        return Uploads(self.ctx)
+
+    @cached_property
+    def manage(self) -> ManageJobs:
+        return ManageJobs(self.ctx)
+
+    @cached_property
+    def worker(self) -> Worker:
+        return Worker(self.ctx)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.ctx)

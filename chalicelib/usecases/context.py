@@ -1,0 +1,47 @@
+"""Context: what every use case is given. The same ports for all of them; no SDK here."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+from typing import Callable, Optional
+
+from chalicelib.config import Settings
+from chalicelib.keys import ObjectKeys
+from chalicelib.ports import BacklogGauge, EventPublisher, JobStore, ObjectStore
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_job_id() -> str:
+    return str(uuid.uuid4())  # 122 random bits
+
+
+@dataclass
+class Context:
+    settings: Settings
+    jobs: JobStore
+    objects: ObjectStore
+    publisher: Optional[EventPublisher] = None
+    backlog: Optional[BacklogGauge] = None
+    clock: Callable[[], datetime] = utcnow
+    new_id: Callable[[], str] = new_job_id
+
+    @cached_property
+    def keys(self) -> ObjectKeys:
+        return ObjectKeys(self.settings.originals_prefix, self.settings.renditions_prefix)
+
+    @cached_property
+    def retention(self) -> timedelta:
+        return timedelta(seconds=self.settings.retention_seconds)
+
+    @cached_property
+    def queue_timeout(self) -> timedelta:
+        return timedelta(seconds=self.settings.queue_timeout_seconds)
+
+    @cached_property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.settings.lease_seconds)

@@ -1,0 +1,49 @@
+"""The few steps that several use cases share: ending a job failed, removing a job and its
+objects, and best-effort clean-up."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from chalicelib.errors import ConditionFailed, TransientError
+from chalicelib.jobs import Job
+from chalicelib.logs import get_logger
+from chalicelib.usecases.context import Context
+from chalicelib.vocabulary import ErrorCode
+
+log = get_logger("lifecycle")
+
+
+def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) -> Optional[Job]:
+    """End `job` failed with `code` through `write`, the caller's guarded store operation.
+    Returns the failed job, or None when the write lost (the job moved on meanwhile)."""
+    failed = job.failed(ctx.clock(), code, ctx.retention)
+    try:
+        write(failed)
+    except ConditionFailed:
+        log.warning("job_fail_lost", job_id=job.job_id, code=code.value)
+        return None
+    log.info("job_failed", job_id=job.job_id, code=code.value)
+    return failed
+
+
+def delete_renditions(ctx: Context, job_id: str) -> None:
+    for key in ctx.keys.renditions(job_id):
+        ctx.objects.delete(key)
+
+
+def remove(ctx: Context, job: Job) -> None:
+    """Objects first, then the key, then the record: a crash half-way leaves a record that
+    the next attempt (or the sweeper) finishes removing."""
+    ctx.objects.delete(job.original_key)
+    delete_renditions(ctx, job.job_id)
+    if job.idempotency_scope:
+        ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
+    ctx.jobs.delete(job.job_id)
+
+
+def quietly(call: Callable, *args) -> None:
+    """Best effort: a later sweep or lease expiry covers what this does not."""
+    try:
+        call(*args)
+    except (ConditionFailed, TransientError):
+        pass

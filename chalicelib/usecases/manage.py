@@ -1,0 +1,76 @@
+"""An owner's jobs: read one (with fresh URLs), cancel it, delete it."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Optional
+
+from chalicelib.errors import ConditionFailed, JobExpired, JobFinished, JobNotFound, TransientError
+from chalicelib.jobs import Job, JobStatus
+from chalicelib.keys import is_job_id
+from chalicelib.logs import get_logger
+from chalicelib.usecases import lifecycle
+from chalicelib.usecases.context import Context
+from chalicelib.usecases.results import Urls
+
+log = get_logger("manage")
+
+
+class ManageJobs:
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+
+    def get_job(self, owner: str, job_id: str) -> Job:
+        job = self._owned(owner, job_id)
+        if job.is_expired(self._ctx.clock()):
+            raise JobExpired()
+        return job
+
+    def urls(self, job: Job) -> Optional[Urls]:
+        """Presigned now from the stored keys: a stored URL would expire while the job stays ready."""
+        if job.status is not JobStatus.READY or job.display is None or job.thumb is None:
+            return None
+        ctx = self._ctx
+        ttl = ctx.settings.url_ttl_seconds
+        return Urls(
+            display=ctx.objects.presign_get(job.display.key, ttl),
+            thumb=ctx.objects.presign_get(job.thumb.key, ttl),
+            expires_at=ctx.clock() + timedelta(seconds=ttl),
+        )
+
+    def cancel(self, owner: str, job_id: str) -> Job:
+        ctx = self._ctx
+        for _ in range(5):  # each lost race means the job moved on: look again
+            job = self.get_job(owner, job_id)
+            if job.status is JobStatus.CANCELLED:
+                return job
+            if job.status.terminal:
+                raise JobFinished("The job has already finished")
+            cancelled = job.cancelled(ctx.clock(), ctx.retention)
+            try:
+                ctx.jobs.move(cancelled, job.status)
+            except ConditionFailed:
+                continue
+            # A worker that wrote renditions before it noticed also removes them; this
+            # covers one that died in between.
+            lifecycle.quietly(lifecycle.delete_renditions, ctx, job_id)
+            log.info("job_cancelled", job_id=job_id, was=job.status.value)
+            return cancelled
+        raise TransientError("the job kept changing")
+
+    def delete(self, owner: str, job_id: str) -> None:
+        ctx = self._ctx
+        job = self._owned(owner, job_id)
+        if not job.status.terminal:
+            # Stop a worker first, so it cannot write renditions after the objects are gone.
+            try:
+                ctx.jobs.move(job.cancelled(ctx.clock(), ctx.retention), job.status)
+            except ConditionFailed:
+                job = self._owned(owner, job_id)
+        lifecycle.remove(ctx, job)
+        log.info("job_deleted", job_id=job_id)
+
+    def _owned(self, owner: str, job_id: str) -> Job:
+        job = self._ctx.jobs.get(job_id) if is_job_id(job_id) else None
+        if job is None or job.owner != owner:
+            raise JobNotFound()
+        return job

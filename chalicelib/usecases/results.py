@@ -1,0 +1,33 @@
+"""What the use cases hand back to the API layer (chalicelib/views.py shapes them as JSON)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Optional
+
+from chalicelib.jobs import Job
+
+
+@dataclass(frozen=True)
+class UploadForm:
+    """Where and how the client sends a direct upload, and until when it may."""
+
+    url: str
+    fields: dict[str, str]
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job: Job
+    replayed: bool = False
+    upload: Optional[UploadForm] = None  # direct uploads only
+
+
+@dataclass(frozen=True)
+class Urls:
+    """Presigned URLs of a ready job's renditions, made when the job is read."""
+
+    display: str
+    thumb: str
+    expires_at: datetime

@@ -1,0 +1,48 @@
+"""The words the program compares, defined once: error codes, worker outcomes, rendition
+names and the public path prefix. Anything that tests `x == "..."` belongs here."""
+from __future__ import annotations
+
+from enum import StrEnum
+
+# Where clients find the API, in every deployment (the cloud's API Gateway stage "api" plus
+# the app's ROUTE_PREFIX "/v1" make the same path; see Settings.route_prefix).
+PUBLIC_PREFIX = "/api/v1"
+
+
+class ErrorCode(StrEnum):
+    """The stable machine codes of the contract; openapi.yaml lists the same, in this order."""
+
+    UNAUTHORIZED = "unauthorized"
+    JOB_NOT_FOUND = "job_not_found"
+    JOB_EXPIRED = "job_expired"
+    JOB_FINISHED = "job_finished"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    INVALID_REQUEST = "invalid_request"
+    FILE_TOO_LARGE = "file_too_large"
+    UNSUPPORTED_FORMAT = "unsupported_format"
+    INVALID_IMAGE = "invalid_image"
+    IMAGE_TOO_LARGE = "image_too_large"
+    IMAGE_TOO_COMPLEX = "image_too_complex"
+    UPLOAD_MISSING = "upload_missing"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    RATE_LIMITED = "rate_limited"
+    OVERLOADED = "overloaded"
+    PROCESSING_FAILED = "processing_failed"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INTERNAL_ERROR = "internal_error"
+
+
+class Outcome(StrEnum):
+    """What the worker did with one object-created event (logs, tests, the local worker)."""
+
+    READY = "ready"            # this attempt wrote the renditions and finished the job
+    FAILED = "failed"          # the job ended failed (its error code is on the job)
+    IGNORED = "ignored"        # not an original of ours, or no such job
+    DUPLICATE = "duplicate"    # the job had already finished: nothing to do
+    ABANDONED = "abandoned"    # cancelled, deleted or re-claimed while this attempt worked
+    LOST = "lost"              # this attempt's final write lost to a newer state
+
+
+class RenditionName(StrEnum):
+    DISPLAY = "display"
+    THUMB = "thumb"

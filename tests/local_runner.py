@@ -1,0 +1,62 @@
+"""`python -m local` started as a user starts it, for the tests that need whole processes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.conftest import ROOT
+
+READY = "image-jobs ready"
+
+
+@dataclass
+class Proc:
+    process: subprocess.Popen
+    output: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30) -> bool:
+        """SIGTERM, then SIGKILL after `timeout`; True if it stopped on SIGTERM."""
+        if not self.alive():
+            return True
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return False
+
+
+def start_local(env: dict[str, str], what: str = "python -m local", timeout: float = 120) -> Proc:
+    """Start the runner with exactly `env` and wait for its ready line; fail loudly if it
+    exits or stays silent. Its output is kept (and the pipe drained) for the test to read."""
+    process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = Proc(process)
+    ready = threading.Event()
+
+    def pump():
+        for line in process.stdout:
+            proc.output.append(line)
+            if READY in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not ready.wait(0.1):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"{what} did not become ready:\n{proc.text()[-4000:]}")
+    return proc
