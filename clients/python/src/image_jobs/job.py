@@ -33,8 +33,6 @@ class Status(str, Enum):
 
 # Plain strings: an Enum member hashes by its name, so `"ready" in {Status.READY}` would be False.
 TERMINAL = frozenset({Status.READY.value, Status.FAILED.value, Status.CANCELLED.value})
-# Answers to a poll that end polling (the contract's stop rules); anything else 4xx is a bug.
-STOP_STATUSES = frozenset({401, 403, 404, 410})
 
 _SUFFIXES = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/avif": ".avif",
              "image/gif": ".gif", "image/tiff": ".tif", "image/heic": ".heic"}
@@ -281,10 +279,11 @@ def _pause(client: "Client", seconds: float, stop: Optional[threading.Event]) ->
 
 
 def _transient(exc: Exception) -> bool:
+    """Worth another poll: no answer, 429 or 5xx. Any other error stops polling, the contract's
+    401, 403, 404 and 410 among them (the rest, such as 400, would only repeat)."""
     if isinstance(exc, errors.ConnectionFailed):
         return True
-    return isinstance(exc, errors.ApiError) and exc.status not in STOP_STATUSES and (
-        exc.status == 429 or exc.status >= 500)
+    return isinstance(exc, errors.ApiError) and (exc.status == 429 or exc.status >= 500)
 
 
 def _json_object(response: httpx.Response) -> Dict[str, Any]:
