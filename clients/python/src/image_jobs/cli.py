@@ -103,8 +103,9 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
     def start(index: int, progress: "_Progress", task: TaskID) -> Job:
         size = Path(args.files[index]).stat().st_size
         progress.update(task, total=size, state="uploading")
-        return client.upload(args.files[index],
-                             on_progress=lambda sent, total: progress.update(task, completed=sent, total=total))
+        job = client.upload(args.files[index],
+                            on_progress=lambda sent, total: progress.update(task, completed=sent, total=total))
+        return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
     # The same stem twice (a/x.jpg, b/x.png) would overwrite: those get the job id too.
