@@ -10,7 +10,7 @@ import pytest
 
 import image_jobs
 from chalicelib.problems import PROBLEMS
-from image_jobs import (ERRORS_BY_CODE, ApiError, Client, ConnectionFailed, FileTooLarge, IdempotencyKeyReused,
+from image_jobs import (ERRORS_BY_CODE, ApiError, Client, ConnectionFailed, IdempotencyKeyReused,
                         JobFinished, JobNotFound, Overloaded, RateLimited, StorageError, StorageUnavailable,
                         Unauthorized, UnsupportedFormat)
 from image_jobs.errors import error_for
@@ -73,8 +73,10 @@ def test_exactly_the_threshold_still_goes_through_images(time_):
     assert [r.url.path for r in api.sent()] == [IMAGES]
 
 
-def test_the_default_threshold_is_the_servers_4_mib():
-    assert image_jobs.DEFAULT_DIRECT_THRESHOLD == 4 * 1024 * 1024 == Client().direct_threshold
+def test_the_default_threshold_is_the_servers_default_limit_on_images():
+    from chalicelib.config import Settings
+
+    assert Client().direct_threshold == image_jobs.DEFAULT_DIRECT_THRESHOLD == Settings().max_upload_bytes
 
 
 def test_a_413_from_images_falls_back_to_the_direct_route_with_the_same_key(time_):
@@ -109,7 +111,8 @@ def test_storage_refusing_the_form_is_a_storage_error_with_its_code(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", refusal)
     with pytest.raises(StorageError) as raised:
         api.client(direct_threshold=1000).upload(PNG)
-    assert (raised.value.status, raised.value.code, raised.value.message) == (403, "AccessDenied", "Policy expired")
+    refused = raised.value
+    assert (refused.status, refused.code, refused.message) == (403, "AccessDenied", "Policy expired")
     assert len(api.sent("POST", "/bucket")) == 1
 
 
@@ -271,7 +274,8 @@ def test_download_refreshes_urls_that_storage_refuses(time_, tmp_path):
         return job_answer("ready", retry_after=None, renditions={
             "display": {"url": url, "width": 2, "height": 1, "content_type": "image/jpeg"}})
 
-    api = FakeApi(time_).on("GET", JOB_PATH, ready("http://storage.test/old"), ready("http://storage.test/new"))
+    api = FakeApi(time_).on("GET", JOB_PATH, ready("http://storage.test/old"),
+                            ready("http://storage.test/new"))
     api.on("GET", "/old", httpx.Response(403, content=b"<Error><Code>AccessDenied</Code></Error>"))
     api.on("GET", "/new", httpx.Response(200, content=b"jpeg bytes"))
     job = api.client().job("j-1")

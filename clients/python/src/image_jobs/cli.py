@@ -103,8 +103,10 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
     def start(index: int, progress: "_Progress", task: TaskID) -> Job:
         size = Path(args.files[index]).stat().st_size
         progress.update(task, total=size, state="uploading")
-        job = client.upload(args.files[index],
-                            on_progress=lambda sent, total: progress.update(task, completed=sent, total=total))
+        def sent(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        job = client.upload(args.files[index], on_progress=sent)
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]

@@ -113,8 +113,8 @@ class Client:
 
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress]) -> Job:
-        response = self.request("POST", f"{API_ROOT}/uploads", json={"content_type": ctype, "size": len(data)},
-                                headers={"Idempotency-Key": key})
+        response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key},
+                                json={"content_type": ctype, "size": len(data)})
         job = Job._accepted(self, response)
         form = job.raw.get("upload")
         if job.status == Status.AWAITING_UPLOAD and isinstance(form, dict) and form.get("url"):

@@ -181,7 +181,8 @@ class Job:
             if not _transient(first):
                 raise
             # The lost answer may have been the 204: then the retry finds nothing, which is done.
-            self._client.sleep(polling.retry_wait(1, getattr(first, "retry_after", None), self._client.random))
+            wait = polling.retry_wait(1, getattr(first, "retry_after", None), self._client.random)
+            self._client.sleep(wait)
             try:
                 self._client.request("DELETE", self.location)
             except errors.JobNotFound:
