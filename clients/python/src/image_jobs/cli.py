@@ -34,8 +34,8 @@ class Outcome:
 
     name: str
     job: Optional[Job] = None
-    error: Optional[ImageJobsError] = None
-    unfinished: bool = False  # the deadline came, or the user interrupted
+    error: Optional[Exception] = None
+    unfinished: bool = False  # the deadline came, or the user interrupted (job None: never sent)
     saved: Dict[str, Path] = field(default_factory=dict)
     deleted: bool = False
 
@@ -55,7 +55,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if getattr(args, "out", None) or getattr(args, "deadline", None) is not None:
         args.wait = True  # downloading or a deadline only make sense while waiting
     with Client(args.url, args.token) as client:
-        return args.command(client, args)
+        try:
+            return args.command(client, args)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,7 +140,7 @@ def _delete(client: Client, args: argparse.Namespace) -> int:
 
 
 def _each(args: argparse.Namespace, act: Callable[[str], Outcome]) -> int:
-    printer = _Printer(args.json, wait=False)
+    printer = _Printer(args.json)
     code = EXIT_OK
     for ref in args.jobs:
         try:
@@ -154,7 +157,7 @@ def _run(args: argparse.Namespace, names: List[str],
          start: Callable[[int, "_Progress", TaskID], Job], stems: List[Optional[str]]) -> int:
     end = None if args.deadline is None else time.monotonic() + args.deadline
     stop = threading.Event()
-    printer = _Printer(args.json, wait=args.wait)
+    printer = _Printer(args.json)
     with _Progress() as progress:
         printer.defer = progress.enabled and sys.stdout.isatty()  # one terminal: print after the bars
 
@@ -174,7 +177,7 @@ def _run(args: argparse.Namespace, names: List[str],
             except (WaitTimeout, WaitCancelled):
                 outcome.unfinished = True
                 progress.update(task, state=f"{outcome.job.status} (unfinished)" if outcome.job else "")
-            except ImageJobsError as exc:
+            except (ImageJobsError, OSError) as exc:  # OSError: a file unreadable half-way
                 outcome.error = exc
                 progress.update(task, state=_code_of(exc))
             return outcome
@@ -182,22 +185,23 @@ def _run(args: argparse.Namespace, names: List[str],
         pool = ThreadPoolExecutor(max(1, min(args.parallel, len(names))))
         futures: List[Future] = [pool.submit(one, i) for i in range(len(names))]
         outcomes: List[Outcome] = []
+        interrupted = False
         try:
             for future in futures:  # in input order, each as soon as it and those before are done
                 outcomes.append(future.result())
                 printer.show(outcomes[-1])
         except KeyboardInterrupt:
+            interrupted = True
             stop.set()  # waits end at once; uploads in flight finish, so their jobs can be resumed
             pool.shutdown(wait=True, cancel_futures=True)
-            for future in futures[len(outcomes):]:
-                if future.done() and not future.cancelled():
-                    outcomes.append(future.result())
-                    printer.show(outcomes[-1])
-            printer.flush()
-            return EXIT_INTERRUPTED
+            for index in range(len(outcomes), len(futures)):
+                future = futures[index]
+                done = future.done() and not future.cancelled()
+                outcomes.append(future.result() if done else Outcome(names[index], unfinished=True))
+                printer.show(outcomes[-1])
         pool.shutdown()
     printer.flush()
-    return _exit_code(outcomes, needs_ready=args.wait)
+    return EXIT_INTERRUPTED if interrupted else _exit_code(outcomes, needs_ready=args.wait)
 
 
 def _exit_code(outcomes: List[Outcome], needs_ready: bool = False) -> int:
@@ -227,8 +231,8 @@ class _Progress(Progress):
 class _Printer:
     """Results on stdout, in input order: human lines, or JSON objects as GET shows the job."""
 
-    def __init__(self, as_json: bool, wait: bool):
-        self.as_json, self.wait = as_json, wait
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
         self.defer = False
         self._held: List[str] = []
         self._lock = threading.Lock()
@@ -256,7 +260,8 @@ class _Printer:
             body = o.error.body if isinstance(o.error, ApiError) and o.error.body else {
                 "code": _code_of(o.error), "detail": str(o.error)}
             return [json.dumps(body)]
-        assert o.job is not None
+        if o.job is None:
+            return [json.dumps({"code": "interrupted", "detail": "not sent"})]
         if o.deleted:
             return [json.dumps({"job_id": o.job.job_id, "deleted": True})]
         return [json.dumps(o.job.raw)]
@@ -265,7 +270,8 @@ class _Printer:
         if o.error is not None:
             return [self._failure(o) or ""]
         job = o.job
-        assert job is not None
+        if job is None:
+            return [f"{o.name}: not sent, interrupted"]
         if o.deleted:
             return [f"{o.name}: deleted"]
         if o.unfinished:

@@ -35,8 +35,11 @@ class Client:
     """One API endpoint and one owner's token.
 
     `token` is a bearer token; `token_provider` a callable asked for one before each request
-    (and once more after a 401), for tokens that expire. `clock`, `sleep` and `random` are
-    injectable so tests can run the polling schedule on a fake clock.
+    (and once more after a 401), for tokens that expire. `direct_threshold`: files larger than
+    this go straight to storage. `max_attempts`: tries of one request, and failed polls in a row,
+    before giving up; a Retry-After longer than `max_retry_wait` seconds is not waited out but
+    raised. `http`: your own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
+    `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
     """
 
     def __init__(self, base_url: str = DEFAULT_URL, token: Optional[str] = None, *,
