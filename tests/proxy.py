@@ -17,6 +17,8 @@ class TcpProxy:
         self._server = None
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._to_drop = 0
+        self.dropped = 0  # answers cut so far by drop_answers()
         self.up()
 
     def up(self) -> None:
@@ -46,6 +48,12 @@ class TcpProxy:
                 conn.close()
             self._conns.clear()
 
+    def drop_answers(self, count: int = 1) -> None:
+        """Cut each of the next `count` connections at the first byte of the answer: the
+        request reached the server, which did the work and answered; the client hears nothing."""
+        with self._lock:
+            self._to_drop += count
+
     def _accept(self, server) -> None:
         while True:
             try:
@@ -59,8 +67,23 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                drop, self._to_drop = self._to_drop > 0, max(0, self._to_drop - 1)
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            answer = self._cut_at_answer if drop else self._pump
+            threading.Thread(target=answer, args=(upstream, client), daemon=True).start()
+
+    def _cut_at_answer(self, upstream, client) -> None:
+        try:
+            upstream.recv(1)  # the server has started answering: its work is done
+        except OSError:
+            pass
+        with self._lock:
+            self.dropped += 1
+        for s in (client, upstream):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     @staticmethod
     def _pump(src, dst) -> None:

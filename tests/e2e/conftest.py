@@ -1,6 +1,7 @@
 """The local runner (`python -m local`), started as a user would, on free ports."""
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -17,8 +18,9 @@ class Runner:
     output: list[str]
 
 
-@pytest.fixture(scope="session")
-def runner():
+@contextlib.contextmanager
+def local_runner():
+    """A `python -m local` on free ports until the block ends (tests/client reuses it)."""
     api_port, aws_port = free_port(), free_port()
     env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
                PYTHONUNBUFFERED="1")
@@ -27,3 +29,9 @@ def runner():
     yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=proc.output)
     if not proc.stop():
         pytest.fail("local runner did not stop on SIGTERM")
+
+
+@pytest.fixture(scope="session")
+def runner():
+    with local_runner() as started:
+        yield started

@@ -1,0 +1,84 @@
+"""image-jobs client: upload images, poll their jobs the way the contract says, download results.
+
+    from image_jobs import Client
+
+    with Client("http://127.0.0.1:8000", token) as client:
+        job = client.upload("photo.jpg").wait(deadline=120)
+        if job.ready:
+            job.download("out/")
+"""
+__version__ = "0.1.0"
+
+from .client import DEFAULT_DIRECT_THRESHOLD, DEFAULT_URL, Client  # noqa: E402
+from .errors import (  # noqa: E402
+    ImageJobsError,
+    ApiError,
+    Unauthorized,
+    Forbidden,
+    JobNotFound,
+    JobExpired,
+    JobFinished,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    FileTooLarge,
+    UnsupportedFormat,
+    InvalidImage,
+    ImageTooLarge,
+    ImageTooComplex,
+    UploadMissing,
+    StorageUnavailable,
+    RateLimited,
+    Overloaded,
+    ProcessingFailed,
+    MethodNotAllowed,
+    InternalError,
+    ConnectionFailed,
+    UnexpectedResponse,
+    StorageError,
+    JobNotReady,
+    WaitStopped,
+    WaitTimeout,
+    WaitCancelled,
+    ERRORS_BY_CODE,
+)
+from .job import TERMINAL, Job, JobError, Rendition, Status  # noqa: E402
+
+__all__ = [
+    "Client",
+    "Job",
+    "JobError",
+    "Rendition",
+    "Status",
+    "TERMINAL",
+    "DEFAULT_URL",
+    "DEFAULT_DIRECT_THRESHOLD",
+    "ERRORS_BY_CODE",
+    "ImageJobsError",
+    "ApiError",
+    "Unauthorized",
+    "Forbidden",
+    "JobNotFound",
+    "JobExpired",
+    "JobFinished",
+    "IdempotencyKeyReused",
+    "InvalidRequest",
+    "FileTooLarge",
+    "UnsupportedFormat",
+    "InvalidImage",
+    "ImageTooLarge",
+    "ImageTooComplex",
+    "UploadMissing",
+    "StorageUnavailable",
+    "RateLimited",
+    "Overloaded",
+    "ProcessingFailed",
+    "MethodNotAllowed",
+    "InternalError",
+    "ConnectionFailed",
+    "UnexpectedResponse",
+    "StorageError",
+    "JobNotReady",
+    "WaitStopped",
+    "WaitTimeout",
+    "WaitCancelled",
+]

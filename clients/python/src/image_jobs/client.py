@@ -1,0 +1,288 @@
+"""Client: the API's HTTP calls, their bounded retries, and the two upload routes."""
+from __future__ import annotations
+
+import io
+import os
+import random as _random
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+from urllib.parse import quote
+
+import httpx
+
+from . import __version__, errors, polling
+from .job import Job, Status
+from .sniff import OCTET_STREAM, guess_type
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+API_ROOT = "/api/v1"
+# The server's default limit on POST /images (Lambda's payload limit); larger files go direct.
+DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024
+# Answers that say "the same request may work later". 502/504 come from gateways in front of us.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# Transport failures worth a retry; a malformed URL or an unsupported scheme is not one.
+RETRY_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+CHUNK = 64 * 1024
+
+Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+Progress = Callable[[int, int], None]  # (bytes sent so far, total); a retry starts again from 0
+
+
+class Client:
+    """One API endpoint and one owner's token.
+
+    `token` is a bearer token; `token_provider` a callable asked for one before each request
+    (and once more after a 401), for tokens that expire. `direct_threshold`: files larger than
+    this go straight to storage. `max_attempts`: tries of one request, and failed polls in a row,
+    before giving up; a Retry-After longer than `max_retry_wait` seconds is not waited out but
+    raised. `http`: your own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
+    `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
+    """
+
+    def __init__(self, base_url: str = DEFAULT_URL, token: Optional[str] = None, *,
+                 token_provider: Optional[Callable[[], str]] = None,
+                 direct_threshold: int = DEFAULT_DIRECT_THRESHOLD, max_attempts: int = 5,
+                 max_retry_wait: float = 120.0, timeout: float = 30.0,
+                 http: Optional[httpx.Client] = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Any] = time.sleep,
+                 random: Callable[[], float] = _random.random):
+        if token is not None and token_provider is not None:
+            raise ValueError("give token or token_provider, not both")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._token_provider = token_provider
+        self.direct_threshold = direct_threshold
+        self.max_attempts = max(1, max_attempts)
+        self.max_retry_wait = max_retry_wait
+        self.clock, self.sleep, self.random = clock, sleep, random
+        self._owns_http = http is None
+        self._http = http if http is not None else httpx.Client(
+            timeout=timeout, headers={"User-Agent": f"image-jobs-client/{__version__}"})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- jobs --------------------------------------------------------------------------------
+    def url(self, target: str) -> str:
+        """An absolute URL for a path such as a Location header, or the URL itself."""
+        return str(httpx.URL(self.base_url + "/").join(target))
+
+    def job(self, ref: str) -> Job:
+        """The job named by its id, its Location path or its full URL; nothing is fetched yet."""
+        if "://" in ref or ref.startswith("/"):
+            return Job(self, self.url(ref))
+        return Job(self, self.url(f"{API_ROOT}/image-jobs/{quote(ref, safe='')}"))
+
+    def upload(self, source: Source, *, content_type: Optional[str] = None,
+               idempotency_key: Optional[str] = None, filename: Optional[str] = None,
+               on_progress: Optional[Progress] = None) -> Job:
+        """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
+
+        Files up to `direct_threshold` bytes go through POST /images, larger ones through
+        POST /uploads and straight to storage. One Idempotency-Key covers the whole logical
+        upload and every retry of it; pass your own to resume an upload after a restart.
+        """
+        data, name = _read(source)
+        key = idempotency_key or str(uuid.uuid4())
+        ctype = content_type or guess_type(data[:64]) or OCTET_STREAM
+        name = filename or name
+        if len(data) > self.direct_threshold:
+            return self._upload_direct(data, ctype, name, key, on_progress)
+        try:
+            return self._upload_through_api(data, ctype, key, on_progress)
+        except errors.FileTooLarge:
+            # This server's /images limit is lower than our threshold: the direct route has its own.
+            return self._upload_direct(data, ctype, name, key, on_progress)
+
+    def _upload_through_api(self, data: bytes, ctype: str, key: str,
+                            on_progress: Optional[Progress]) -> Job:
+        # The length is set by hand so httpx sends Content-Length, not a chunked body.
+        response = self.request("POST", f"{API_ROOT}/images", body=lambda: _chunks(data, on_progress),
+                                headers={"Content-Type": ctype, "Content-Length": str(len(data)),
+                                         "Idempotency-Key": key})
+        return Job._accepted(self, response)
+
+    def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
+                       on_progress: Optional[Progress]) -> Job:
+        response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key},
+                                json={"content_type": ctype, "size": len(data)})
+        job = Job._accepted(self, response)
+        form = job.raw.get("upload")
+        if job.status == Status.AWAITING_UPLOAD and isinstance(form, dict) and form.get("url"):
+            self._post_to_storage(form, data, ctype, name, on_progress)
+            # Processing can only start now: count the server's Retry-After from here.
+            job._retry_at = self.clock() + (polling.retry_after(response.headers) or 0.0)
+        elif on_progress is not None and job.status != Status.AWAITING_UPLOAD:
+            on_progress(len(data), len(data))  # a replay: the file had already arrived
+        return job
+
+    def _post_to_storage(self, form: Dict[str, Any], data: bytes, ctype: str, name: str,
+                         on_progress: Optional[Progress]) -> None:
+        """The presigned POST: the form's fields, then the file last, as S3 requires."""
+        fields = {str(k): str(v) for k, v in (form.get("fields") or {}).items()}
+        attempts = 0
+        while True:
+            attempts += 1
+            body = _ProgressReader(data, on_progress)
+            try:
+                # No Authorization header: the form carries its own signature.
+                response = self._http.post(form["url"], data=fields, files={"file": (name, body, ctype)})
+            except RETRY_TRANSPORT as exc:
+                self._retry_or_raise(attempts, None, errors.ConnectionFailed(f"storage: {exc}"), exc)
+                continue
+            except httpx.HTTPError as exc:
+                raise errors.ConnectionFailed(f"storage: {exc}") from exc
+            if response.is_success:
+                return
+            if response.status_code >= 500:
+                ra = polling.retry_after(response.headers)
+                self._retry_or_raise(attempts, ra, _storage_error(response))
+                continue
+            raise _storage_error(response)
+
+    # -- HTTP --------------------------------------------------------------------------------
+    def request(self, method: str, target: str, *, retry: bool = True,
+                body: Optional[Callable[[], Any]] = None, json: Any = None,
+                headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+        """One API call with the bearer token: a 2xx answer, or the typed error of the last try.
+
+        With `retry`, connection errors and 429/502/503/504 are retried up to `max_attempts`
+        times in all, after the server's Retry-After or a jittered backoff. `body` makes the
+        request content afresh for each try.
+        """
+        url = self.url(target)
+        attempts = 0
+        token_refreshed = False
+        while True:
+            attempts += 1
+            token = self._bearer()
+            sent = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
+            try:
+                response = self._http.request(method, url, content=body() if body else None,
+                                              json=json, headers=sent)
+            except RETRY_TRANSPORT as exc:
+                failure = errors.ConnectionFailed(f"{method} {url}: {exc!r}")
+                if not retry:
+                    raise failure from exc
+                self._retry_or_raise(attempts, None, failure, exc)
+                continue
+            except httpx.HTTPError as exc:
+                raise errors.ConnectionFailed(f"{method} {url}: {exc!r}") from exc
+            if response.is_success:
+                return response
+            if (response.status_code == 401 and self._token_provider is not None
+                    and not token_refreshed and self._token_provider() != token):
+                token_refreshed = True  # the provider had a newer token: one more try with it
+                attempts -= 1
+                continue
+            ra = polling.retry_after(response.headers)
+            failure = errors.error_for(response.status_code, _json_or_none(response), ra)
+            if not retry or response.status_code not in RETRY_STATUSES:
+                raise failure
+            self._retry_or_raise(attempts, ra, failure)
+
+    def _retry_or_raise(self, attempts: int, retry_after: Optional[float], failure: Exception,
+                        cause: Optional[BaseException] = None) -> None:
+        if attempts >= self.max_attempts or (retry_after or 0.0) > self.max_retry_wait:
+            raise failure from cause
+        self.sleep(polling.retry_wait(attempts, retry_after, self.random))
+
+    def _bearer(self) -> Optional[str]:
+        return self._token_provider() if self._token_provider is not None else self._token
+
+    def _download(self, url: str, path: Path) -> bool:
+        """GET a presigned URL into `path` (atomically). False when storage refuses the URL."""
+        attempts = 0
+        while True:
+            attempts += 1
+            partial = path.with_name(path.name + ".part")
+            try:
+                with self._http.stream("GET", url) as response:
+                    if response.status_code in (400, 401, 403):
+                        return False  # expired or refused signature: the caller re-reads the job
+                    if not response.is_success:
+                        response.read()
+                        if response.status_code < 500:
+                            raise _storage_error(response)
+                        ra = polling.retry_after(response.headers)
+                        self._retry_or_raise(attempts, ra, _storage_error(response))
+                        continue
+                    with open(partial, "wb") as out:
+                        for chunk in response.iter_bytes(CHUNK):
+                            out.write(chunk)
+                os.replace(partial, path)
+                return True
+            except RETRY_TRANSPORT as exc:
+                partial.unlink(missing_ok=True)
+                self._retry_or_raise(attempts, None, errors.ConnectionFailed(f"download: {exc!r}"), exc)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+
+
+def _read(source: Source) -> Tuple[bytes, str]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        return data, "upload"
+    if hasattr(source, "read"):
+        data = source.read()  # type: ignore[union-attr]
+        return bytes(data), Path(str(getattr(source, "name", "upload"))).name
+    path = Path(source)
+    return path.read_bytes(), path.name
+
+
+def _chunks(data: bytes, on_progress: Optional[Progress]) -> Iterator[bytes]:
+    total = len(data)
+    if on_progress is not None:
+        on_progress(0, total)
+    view = memoryview(data)
+    for start in range(0, total, CHUNK):
+        yield bytes(view[start:start + CHUNK])
+        if on_progress is not None:  # the generator resumes once httpx has written the chunk
+            on_progress(min(start + CHUNK, total), total)
+
+
+class _ProgressReader(io.BytesIO):
+    """The file part of the storage form; reports bytes as httpx reads them to send."""
+
+    def __init__(self, data: bytes, on_progress: Optional[Progress]):
+        super().__init__(data)
+        self._total = len(data)
+        self._on_progress = on_progress
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        chunk = super().read(size)
+        if self._on_progress is not None:
+            self._on_progress(self.tell(), self._total)
+        return chunk
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _storage_error(response: httpx.Response) -> errors.StorageError:
+    """S3's XML error: <Error><Code>AccessDenied</Code><Message>...</Message></Error>."""
+    code, message = "unknown", response.reason_phrase
+    try:
+        root = ET.fromstring(response.content)
+        code = root.findtext("Code") or code
+        message = root.findtext("Message") or message
+    except ET.ParseError:
+        pass
+    return errors.StorageError(response.status_code, code, message)

@@ -1,0 +1,317 @@
+"""Job: one image job as the API shows it, and what can be done with it (poll, cancel, delete...)."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
+
+import httpx
+
+from . import errors, polling
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class Status(str, Enum):
+    """The statuses the contract names. A job may show others later: they mean "not finished"."""
+
+    AWAITING_UPLOAD = "awaiting_upload"
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    READY = "ready"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Plain strings: an Enum member hashes by its name, so `"ready" in {Status.READY}` would be False.
+TERMINAL = frozenset({Status.READY.value, Status.FAILED.value, Status.CANCELLED.value})
+
+_SUFFIXES = {"image/jpeg": ".jpg", "image/png": ".png", "image/webp": ".webp", "image/avif": ".avif",
+             "image/gif": ".gif", "image/tiff": ".tif", "image/heic": ".heic"}
+
+
+@dataclass(frozen=True)
+class JobError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Rendition:
+    name: str
+    url: str
+    width: Optional[int]
+    height: Optional[int]
+    content_type: Optional[str]
+
+
+class Job:
+    """A job, known by its Location. Its fields are those of the last answer read.
+
+    Unknown fields are kept in `raw` and otherwise ignored; an unknown status is "not finished".
+    """
+
+    def __init__(self, client: "Client", location: str, data: Optional[Dict[str, Any]] = None):
+        self._client = client
+        self.location = location
+        self._data: Dict[str, Any] = dict(data or {})
+        self._retry_at: Optional[float] = None  # on the client's clock: no poll before this
+
+    @classmethod
+    def from_location(cls, location: str, client: Optional["Client"] = None, *,
+                      token: Optional[str] = None,
+                      token_provider: Optional[Callable[[], str]] = None) -> "Job":
+        """Resume a job from its Location (a full URL, or a path with `client`). Fetches nothing."""
+        if client is None:
+            url = httpx.URL(location)
+            if not url.is_absolute_url:
+                raise ValueError("a Location path needs a client; give the full URL or a client")
+            from .client import Client
+
+            client = Client(f"{url.scheme}://{url.netloc.decode('ascii')}", token,
+                            token_provider=token_provider)
+        return client.job(location)
+
+    @classmethod
+    def _accepted(cls, client: "Client", response: httpx.Response) -> "Job":
+        """The job of a 202 answer to an upload."""
+        body = _json_object(response)
+        location = response.headers.get("location")
+        if not location:
+            if not isinstance(body.get("job_id"), str):
+                raise errors.UnexpectedResponse(f"{response.status_code} without Location or job_id")
+            return client.job(body["job_id"])._with(body, response)
+        return cls(client, client.url(location))._with(body, response)
+
+    # -- what the last answer said -----------------------------------------------------------
+    @property
+    def raw(self) -> Dict[str, Any]:
+        """The last body as the API sent it (GET's shape after refresh() or wait())."""
+        return dict(self._data)
+
+    @property
+    def job_id(self) -> str:
+        value = self._data.get("job_id")
+        return value if isinstance(value, str) else self.location.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def status(self) -> Optional[str]:
+        """The status string (compare with `Status`), or None before the first read."""
+        value = self._data.get("status")
+        return value if isinstance(value, str) else None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def ready(self) -> bool:
+        return self.status == Status.READY.value
+
+    @property
+    def error(self) -> Optional[JobError]:
+        value = self._data.get("error")
+        if not isinstance(value, dict):
+            return None
+        return JobError(str(value.get("code") or "unknown"), str(value.get("message") or ""))
+
+    @property
+    def renditions(self) -> Dict[str, Rendition]:
+        value = self._data.get("renditions")
+        found: Dict[str, Rendition] = {}
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if isinstance(item, dict) and isinstance(item.get("url"), str):
+                    found[name] = Rendition(name, item["url"], _int(item.get("width")),
+                                            _int(item.get("height")), item.get("content_type"))
+        for name, field in (("display", "image_url"), ("thumb", "thumb_url")):
+            if name not in found and isinstance(self._data.get(field), str):
+                found[name] = Rendition(name, self._data[field], None, None, None)
+        return found
+
+    @property
+    def image_url(self) -> Optional[str]:
+        return self._data.get("image_url")
+
+    @property
+    def thumb_url(self) -> Optional[str]:
+        return self._data.get("thumb_url")
+
+    @property
+    def created_at(self) -> Optional[datetime]:
+        return _time(self._data.get("created_at"))
+
+    @property
+    def finished_at(self) -> Optional[datetime]:
+        return _time(self._data.get("finished_at"))
+
+    @property
+    def expires_at(self) -> Optional[datetime]:
+        return _time(self._data.get("expires_at"))
+
+    @property
+    def urls_expire_at(self) -> Optional[datetime]:
+        return _time(self._data.get("urls_expire_at"))
+
+    def __repr__(self) -> str:
+        return f"<Job {self.job_id} {self.status or 'unread'}>"
+
+    # -- calls -------------------------------------------------------------------------------
+    def refresh(self) -> "Job":
+        """GET the job once (retrying connection errors and 429/503 within the client's bounds)."""
+        return self._with_answer(self._client.request("GET", self.location))
+
+    def cancel(self) -> "Job":
+        """Cancel it; raises JobFinished if it is already ready or failed."""
+        return self._with_answer(self._client.request("POST", self.location + "/cancel"))
+
+    def delete(self) -> None:
+        """Delete the job, its original and its renditions."""
+        try:
+            self._client.request("DELETE", self.location, retry=False)
+        except errors.ImageJobsError as first:
+            if not _transient(first):
+                raise
+            # The lost answer may have been the 204: then the retry finds nothing, which is done.
+            wait = polling.retry_wait(1, getattr(first, "retry_after", None), self._client.random)
+            self._client.sleep(wait)
+            try:
+                self._client.request("DELETE", self.location)
+            except errors.JobNotFound:
+                pass
+
+    def download(self, directory: Union[str, Path], stem: Optional[str] = None) -> Dict[str, Path]:
+        """Save every rendition as `<stem>.<name><ext>` (stem: the job id) in `directory`."""
+        if not self.ready:
+            self.refresh()
+            if not self.ready:
+                raise errors.JobNotReady(self)
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        saved: Dict[str, Path] = {}
+        for name in list(self.renditions):
+            rendition = self.renditions[name]
+            path = folder / f"{stem or self.job_id}.{name}{_suffix(rendition)}"
+            if not self._client._download(rendition.url, path):
+                # URLs are presigned when the job is read; these had expired. Read fresh ones.
+                self.refresh()
+                fresh = self.renditions.get(name)
+                if fresh is None or not self._client._download(fresh.url, path):
+                    raise errors.StorageError(403, "AccessDenied", f"storage refused the {name} URL")
+            saved[name] = path
+        return saved
+
+    def wait(self, deadline: Optional[float] = None,
+             on_status: Optional[Callable[["Job"], Any]] = None, *,
+             stop: Optional[threading.Event] = None) -> "Job":
+        """Poll until the job is ready, failed or cancelled, and return it.
+
+        The schedule is the contract's: the first poll after the last Retry-After, then waits
+        of 3, 5, 8 and then 15 s, each ±20 % jitter and never shorter than the server's
+        Retry-After. `deadline`: seconds from now; when the next poll would come later,
+        WaitTimeout is raised at once. Setting `stop` raises WaitCancelled. A 401, 403, 404
+        or 410 raises its typed error. Connection errors, 429 and 5xx answers count as "not
+        finished" until `max_attempts` of them come in a row. `on_status(job)` is called
+        whenever a poll shows a status other than the previous poll's.
+        """
+        if self.finished:
+            return self
+        c = self._client
+        end = None if deadline is None else c.clock() + deadline
+        delay = max(0.0, self._retry_at - c.clock()) if self._retry_at is not None else 0.0
+        polls = failures = 0
+        seen: Optional[str] = None
+        while True:
+            if stop is not None and stop.is_set():
+                raise errors.WaitCancelled(self, "the caller stopped waiting")
+            if end is not None and c.clock() + delay > end:
+                raise errors.WaitTimeout(self, "the deadline comes before the next poll")
+            if delay > 0:
+                _pause(c, delay, stop)
+                if stop is not None and stop.is_set():
+                    raise errors.WaitCancelled(self, "the caller stopped waiting")
+            polls += 1
+            server_wait: Optional[float] = None
+            try:
+                self._with_answer(c.request("GET", self.location, retry=False))
+            except errors.ImageJobsError as exc:
+                if not _transient(exc):
+                    raise
+                failures += 1
+                if failures >= c.max_attempts:
+                    raise
+                server_wait = getattr(exc, "retry_after", None)
+            else:
+                failures = 0
+                if self._retry_at is not None:
+                    server_wait = max(0.0, self._retry_at - c.clock())
+                if on_status is not None and self.status != seen:
+                    on_status(self)
+                seen = self.status
+                if self.finished:
+                    return self
+            delay = polling.poll_wait(polls, server_wait, c.random)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _with(self, body: Dict[str, Any], response: httpx.Response) -> "Job":
+        self._data = body
+        seconds = polling.retry_after(response.headers)
+        self._retry_at = None if seconds is None else self._client.clock() + seconds
+        return self
+
+    def _with_answer(self, response: httpx.Response) -> "Job":
+        return self._with(_json_object(response), response)
+
+
+def _pause(client: "Client", seconds: float, stop: Optional[threading.Event]) -> None:
+    # A stop event wakes a real sleep at once; an injected sleep (a test's clock) is used as is.
+    if stop is not None and client.sleep is time.sleep:
+        stop.wait(seconds)
+    else:
+        client.sleep(seconds)
+
+
+def _transient(exc: Exception) -> bool:
+    """Worth another poll: no answer, 429 or 5xx. Any other error stops polling, the contract's
+    401, 403, 404 and 410 among them (the rest, such as 400, would only repeat)."""
+    if isinstance(exc, errors.ConnectionFailed):
+        return True
+    return isinstance(exc, errors.ApiError) and (exc.status == 429 or exc.status >= 500)
+
+
+def _json_object(response: httpx.Response) -> Dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        raise errors.UnexpectedResponse(f"{response.status_code} with a body that is not JSON") from None
+    if not isinstance(body, dict):
+        raise errors.UnexpectedResponse(f"{response.status_code} with a body that is not an object")
+    return body
+
+
+def _time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _suffix(rendition: Rendition) -> str:
+    if rendition.content_type in _SUFFIXES:
+        return _SUFFIXES[rendition.content_type]
+    tail = httpx.URL(rendition.url).path.rsplit("/", 1)[-1]
+    return "." + tail.rsplit(".", 1)[-1] if "." in tail else ".bin"

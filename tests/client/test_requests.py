@@ -1,0 +1,333 @@
+"""Client.upload routing, bounded retries under one Idempotency-Key, tokens and typed errors,
+against a scripted API (httpx.MockTransport) on a fake clock."""
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+import image_jobs
+from chalicelib.problems import PROBLEMS
+from image_jobs import (ERRORS_BY_CODE, ApiError, Client, ConnectionFailed, IdempotencyKeyReused,
+                        JobFinished, JobNotFound, Overloaded, RateLimited, StorageError, StorageUnavailable,
+                        Unauthorized, UnsupportedFormat)
+from image_jobs.errors import error_for
+from tests.client.fakes import API, JOB_PATH, JPEG, FakeApi, FakeTime, accepted, job_answer, problem
+
+IMAGES, UPLOADS = "/api/v1/images", "/api/v1/uploads"
+STORAGE = "http://storage.test/bucket"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8  # 2056 bytes
+
+
+@pytest.fixture
+def time_():
+    return FakeTime()
+
+
+def keys(requests):
+    return [r.headers.get("Idempotency-Key") for r in requests]
+
+
+def direct_accepted(status="awaiting_upload"):
+    return accepted(status, upload={"method": "POST", "url": STORAGE, "expires_at": "2026-07-15T10:15:00Z",
+                                    "fields": {"key": "originals/j-1", "Content-Type": "image/png",
+                                               "policy": "cG9saWN5", "x-amz-signature": "abc"}})
+
+
+# -- the route -----------------------------------------------------------------------------------
+def test_a_small_file_goes_through_images_as_a_raw_body_with_its_length(time_):
+    api = FakeApi(time_).on("POST", IMAGES, accepted())
+    progress = []
+    job = api.client().upload(JPEG, on_progress=lambda sent, total: progress.append((sent, total)))
+    (request,) = api.sent()
+    assert request.url.path == IMAGES and request.content == JPEG
+    assert request.headers["Content-Type"] == "image/jpeg"
+    assert request.headers["Content-Length"] == str(len(JPEG)) and "Transfer-Encoding" not in request.headers
+    assert request.headers["Authorization"] == "Bearer tok"
+    assert progress[0] == (0, len(JPEG)) and progress[-1] == (len(JPEG), len(JPEG))
+    assert job.status == "queued" and job.location == API + JOB_PATH and job.job_id == "j-1"
+
+
+def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_token(time_):
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    progress = []
+    job = api.client(direct_threshold=1000).upload(PNG, filename="big.png",
+                                                   on_progress=lambda s, t: progress.append((s, t)))
+    create, store = api.sent()
+    assert create.url.path == UPLOADS and json.loads(create.content) == {"content_type": "image/png",
+                                                                         "size": len(PNG)}
+    assert str(store.url) == STORAGE and "Authorization" not in store.headers
+    body = store.content
+    names = re.findall(rb'form-data; name="([^"]+)"', body)
+    assert names == [b"key", b"Content-Type", b"policy", b"x-amz-signature", b"file"]  # the file last
+    assert b'filename="big.png"' in body and PNG in body
+    assert progress[-1] == (len(PNG), len(PNG))
+    assert job.status == "awaiting_upload"
+
+
+def test_exactly_the_threshold_still_goes_through_images(time_):
+    api = FakeApi(time_).on("POST", IMAGES, accepted())
+    api.client(direct_threshold=len(PNG)).upload(PNG)
+    assert [r.url.path for r in api.sent()] == [IMAGES]
+
+
+def test_the_default_threshold_is_the_servers_default_limit_on_images():
+    from chalicelib.config import Settings
+
+    assert Client().direct_threshold == image_jobs.DEFAULT_DIRECT_THRESHOLD == Settings().max_upload_bytes
+
+
+def test_a_413_from_images_falls_back_to_the_direct_route_with_the_same_key(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(413, "file_too_large"))
+    api.on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    api.client().upload(PNG)
+    first, second, _ = api.sent()
+    assert (first.url.path, second.url.path) == (IMAGES, UPLOADS)
+    assert first.headers["Idempotency-Key"] == second.headers["Idempotency-Key"]
+
+
+def test_a_direct_replay_whose_file_already_arrived_sends_nothing_to_storage(time_):
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted(status="processing"))
+    job = api.client(direct_threshold=1000).upload(PNG)
+    assert [r.url.path for r in api.sent()] == [UPLOADS] and job.status == "processing"
+
+
+def test_the_first_poll_of_a_direct_upload_counts_from_the_end_of_the_file_transfer(time_):
+    def slow_storage(request):
+        time_.now += 30  # a long transfer
+        return httpx.Response(204)
+
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", slow_storage)
+    api.on("GET", JOB_PATH, job_answer("ready"))
+    api.client(direct_threshold=1000).upload(PNG).wait()
+    assert time_.sleeps == [2]
+
+
+def test_storage_refusing_the_form_is_a_storage_error_with_its_code(time_):
+    refusal = httpx.Response(403, content=b"<?xml version='1.0'?><Error><Code>AccessDenied</Code>"
+                                         b"<Message>Policy expired</Message></Error>")
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", refusal)
+    with pytest.raises(StorageError) as raised:
+        api.client(direct_threshold=1000).upload(PNG)
+    refused = raised.value
+    assert (refused.status, refused.code, refused.message) == (403, "AccessDenied", "Policy expired")
+    assert len(api.sent("POST", "/bucket")) == 1
+
+
+def test_storage_errors_and_lost_connections_are_retried(time_):
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted())
+    api.on("POST", "/bucket", httpx.Response(503, headers={"Retry-After": "4"}), httpx.WriteError("cut"),
+           httpx.Response(204))
+    api.client(direct_threshold=1000).upload(PNG)
+    stored = api.sent("POST", "/bucket")
+    assert len(stored) == 3 and all(PNG in r.content for r in stored)
+    assert time_.sleeps == [4, 2]
+
+
+# -- retries under one key -----------------------------------------------------------------------
+def test_503_and_429_are_retried_after_their_retry_after_with_the_same_key_and_bytes(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(503, "overloaded", retry_after="7"),
+                            problem(429, "rate_limited", retry_after="3"), accepted())
+    job = api.client().upload(JPEG)
+    sent = api.sent()
+    assert time_.sleeps == [7, 3]
+    assert len(set(keys(sent))) == 1 and all(r.content == JPEG for r in sent)
+    assert re.fullmatch(r"[\x21-\x7e]{1,255}", keys(sent)[0])  # the contract's key alphabet
+    assert job.status == "queued"
+
+
+@pytest.mark.parametrize("failure", [httpx.ConnectError("refused"), httpx.ReadError("reset"),
+                                     httpx.RemoteProtocolError("Server disconnected"),
+                                     httpx.ReadTimeout("slow")])
+def test_a_lost_connection_is_retried_with_the_same_key(time_, failure):
+    api = FakeApi(time_).on("POST", IMAGES, failure, accepted())
+    api.client().upload(JPEG)
+    assert len(api.sent()) == 2 and len(set(keys(api.sent()))) == 1
+    assert time_.sleeps == [1]  # no Retry-After: a jittered 1, 2, 4... s backoff (jitter 0 here)
+
+
+def test_retries_are_bounded_and_the_last_error_is_raised(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(503, "storage_unavailable", retry_after="1"))
+    with pytest.raises(StorageUnavailable) as raised:
+        api.client(max_attempts=4).upload(JPEG)
+    assert len(api.sent()) == 4 and time_.sleeps == [1, 1, 1]
+    assert raised.value.retry_after == 1
+
+
+def test_lost_connections_are_bounded_too(time_):
+    api = FakeApi(time_).on("POST", IMAGES, httpx.ConnectError("refused"))
+    with pytest.raises(ConnectionFailed):
+        api.client(max_attempts=3).upload(JPEG)
+    assert len(api.sent()) == 3 and time_.sleeps == [1, 2]
+
+
+def test_a_retry_after_beyond_the_clients_patience_is_raised_at_once(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(429, "rate_limited", retry_after="3600"))
+    with pytest.raises(RateLimited):
+        api.client(max_retry_wait=60).upload(JPEG)
+    assert len(api.sent()) == 1 and time_.sleeps == []
+
+
+@pytest.mark.parametrize("status,code,error", [(415, "unsupported_format", UnsupportedFormat),
+                                               (409, "idempotency_key_reused", IdempotencyKeyReused),
+                                               (401, "unauthorized", Unauthorized)])
+def test_refusals_are_not_retried(time_, status, code, error):
+    api = FakeApi(time_).on("POST", IMAGES, problem(status, code))
+    with pytest.raises(error):
+        api.client().upload(JPEG)
+    assert len(api.sent()) == 1
+
+
+def test_each_logical_upload_has_its_own_key_unless_the_caller_gives_one(time_):
+    api = FakeApi(time_).on("POST", IMAGES, accepted())
+    client = api.client()
+    client.upload(JPEG)
+    client.upload(JPEG)
+    client.upload(JPEG, idempotency_key="photo-42")
+    first, second, third = keys(api.sent())
+    assert first != second and third == "photo-42"
+
+
+def test_an_unknown_type_is_sent_as_octet_stream_for_the_server_to_judge(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(415, "unsupported_format"))
+    with pytest.raises(UnsupportedFormat):
+        api.client().upload(b"hello, not an image")
+    assert api.sent()[0].headers["Content-Type"] == "application/octet-stream"
+
+
+def test_a_path_is_read_and_named(time_, tmp_path):
+    path = tmp_path / "photo.png"
+    path.write_bytes(PNG)
+    api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    api.client(direct_threshold=10).upload(path)
+    assert b'filename="photo.png"' in api.sent("POST", "/bucket")[0].content
+
+
+# -- tokens --------------------------------------------------------------------------------------
+def test_a_token_provider_is_asked_before_each_request_and_again_after_a_401(time_):
+    tokens = iter(["old", "new", "new"])
+    api = FakeApi(time_).on("POST", IMAGES, problem(401, "unauthorized"), accepted())
+    client = Client(API, token_provider=lambda: next(tokens),
+                    http=httpx.Client(transport=httpx.MockTransport(api.handle)),
+                    clock=time_.clock, sleep=time_.sleep)
+    client.upload(JPEG)
+    assert [r.headers["Authorization"] for r in api.sent()] == ["Bearer old", "Bearer new"]
+    assert len(set(keys(api.sent()))) == 1
+
+
+def test_a_401_with_no_newer_token_is_raised(time_):
+    api = FakeApi(time_).on("POST", IMAGES, problem(401, "unauthorized"))
+    client = Client(API, token_provider=lambda: "same",
+                    http=httpx.Client(transport=httpx.MockTransport(api.handle)))
+    with pytest.raises(Unauthorized):
+        client.upload(JPEG)
+    assert len(api.sent()) == 1
+
+
+def test_token_and_token_provider_exclude_each_other():
+    with pytest.raises(ValueError):
+        Client(API, "a", token_provider=lambda: "b")
+
+
+# -- the job's other calls -----------------------------------------------------------------------
+def test_cancel_posts_to_the_job_and_reads_the_answer(time_):
+    api = FakeApi(time_).on("POST", JOB_PATH + "/cancel", job_answer("cancelled", retry_after=None))
+    job = api.client().job("j-1").cancel()
+    assert job.status == "cancelled" and job.finished
+
+
+def test_cancel_of_a_finished_job_is_job_finished(time_):
+    api = FakeApi(time_).on("POST", JOB_PATH + "/cancel", problem(409, "job_finished"))
+    with pytest.raises(JobFinished):
+        api.client().job("j-1").cancel()
+
+
+def test_a_delete_whose_answer_was_lost_is_done_when_the_retry_finds_nothing(time_):
+    api = FakeApi(time_).on("DELETE", JOB_PATH, httpx.ReadError("reset"), problem(404, "job_not_found"))
+    api.client().job(JOB_PATH).delete()
+    assert len(api.sent("DELETE")) == 2
+
+
+def test_a_delete_of_a_job_that_is_not_there_is_job_not_found(time_):
+    api = FakeApi(time_).on("DELETE", JOB_PATH, problem(404, "job_not_found"))
+    with pytest.raises(JobNotFound):
+        api.client().job("j-1").delete()
+
+
+def test_a_job_reference_may_be_an_id_a_path_or_a_url(time_):
+    client = FakeApi(time_).client()
+    for ref in ("j-1", JOB_PATH, API + JOB_PATH):
+        assert client.job(ref).location == API + JOB_PATH
+
+
+def test_from_location_needs_a_full_url_or_a_client():
+    job = image_jobs.Job.from_location("http://h.test:9000" + JOB_PATH, token="t")
+    assert job.location == "http://h.test:9000" + JOB_PATH and job._client.base_url == "http://h.test:9000"
+    with pytest.raises(ValueError):
+        image_jobs.Job.from_location(JOB_PATH)
+
+
+def test_download_refreshes_urls_that_storage_refuses(time_, tmp_path):
+    def ready(url):
+        return job_answer("ready", retry_after=None, renditions={
+            "display": {"url": url, "width": 2, "height": 1, "content_type": "image/jpeg"}})
+
+    api = FakeApi(time_).on("GET", JOB_PATH, ready("http://storage.test/old"),
+                            ready("http://storage.test/new"))
+    api.on("GET", "/old", httpx.Response(403, content=b"<Error><Code>AccessDenied</Code></Error>"))
+    api.on("GET", "/new", httpx.Response(200, content=b"jpeg bytes"))
+    job = api.client().job("j-1")
+    saved = job.download(tmp_path, stem="photo")
+    assert saved == {"display": tmp_path / "photo.display.jpg"}
+    assert saved["display"].read_bytes() == b"jpeg bytes"
+    assert [p.name for p in tmp_path.iterdir()] == ["photo.display.jpg"]  # no partial file left
+
+
+def test_download_of_an_unfinished_job_is_refused(time_, tmp_path):
+    api = FakeApi(time_).on("GET", JOB_PATH, job_answer("processing"))
+    with pytest.raises(image_jobs.JobNotReady):
+        api.client().job("j-1").download(tmp_path)
+
+
+# -- typed errors --------------------------------------------------------------------------------
+def test_every_code_the_server_sends_has_its_own_error_class():
+    missing = set(PROBLEMS) - set(ERRORS_BY_CODE)
+    assert not missing
+    for code, (status, _) in PROBLEMS.items():
+        error = error_for(status, {"code": code, "title": "t", "detail": "d"})
+        assert type(error) is ERRORS_BY_CODE[code] and error.code == code and error.status == status
+        assert isinstance(error, ApiError) and type(error) is not ApiError
+
+
+def test_the_contracts_codes_all_have_classes():
+    contract = ("unauthorized job_not_found job_expired job_finished idempotency_key_reused invalid_request "
+                "file_too_large unsupported_format invalid_image image_too_large image_too_complex "
+                "upload_missing storage_unavailable rate_limited overloaded processing_failed "
+                "method_not_allowed internal_error").split()
+    assert set(contract) <= set(ERRORS_BY_CODE)
+
+
+def test_an_unknown_code_is_an_api_error_that_keeps_its_code_and_detail():
+    error = error_for(418, {"code": "teapot", "detail": "short and stout", "instance": "urn:x"})
+    assert type(error) is ApiError and error.code == "teapot" and error.instance == "urn:x"
+    assert "short and stout" in str(error)
+
+
+def test_a_body_that_is_not_a_problem_still_gives_an_error_by_status():
+    assert type(error_for(429, None)) is RateLimited
+    assert type(error_for(404, "<html>")) is ApiError  # a wrong base URL is not "job not found"
+    assert type(error_for(503, {"code": "overloaded"}, retry_after=5)) is Overloaded
+
+
+def test_the_sdk_imports_neither_chalice_nor_boto3():
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    requires = importlib.metadata.requires("image-jobs-client") or []
+    assert not [r for r in requires if re.match(r"(chalice|boto3|botocore)\b", r)]
+    blocker = ("import sys\nfor name in ('chalice', 'boto3', 'botocore', 'chalicelib'):\n"
+               "    sys.modules[name] = None\nimport image_jobs, image_jobs.cli\n")
+    subprocess.run([sys.executable, "-c", blocker], check=True, cwd="/")
