@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade 'pip<26.3'  # chalice 1.34 packages with pip and requires <26.3
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
