@@ -336,6 +336,9 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
         Usage("DynamoDB table writes", "40,000 WRU/s per table (on demand)",
               avg * per_image("wcu"), top * (per_image("wcu") - MEASURED["expiry"]["wcu"])
               + avg * MEASURED["expiry"]["wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
+        Usage("DynamoDB sweep index writes", "40,000 WRU/s per table (we read: per index too)",
+              avg * per_image("index_wcu"), top * (per_image("index_wcu") - MEASURED["expiry"]["index_wcu"])
+              + avg * MEASURED["expiry"]["index_wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
         Usage(f"sweep index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
               "1,000 WRU/s per partition", avg * keys / shards, top * keys / shards,
               DYNAMO_PARTITION_WCU, "WRU/s"),
