@@ -96,3 +96,11 @@ def test_the_models_per_image_figures_add_up():
     # Lambda gives 1 GB 58 % of a core: Pillow's 129 ms become 223 ms.
     assert cap.cpu_share() == pytest.approx(1024 / 1769)
     assert math.isclose(cap.worker_seconds(cap.IMAGE_MIX[0]) * 1000, 385, abs_tol=2)
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
+    functions = stage(name)["lambda_functions"]
+    assert functions[WORKER_FUNCTION]["lambda_memory_size"] == cap.WORKER_MEMORY_MB
+    assert functions["sweep"]["lambda_timeout"] == cap.SWEEP_TIMEOUT_S
+    assert functions["sweep_orphans"]["lambda_timeout"] == cap.ORPHAN_SCAN_TIMEOUT_S
