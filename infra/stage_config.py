@@ -20,6 +20,7 @@ from typing import Mapping
 
 from chalicelib.adapters.dynamo_jobs import SWEEP_INDEX
 from chalicelib.config import Settings, env_name
+from infra.capacity import VISIBILITY_PER_FUNCTION_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,12 +156,21 @@ def check_stage(stage_config: dict, settings: Settings, outputs: Mapping[str, st
         raise StageConfigError(f"Lambda reserves {', '.join(reserved)}: remove them from the stage")
     worker = stage_config.get("lambda_functions", {}).get(WORKER_FUNCTION, {})
     timeout = worker.get("lambda_timeout", stage_config.get("lambda_timeout", 60))
+    reserved = worker.get("reserved_concurrency", stage_config.get("reserved_concurrency"))
+    if reserved is not None and reserved < settings.worker_max_concurrency:
+        raise StageConfigError(
+            f"the worker's reserved_concurrency ({reserved}) is below WORKER_MAX_CONCURRENCY "
+            f"({settings.worker_max_concurrency}): the event source would invoke it more often "
+            "than Lambda lets it run, and the throttled messages would wait (docs/scale.md)")
     visibility = outputs.get("VisibilityTimeoutSeconds")
     if visibility is not None:
-        if int(visibility) < timeout:
+        wanted = VISIBILITY_PER_FUNCTION_TIMEOUT * timeout
+        if int(visibility) < wanted:
             raise StageConfigError(
-                f"the queue's visibility timeout ({visibility} s) is shorter than the worker's "
-                f"lambda_timeout ({timeout} s): a message would be delivered twice while in work")
+                f"the queue's visibility timeout ({visibility} s) is under {VISIBILITY_PER_FUNCTION_TIMEOUT} "
+                f"times the worker's lambda_timeout ({timeout} s = {wanted} s), AWS's rule for a Lambda "
+                "source queue: a throttled invocation could not be retried before the message "
+                "counts a receive, and one still in work would be delivered twice")
         if int(visibility) < settings.lease_seconds:
             raise StageConfigError(
                 f"the queue's visibility timeout ({visibility} s) is shorter than the job lease "

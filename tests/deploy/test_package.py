@@ -171,6 +171,14 @@ def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
         assert properties["MemorySize"] == wanted["lambda_memory_size"], name
         assert properties["Timeout"] == wanted["lambda_timeout"], name
         assert properties["Environment"]["Variables"] == stage["environment_variables"], name
+        # dev reserves nothing (a new account could not deploy it); prod's is tested in test_capacity.
+        assert properties.get("ReservedConcurrentExecutions") == wanted.get("reserved_concurrency"), name
+
+
+def test_every_functions_logs_expire_after_the_stages_retention(packaged):
+    groups = [r["Properties"] for r in packaged.sam["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert len(groups) == len(functions(packaged.sam))
+    assert {g["RetentionInDays"] for g in groups} == {packaged.stage_config["log_retention_in_days"]}
 
 
 def test_roles_carry_exactly_the_stage_policy(packaged):

@@ -65,7 +65,7 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.queue_name == outputs["EventsQueueName"]
     assert settings.cognito_user_pool_arn == outputs["UserPoolArn"]
     assert settings.auth_mode == "cognito"
-    assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY",
+    assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY", "MAX_BACKLOG",
                         *map(env_name, OUTPUT_SETTINGS.values())}
     assert stage["lambda_functions"] == config()["stages"]["dev"]["lambda_functions"]
     # The other stage is untouched.
@@ -77,13 +77,39 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert (config_path.read_text(), policy_path.read_text()) == before
 
 
-def test_refuses_a_queue_that_would_redeliver_work_in_progress(tmp_path, outputs):
+def test_refuses_a_queue_under_six_times_the_workers_timeout(tmp_path, outputs):
+    """AWS's rule for a Lambda source queue; 300 s would still cover the 60 s timeout once."""
     project = copy_project(tmp_path / "p")
-    with pytest.raises(StageConfigError, match="visibility timeout"):
-        write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "30"})
+    timeout = config()["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"]
+    for seconds in (30, 6 * timeout - 1):
+        with pytest.raises(StageConfigError, match="6 times the worker's lambda_timeout"):
+            write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": str(seconds)})
+    assert not (project / ".chalice" / "policy-dev.json").exists()
+    write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": str(6 * timeout)})
+
+
+def test_refuses_a_queue_shorter_than_the_job_lease(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    path = project / ".chalice" / "config.json"
+    edited = json.loads(path.read_text())
+    edited["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"] = 10
+    path.write_text(json.dumps(edited))
     with pytest.raises(StageConfigError, match="lease"):
         write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "90"})
     assert not (project / ".chalice" / "policy-dev.json").exists()
+
+
+def test_refuses_a_reservation_below_the_event_sources_maximum_concurrency(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    path = project / ".chalice" / "config.json"
+    edited = json.loads(path.read_text())
+    prod = edited["stages"]["prod"]
+    maximum = int(prod["environment_variables"]["WORKER_MAX_CONCURRENCY"])
+    prod["lambda_functions"]["handle_object_created"]["reserved_concurrency"] = maximum - 1
+    path.write_text(json.dumps(edited))
+    with pytest.raises(StageConfigError, match="reserved_concurrency"):
+        write_stage(project, "prod", outputs)
+    assert not (project / ".chalice" / "policy-prod.json").exists()
 
 
 def test_refuses_a_stack_without_the_outputs_the_app_needs(tmp_path, outputs):

@@ -75,7 +75,8 @@ def test_alarms_watch_the_dead_letter_queue_and_the_oldest_event():
     assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
 
 
-def test_visibility_timeout_covers_every_stages_worker_and_the_lease():
+def test_visibility_timeout_is_six_times_every_stages_worker_timeout_and_covers_the_lease():
+    """AWS's rule for a Lambda source queue (docs/scale.md), read from the stages' config."""
     template = load_template()
     visibility = template["Resources"]["EventsQueue"]["Properties"]["VisibilityTimeout"]
     seconds = template["Parameters"][visibility["Ref"]]["Default"]
@@ -83,8 +84,11 @@ def test_visibility_timeout_covers_every_stages_worker_and_the_lease():
     for name, stage in config["stages"].items():
         if name == "local":
             continue
-        assert stage["lambda_functions"][WORKER_FUNCTION]["lambda_timeout"] <= seconds, name
+        assert seconds >= 6 * stage["lambda_functions"][WORKER_FUNCTION]["lambda_timeout"], name
     assert seconds >= Settings().lease_seconds
+    # Lambda's other rule for its source queues: a message gets 5 receives before the DLQ.
+    redrive = template["Resources"]["EventsQueue"]["Properties"]["RedrivePolicy"]
+    assert redrive["maxReceiveCount"] >= 5
 
 
 def test_the_table_is_on_demand_with_ttl_and_point_in_time_recovery():

@@ -1,0 +1,383 @@
+"""The capacity model behind docs/scale.md, and the sizes it gives each stage.
+
+    python -m infra.capacity          # usage against every limit, what breaks, cost per 1,000
+
+Three kinds of numbers, kept apart:
+- AWS's limits, as published (docs/scale.md names each page; not checked live, this machine
+  cannot reach AWS);
+- what one image costs us, measured: the calls, capacity units and log lines of each phase,
+  counted by benchmarks/calls_per_job.py from the real code (a test re-measures them, so a
+  change to the code that changes them fails until this file follows), and Pillow's time
+  from benchmarks/resize.py;
+- assumptions, where nothing here can measure: in-region latencies, the image mix, how
+  often clients poll, user habits. Each says so.
+
+The stage sizes (maximum and reserved concurrency, MAX_BACKLOG, the queue's visibility
+timeout) are derived here; tests/deploy/test_capacity.py pins .chalice/config.json and
+infra/template.yaml to them. benchmarks/capacity_sim.py runs the dynamics on these figures.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from chalicelib.config import Settings
+
+DAY = 86_400
+
+# -- AWS's limits, as published ---------------------------------------------------------------
+LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # per Region, default; adjustable
+LAMBDA_UNRESERVED_MINIMUM = 100  # Lambda refuses a reservation that leaves less unreserved
+LAMBDA_RPS_PER_CONCURRENCY = 10  # invocations/s quota = 10 x the concurrency quota
+LAMBDA_SCALE_PER_10S = 1_000  # new execution environments per function every 10 s
+ESM_START = 5  # SQS event source: concurrent batches when messages appear
+ESM_RAMP_PER_MINUTE = 300  # ... then up to this many more per minute
+ESM_MAX = 1_000  # ... up to this many per event source mapping (standard queue)
+MAX_CONCURRENCY_RANGE = (2, 1_000)  # the mapping's ScalingConfig.MaximumConcurrency
+VISIBILITY_PER_FUNCTION_TIMEOUT = 6  # AWS: visibility timeout >= 6 x the function's timeout
+MIN_MAX_RECEIVE_COUNT = 5  # AWS: maxReceiveCount >= 5 on a Lambda source queue
+SQS_IN_FLIGHT = 120_000  # received, not yet deleted, per standard queue
+API_GATEWAY_RPS = 10_000  # REST, per account and Region, steady
+API_GATEWAY_BURST = 5_000  # ... token bucket depth
+API_GATEWAY_TIMEOUT_S = 29
+S3_PREFIX_WRITES = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix
+S3_PREFIX_READS = 5_500  # GET/HEAD per second per partitioned prefix
+DYNAMO_PARTITION_WCU = 1_000  # per partition, table or index, per second
+DYNAMO_PARTITION_RCU = 3_000
+DYNAMO_TABLE_UNITS = 40_000  # on-demand, per table, reads and writes each; adjustable
+DYNAMO_NEW_TABLE_WCU = 4_000  # a new on-demand table, at once
+COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refresh)
+
+# -- measured: one image through the code (benchmarks/calls_per_job.py) ----------------------
+# Per phase: AWS calls, DynamoDB write units on the table and on the `sweep` index, read units,
+# and our JSON log lines. An image comes through POST /images (upload, worker) or through
+# POST /uploads and the client's own POST to S3 (direct_upload, direct_worker). Items stay
+# under 1 KB (a ready job is 544-632 B), so every write is one unit. "expiry" is the sweeper
+# removing one job; a sweep run also costs one query per status and a summary line.
+MEASURED = {
+    "upload": {"calls": {"dynamodb:PutItem": 1, "s3:PutObject": 1},
+               "wcu": 1, "index_wcu": 1, "rcu": 0, "log_lines": 1, "log_bytes": 242,
+               "index_writes": {"put:queued": 1}},
+    "upload_with_key": {"calls": {"dynamodb:GetItem": 1, "dynamodb:TransactWriteItems": 1,
+                                  "s3:PutObject": 1},
+                        "wcu": 4, "index_wcu": 1, "rcu": 1, "log_lines": 1, "log_bytes": 242,
+                        "index_writes": {"put:queued": 1}},
+    "direct_upload": {"calls": {"dynamodb:PutItem": 1},
+                      "wcu": 1, "index_wcu": 1, "rcu": 0, "log_lines": 1, "log_bytes": 189,
+                      "index_writes": {"put:awaiting_upload": 1}},
+    "direct_worker": {"calls": {"dynamodb:GetItem": 3, "dynamodb:PutItem": 2,
+                                "dynamodb:UpdateItem": 1, "s3:GetObject": 1, "s3:PutObject": 2},
+                      "wcu": 3, "index_wcu": 6, "rcu": 3, "log_lines": 3, "log_bytes": 539,
+                      "index_writes": {"delete:awaiting_upload": 1, "delete:processing": 1,
+                                       "delete:queued": 1, "put:processing": 1, "put:queued": 1,
+                                       "put:ready": 1}},
+    "poll": {"calls": {"dynamodb:GetItem": 1},
+             "wcu": 0, "index_wcu": 0, "rcu": 1, "log_lines": 0, "log_bytes": 0,
+             "index_writes": {}},
+    "worker": {"calls": {"dynamodb:GetItem": 3, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 1,
+                         "s3:GetObject": 1, "s3:PutObject": 2},
+               "wcu": 2, "index_wcu": 4, "rcu": 3, "log_lines": 2, "log_bytes": 376,
+               "index_writes": {"delete:processing": 1, "delete:queued": 1,
+                                "put:processing": 1, "put:ready": 1}},
+    "expiry": {"calls": {"dynamodb:DeleteItem": 1, "s3:DeleteObject": 3},
+               "wcu": 1, "index_wcu": 1, "rcu": 0, "log_lines": 0, "log_bytes": 0,
+               "index_writes": {"delete:ready": 1}},
+}
+CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
+SWEEP_RUN_QUERIES = 6  # one per status, each run
+ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # the daily scan reads each job once per prefix
+OBJECTS_PER_JOB = 3  # original, display, thumb
+
+
+
+@dataclass(frozen=True)
+class ImageKind:
+    name: str
+    share: float
+    pillow_ms: float
+    original_bytes: int
+
+
+# Pillow's renditions on one core, ms (benchmarks/resize.py, Pillow 12.2, median of 5), and
+# the benchmark's file sizes. The shares are assumed: mostly phone photos.
+IMAGE_MIX = (
+    ImageKind("12 MP JPEG", 0.85, 129.0, 4_400_000),
+    ImageKind("48 MP JPEG", 0.10, 221.0, 17_700_000),
+    ImageKind("12 MP PNG", 0.05, 318.0, 21_800_000),
+)
+RENDITION_BYTES = 320_000  # display + thumb of a 12 MP photo
+
+# -- assumptions ---------------------------------------------------------------------------------
+WORKER_MEMORY_MB = 1024  # .chalice/config.json
+FULL_VCPU_MB = 1769  # Lambda gives one full vCPU at this memory, CPU in proportion below it
+DYNAMO_CALL_MS = 5  # one in-region DynamoDB request
+S3_SMALL_CALL_MS = 30  # an S3 PUT of a rendition, a DELETE
+S3_FIRST_BYTE_MS = 25  # an S3 GET before the body flows
+S3_MB_PER_S = 85  # one stream from S3 into a 1 GB function
+INIT_SECONDS = 1.5  # a new execution environment: imports, clients (1.2-3 s measured here)
+NOTIFY_SECONDS = 1.0  # S3 event to a visible SQS message ("typically seconds")
+API_UPLOAD_SECONDS = 0.2  # POST /images at 512 MB: body, sniff, hash, one write, one PUT
+API_DIRECT_UPLOAD_SECONDS = 0.03  # POST /uploads: one write, a presigned form
+DIRECT_UPLOAD_SHARE = 0.5  # images sent through POST /uploads (over 4 MiB, or by choice)
+API_POLL_SECONDS = 0.03  # GET: one read, two presigned URLs
+POLLS_PER_IMAGE = 2  # clients honour Retry-After: 2 and mostly find the job ready by then
+IMAGES_PER_ACTIVE_USER_DAY = 10
+AUTHS_PER_ACTIVE_USER_DAY = 2  # a sign-in, a refresh (ID tokens last 60 minutes)
+SWEEP_TIMEOUT_S = 50  # .chalice/config.json `sweep`
+ORPHAN_SCAN_TIMEOUT_S = 900
+LIST_PAGE_MS = 50  # one ListObjectsV2 page of 1,000 keys
+SWEEP_PER_RUN = 1_000  # Service.sweep: 10 batches of 100 per status
+
+
+def cpu_share(memory_mb: int = WORKER_MEMORY_MB) -> float:
+    return min(1.0, memory_mb / FULL_VCPU_MB)
+
+
+def worker_seconds(kind: ImageKind, phase: str = "worker") -> float:
+    """One job on the worker Lambda: Pillow at the function's CPU share, plus its I/O
+    (DynamoDB's reads and writes, the original's GET, two rendition PUTs) one after another."""
+    calls = MEASURED[phase]["calls"]
+    dynamo = sum(n for op, n in calls.items() if op.startswith("dynamodb:")) * DYNAMO_CALL_MS
+    get = S3_FIRST_BYTE_MS + kind.original_bytes / (S3_MB_PER_S * 1e6) * 1000
+    puts = calls["s3:PutObject"] * S3_SMALL_CALL_MS
+    return (kind.pillow_ms / cpu_share() + dynamo + get + puts) / 1000
+
+
+def mean_worker_seconds(direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
+    return sum(k.share * ((1 - direct_share) * worker_seconds(k)
+                          + direct_share * worker_seconds(k, "direct_worker")) for k in IMAGE_MIX)
+
+
+def removal_seconds() -> float:
+    """The sweeper removing one expired job, one call after another."""
+    calls = MEASURED["expiry"]["calls"]
+    return (calls["s3:DeleteObject"] * S3_SMALL_CALL_MS + calls["dynamodb:DeleteItem"] * DYNAMO_CALL_MS) / 1000
+
+
+def sweeper_jobs_per_second() -> float:
+    """Expired jobs one sweep run per minute can remove: its batch cap, or its timeout."""
+    return min(SWEEP_PER_RUN, SWEEP_TIMEOUT_S / removal_seconds()) / 60
+
+
+def orphan_scan_max_images_per_day(retention_days: float = 7) -> float:
+    """Past this, the daily orphan scan cannot read every stored job within its timeout."""
+    per_job = (ORPHAN_SCAN_READS_PER_STORED_JOB * DYNAMO_CALL_MS
+               + OBJECTS_PER_JOB / 1000 * LIST_PAGE_MS) / 1000
+    return ORPHAN_SCAN_TIMEOUT_S / per_job / retention_days
+
+
+# -- per-image totals --------------------------------------------------------------------------
+def _paths(direct_share: float, keyed: bool) -> list[tuple[str, float]]:
+    upload = "upload_with_key" if keyed else "upload"
+    return [(upload, 1 - direct_share), ("worker", 1 - direct_share),
+            ("direct_upload", direct_share), ("direct_worker", direct_share)]
+
+
+def _phases(polls: int, direct_share: float, keyed: bool) -> list[tuple[str, float]]:
+    return [*_paths(direct_share, keyed), ("poll", polls), ("expiry", 1)]
+
+
+def per_image(field: str, polls: int = POLLS_PER_IMAGE, direct_share: float = DIRECT_UPLOAD_SHARE,
+              keyed: bool = False) -> float:
+    """One image's total of a MEASURED field: its upload by either path, polls, worker, expiry."""
+    return sum(MEASURED[phase][field] * times for phase, times in _phases(polls, direct_share, keyed))
+
+
+def calls_per_image(operation: str, polls: int = POLLS_PER_IMAGE,
+                    direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
+    """Calls of one operation ("s3:PutObject") or service ("dynamodb:") per image."""
+    total = 0.0
+    for phase, times in _phases(polls, direct_share, keyed=False):
+        calls = dict(MEASURED[phase]["calls"])
+        if phase in CLIENT_S3_POSTS:
+            calls["s3:PutObject"] = calls.get("s3:PutObject", 0) + CLIENT_S3_POSTS[phase]
+        total += times * sum(n for op, n in calls.items() if op.startswith(operation))
+    return total
+
+
+def index_writes_per_key(direct_share: float = DIRECT_UPLOAD_SHARE) -> dict[str, float]:
+    """Index writes (puts and deletes) one image makes on each status's key."""
+    writes: dict[str, float] = {}
+    for phase, times in (*_paths(direct_share, keyed=False), ("expiry", 1)):
+        for op_status, n in MEASURED[phase]["index_writes"].items():
+            status = op_status.split(":", 1)[1]
+            writes[status] = writes.get(status, 0) + n * times
+    return writes
+
+
+def api_seconds_per_image(polls: int = POLLS_PER_IMAGE, direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
+    upload = (1 - direct_share) * API_UPLOAD_SECONDS + direct_share * API_DIRECT_UPLOAD_SECONDS
+    return upload + polls * API_POLL_SECONDS
+
+
+# -- what each stage deploys -------------------------------------------------------------------
+HEADROOM = 1.25  # concurrency above the mean need at the design peak: service-time spread, cold starts
+BACKLOG_SHARE_OF_QUEUE_TIMEOUT = 0.5  # shed before an accepted job could wait this share of QUEUE_TIMEOUT
+SHARD_TARGET = 0.5  # a sweep-index shard runs at most at half a partition at the design ceiling
+DESIGN_CEILING_PER_DAY = 100_000_000  # what the sweep index's shard count is sized for
+DESIGN_BURST = 10
+
+
+@dataclass(frozen=True)
+class StageDesign:
+    images_per_day: int
+    burst: float
+    # Reserve the worker's concurrency: it then never starves behind the API, but Lambda
+    # refuses it in an account whose quota is under reservation + 100 (new accounts may start at 10).
+    reserve: bool
+
+
+@dataclass(frozen=True)
+class StageSizes:
+    max_concurrency: int
+    reserved_concurrency: Optional[int]
+    max_backlog: int
+
+
+STAGE_DESIGNS = {
+    "dev": StageDesign(images_per_day=100_000, burst=DESIGN_BURST, reserve=False),
+    # The largest load one event source and a default 1,000 account carry with bursts.
+    "prod": StageDesign(images_per_day=10_000_000, burst=DESIGN_BURST, reserve=True),
+}
+
+
+def peak_rate(images_per_day: float, burst: float) -> float:
+    return images_per_day / DAY * burst
+
+
+def worker_concurrency_needed(rate: float) -> float:
+    return rate * mean_worker_seconds()
+
+
+def _round_up(value: float) -> int:
+    step = 1 if value < 20 else 10
+    return int(math.ceil(value / step) * step)
+
+
+def _round_down(value: float) -> int:
+    """To two significant digits: a limit that reads as the estimate it is."""
+    if value < 100:
+        return int(value)
+    step = 10 ** (int(math.log10(value)) - 1)
+    return int(value // step * step)
+
+
+def stage_sizes(design: StageDesign) -> StageSizes:
+    low, high = MAX_CONCURRENCY_RANGE
+    need = worker_concurrency_needed(peak_rate(design.images_per_day, design.burst)) * HEADROOM
+    concurrency = min(high, max(low, _round_up(need)))
+    drain = concurrency / mean_worker_seconds()
+    backlog = _round_down(drain * Settings().queue_timeout_seconds * BACKLOG_SHARE_OF_QUEUE_TIMEOUT)
+    return StageSizes(concurrency, concurrency if design.reserve else None, backlog)
+
+
+def api_concurrency_needed(rate: float) -> float:
+    return rate * api_seconds_per_image()
+
+
+def visibility_timeout(worker_timeout: int, lease_seconds: int) -> int:
+    """AWS's rule for a Lambda source queue, and never less than the job's lease."""
+    return max(VISIBILITY_PER_FUNCTION_TIMEOUT * worker_timeout, lease_seconds)
+
+
+def sweep_shards(images_per_day: float = DESIGN_CEILING_PER_DAY, burst: float = DESIGN_BURST) -> int:
+    """Shards of each status in the sweep index: the hottest key's writes at the ceiling's
+    peak, over SHARD_TARGET of a partition, up to a power of two."""
+    hottest = max(index_writes_per_key().values()) * peak_rate(images_per_day, burst)
+    needed = hottest / (DYNAMO_PARTITION_WCU * SHARD_TARGET)
+    return 1 << max(0, math.ceil(math.log2(needed)))
+
+
+# -- usage against the limits -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Usage:
+    component: str
+    limit: str
+    average: float
+    peak: float
+    capacity: float  # what the limit allows, in the same unit
+    unit: str
+    # "peak": it breaks the moment the peak exceeds the limit; "average": a backlog built at
+    # the peak is worked off later, so only the average must fit (the sweepers).
+    judged_on: str = "peak"
+
+    @property
+    def load(self) -> float:
+        return (self.peak if self.judged_on == "peak" else self.average) / self.capacity
+
+
+def usage(images_per_day: float, burst: float = DESIGN_BURST,
+          max_concurrency: int = 0, shards: int = 1) -> list[Usage]:
+    avg = images_per_day / DAY
+    top = avg * burst
+    work = mean_worker_seconds()
+    api_calls = 1 + POLLS_PER_IMAGE
+    keys = max(index_writes_per_key().values())
+    rows = [
+        Usage("API Gateway requests", "10,000 rps per account (burst 5,000)",
+              avg * api_calls, top * api_calls, API_GATEWAY_RPS, "req/s"),
+        Usage("Lambda concurrency (API + worker)", "1,000 per account",
+              api_concurrency_needed(avg) + avg * work, api_concurrency_needed(top) + top * work,
+              LAMBDA_ACCOUNT_CONCURRENCY, "concurrent"),
+        Usage("Lambda invocations", "10 x concurrency quota per second",
+              avg * (api_calls + 1), top * (api_calls + 1),
+              LAMBDA_RPS_PER_CONCURRENCY * LAMBDA_ACCOUNT_CONCURRENCY, "inv/s"),
+        Usage("Worker: one SQS event source", "1,000 concurrent per mapping",
+              avg * work, top * work, min(ESM_MAX, max_concurrency or ESM_MAX), "concurrent"),
+        Usage("S3 originals/ writes", "3,500 PUT/s per prefix partition",
+              avg, top, S3_PREFIX_WRITES, "PUT/s"),
+        Usage("S3 originals/ reads (worker)", "5,500 GET/s per prefix partition",
+              avg, top, S3_PREFIX_READS, "GET/s"),
+        Usage("S3 renditions/ writes", "3,500 PUT/s per prefix partition",
+              2 * avg, 2 * top, S3_PREFIX_WRITES, "PUT/s"),
+        Usage("S3 renditions/ reads (clients)", "5,500 GET/s per prefix partition",
+              2 * avg, 2 * top, S3_PREFIX_READS, "GET/s"),
+        Usage("DynamoDB table writes", "40,000 WRU/s per table (on demand)",
+              avg * per_image("wcu"), top * (per_image("wcu") - MEASURED["expiry"]["wcu"])
+              + avg * MEASURED["expiry"]["wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
+        Usage("DynamoDB sweep index writes", "40,000 WRU/s per table (we read: per index too)",
+              avg * per_image("index_wcu"), top * (per_image("index_wcu") - MEASURED["expiry"]["index_wcu"])
+              + avg * MEASURED["expiry"]["index_wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
+        Usage(f"sweep index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
+              "1,000 WRU/s per partition", avg * keys / shards, top * keys / shards,
+              DYNAMO_PARTITION_WCU, "WRU/s"),
+        Usage("Cognito sign-ins and refreshes", "120 rps (UserAuthentication)",
+              avg / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY,
+              top / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY, COGNITO_AUTH_RPS, "req/s"),
+        Usage("Sweeper: expired jobs removed", "one 50 s run a minute, sequential",
+              avg, top, sweeper_jobs_per_second(), "jobs/s", "average"),
+        Usage("Orphan scan: stored jobs read", "one 900 s run a day, sequential",
+              images_per_day, images_per_day, orphan_scan_max_images_per_day(), "images/day", "average"),
+    ]
+    return rows
+
+
+def main() -> int:
+    from infra import prices
+
+    prod = stage_sizes(STAGE_DESIGNS["prod"])
+    print(f"worker: {mean_worker_seconds() * 1000:.0f} ms a job on average "
+          f"({', '.join(f'{k.name} {worker_seconds(k) * 1000:.0f} ms' for k in IMAGE_MIX)})")
+    for stage, design in STAGE_DESIGNS.items():
+        sizes = stage_sizes(design)
+        print(f"stage {stage}: designed for {design.images_per_day:,} images/day x{design.burst:g}: "
+              f"maximum concurrency {sizes.max_concurrency}, reserved {sizes.reserved_concurrency}, "
+              f"MAX_BACKLOG {sizes.max_backlog:,}")
+    print(f"sweep index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {sweep_shards()}")
+    print()
+    for per_day in (1_000_000, 10_000_000, 100_000_000):
+        print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index unsharded)")
+        print(f"{'component':<40} {'limit':<38} {'capacity':>11} {'average':>11} {'peak':>11} {'load':>6}")
+        for row in usage(per_day, max_concurrency=prod.max_concurrency):
+            flag = "  BREAKS" if row.load > 1 else ""
+            print(f"{row.component:<40} {row.limit:<38} {row.capacity:>11,.0f} {row.average:>11,.1f} "
+                  f"{row.peak:>11,.1f} {row.load:>6.2f}{flag}")
+        print("load: peak / capacity (sweepers: average / capacity)")
+        print()
+    print(prices.report())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

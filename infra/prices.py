@@ -1,0 +1,149 @@
+"""AWS list prices and the cost of 1,000 images by component, at a given daily volume.
+
+Prices: us-east-1, on demand, x86_64, as published on AWS's pricing pages as we last knew
+them (2025); NOT checked live (this machine cannot reach them). Free tiers are left out,
+except where a tier is the price itself (Cognito's first 10,000 users). Volume tiers are
+monthly, so the cost of an image falls a little as the volume grows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra import capacity as cap
+
+PRICES_AS_OF = "2025, as published; not checked live"
+GB = 1e9
+MONTH_DAYS = 30.42
+
+# (units in this tier, price per unit); None: the rest.
+Tiers = tuple[tuple[float | None, float], ...]
+LAMBDA_GB_SECOND: Tiers = ((6e9, 0.0000166667), (9e9, 0.000015), (None, 0.0000133334))
+LAMBDA_REQUEST = 0.20 / 1e6
+API_GATEWAY_REST: Tiers = ((333e6, 3.50 / 1e6), (667e6, 2.80 / 1e6), (19e9, 2.38 / 1e6), (None, 1.51 / 1e6))
+S3_PUT = 0.005 / 1000  # PUT, COPY, POST, LIST
+S3_GET = 0.0004 / 1000  # GET, SELECT; DELETE is free
+S3_STORAGE_GB_MONTH: Tiers = ((50e3, 0.023), (450e3, 0.022), (None, 0.021))  # GB
+DATA_OUT_GB: Tiers = ((10e3, 0.09), (40e3, 0.085), (100e3, 0.07), (None, 0.05))  # GB
+SQS_REQUEST = 0.40 / 1e6  # standard queue, per 64 KB chunk
+DYNAMO_WRITE_UNIT = 0.625 / 1e6  # on demand
+DYNAMO_READ_UNIT = 0.125 / 1e6
+DYNAMO_STORAGE_GB_MONTH = 0.25
+DYNAMO_PITR_GB_MONTH = 0.20
+LAMBDA_LOGS_GB: Tiers = ((10e3, 0.50), (20e3, 0.25), (20e3, 0.10), (None, 0.05))  # GB ingested
+COGNITO_LITE_MAU: Tiers = ((10e3, 0.0), (90e3, 0.0055), (900e3, 0.0046), (9e6, 0.00325), (None, 0.0025))
+ALARM_MONTH = 0.10
+
+# CloudWatch Logs counts 26 bytes of overhead per event; Lambda writes three lines of its own
+# (START, END, REPORT) for every invocation.
+LOG_EVENT_OVERHEAD = 26
+PLATFORM_LINES = (
+    "START RequestId: 3f1b0d4e-5c2a-4b8e-9d7f-1a2b3c4d5e6f Version: $LATEST",
+    "END RequestId: 3f1b0d4e-5c2a-4b8e-9d7f-1a2b3c4d5e6f",
+    "REPORT RequestId: 3f1b0d4e-5c2a-4b8e-9d7f-1a2b3c4d5e6f\tDuration: 442.17 ms\t"
+    "Billed Duration: 443 ms\tMemory Size: 1024 MB\tMax Memory Used: 187 MB\t",
+)
+API_MEMORY_GB = 0.5
+JOB_ITEM_BYTES = 1_500  # table item + its index entry + DynamoDB's 100 B overhead each
+IMAGES_PER_MAU_MONTH = 100  # assumed: a monthly active user sends 100 images a month
+
+
+def tiered(quantity: float, tiers: Tiers) -> float:
+    """The cost of `quantity` units this month."""
+    cost, left = 0.0, quantity
+    for size, price in tiers:
+        take = left if size is None else min(left, size)
+        cost += take * price
+        left -= take
+        if left <= 0:
+            break
+    return cost
+
+
+def marginal(per_image: float, images_per_month: float, tiers: Tiers) -> float:
+    """Average price of one image's share of a tiered quantity at this month's volume."""
+    total = per_image * images_per_month
+    return tiered(total, tiers) / images_per_month
+
+
+@dataclass(frozen=True)
+class Line:
+    component: str
+    basis: str
+    per_1000: float
+
+
+def invocations_per_image() -> float:
+    return 1 + cap.POLLS_PER_IMAGE + 1  # the upload, the polls, the worker
+
+
+def log_bytes_per_image() -> float:
+    ours = cap.per_image("log_bytes") + cap.per_image("log_lines") * LOG_EVENT_OVERHEAD
+    platform = sum(len(line) + 1 + LOG_EVENT_OVERHEAD for line in PLATFORM_LINES)
+    return ours + invocations_per_image() * platform
+
+
+def cost_per_1000(images_per_day: float) -> list[Line]:
+    month = images_per_day * MONTH_DAYS
+    worker_gbs = cap.mean_worker_seconds() * cap.WORKER_MEMORY_MB / 1024
+    api_gbs = cap.api_seconds_per_image() * API_MEMORY_GB
+    api_requests = 1 + cap.POLLS_PER_IMAGE
+    stored_gb = sum(k.share * (k.original_bytes + cap.RENDITION_BYTES) for k in cap.IMAGE_MIX) / GB
+    months_stored = retention_days() / MONTH_DAYS
+    sqs = 3  # S3's send, the event source's receive and delete
+    lines = [
+        Line("Lambda worker", f"{worker_gbs:.3f} GB-s", marginal(worker_gbs, month, LAMBDA_GB_SECOND)),
+        Line("Lambda API", f"{api_gbs:.3f} GB-s", marginal(api_gbs, month, LAMBDA_GB_SECOND)),
+        Line("Lambda requests", f"{invocations_per_image():g} invocations",
+             invocations_per_image() * LAMBDA_REQUEST),
+        Line("API Gateway (REST)", f"{api_requests} requests", marginal(api_requests, month, API_GATEWAY_REST)),
+        Line("S3 PUT/POST", f"{cap.calls_per_image('s3:PutObject'):g} requests",
+             cap.calls_per_image("s3:PutObject") * S3_PUT),
+        Line("S3 GET", "1 worker + 2 client", (cap.calls_per_image("s3:GetObject") + 2) * S3_GET),
+        Line("S3 storage", f"{stored_gb * 1000:.2f} MB for {retention_days():g} days",
+             marginal(stored_gb * months_stored, month, S3_STORAGE_GB_MONTH)),
+        Line("SQS", f"{sqs} requests", sqs * SQS_REQUEST),
+        Line("DynamoDB writes", f"{cap.per_image('wcu') + cap.per_image('index_wcu'):g} WRU "
+             "(table + sweep index)", (cap.per_image("wcu") + cap.per_image("index_wcu")) * DYNAMO_WRITE_UNIT),
+        Line("DynamoDB reads", f"{cap.per_image('rcu'):g} RRU + orphan scan "
+             f"{cap.ORPHAN_SCAN_READS_PER_STORED_JOB * retention_days():g}",
+             (cap.per_image("rcu") + cap.ORPHAN_SCAN_READS_PER_STORED_JOB * retention_days())
+             * DYNAMO_READ_UNIT),
+        Line("DynamoDB storage + PITR", f"{JOB_ITEM_BYTES} B for {retention_days():g} days",
+             JOB_ITEM_BYTES / GB * months_stored * (DYNAMO_STORAGE_GB_MONTH + DYNAMO_PITR_GB_MONTH)),
+        Line("CloudWatch Logs", f"{log_bytes_per_image():.0f} B ingested",
+             marginal(log_bytes_per_image() / GB, month, LAMBDA_LOGS_GB)),
+    ]
+    return [Line(line.component, line.basis, line.per_1000 * 1000) for line in lines]
+
+
+def cognito_per_1000(images_per_day: float) -> float:
+    """Cognito bills users, not images: at IMAGES_PER_MAU_MONTH images per monthly user."""
+    users = images_per_day * MONTH_DAYS / IMAGES_PER_MAU_MONTH
+    return tiered(users, COGNITO_LITE_MAU) / (images_per_day * MONTH_DAYS) * 1000
+
+
+def data_out_per_1000(images_per_day: float) -> float:
+    month = images_per_day * MONTH_DAYS
+    return marginal(cap.RENDITION_BYTES / GB, month, DATA_OUT_GB) * 1000
+
+
+def retention_days() -> float:
+    from chalicelib.config import Settings
+
+    return Settings().retention_seconds / cap.DAY
+
+
+def report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
+    head = f"{'cost per 1,000 images (' + PRICES_AS_OF + ')':<58}" + "".join(
+        f"{v // 1_000_000:>9}M/d" for v in volumes)
+    rows = [head]
+    tables = [cost_per_1000(v) for v in volumes]
+    for i, line in enumerate(tables[0]):
+        rows.append(f"{line.component:<22} {line.basis:<35}"
+                    + "".join(f"{t[i].per_1000:>11.4f}" for t in tables))
+    rows.append(f"{'total':<58}" + "".join(f"{sum(x.per_1000 for x in t):>11.4f}" for t in tables))
+    rows.append(f"{'+ Cognito Lite (' + str(IMAGES_PER_MAU_MONTH) + ' images per monthly user)':<58}"
+                + "".join(f"{cognito_per_1000(v):>11.4f}" for v in volumes))
+    rows.append(f"{'+ data out, both renditions fetched once':<58}"
+                + "".join(f"{data_out_per_1000(v):>11.4f}" for v in volumes))
+    return "\n".join(rows)

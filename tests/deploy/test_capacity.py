@@ -1,0 +1,106 @@
+"""What each stage deploys follows from the capacity model (infra/capacity.py, docs/scale.md)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from chalicelib.config import Settings
+from infra import capacity as cap
+from infra.stage_config import WORKER_FUNCTION
+from local.provision import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+CLOUD_STAGES = ("dev", "prod")
+
+
+def stage(name: str) -> dict:
+    return json.loads((ROOT / ".chalice" / "config.json").read_text())["stages"][name]
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_each_stage_deploys_the_sizes_its_design_load_gives(name):
+    sizes = cap.stage_sizes(cap.STAGE_DESIGNS[name])
+    config = stage(name)
+    settings = Settings.from_environ({**config["environment_variables"], "AUTH_MODE": "jwt"})
+    assert settings.worker_max_concurrency == sizes.max_concurrency
+    assert settings.max_backlog == sizes.max_backlog
+    assert config["lambda_functions"][WORKER_FUNCTION].get("reserved_concurrency") == sizes.reserved_concurrency
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_the_sizes_carry_the_design_peak(name):
+    design = cap.STAGE_DESIGNS[name]
+    sizes = cap.stage_sizes(design)
+    peak = cap.peak_rate(design.images_per_day, design.burst)
+    # Enough workers for the peak, with room for the spread of service times.
+    assert sizes.max_concurrency >= cap.worker_concurrency_needed(peak) * cap.HEADROOM
+    assert sizes.max_concurrency <= cap.MAX_CONCURRENCY_RANGE[1]
+    # Shedding starts before an accepted job could wait past QUEUE_TIMEOUT and be re-driven.
+    drain = sizes.max_concurrency / cap.mean_worker_seconds()
+    assert sizes.max_backlog / drain <= Settings().queue_timeout_seconds / 2
+    # ...and not before the queue holds a burst's first minute.
+    assert sizes.max_backlog >= 60 * peak
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_a_reservation_is_never_below_the_event_sources_maximum(name):
+    """Otherwise the event source invokes more often than Lambda lets the worker run."""
+    sizes = cap.stage_sizes(cap.STAGE_DESIGNS[name])
+    if sizes.reserved_concurrency is not None:
+        assert sizes.reserved_concurrency >= sizes.max_concurrency
+
+
+def test_prod_fits_a_default_account_with_room_for_the_api_at_its_peak():
+    design = cap.STAGE_DESIGNS["prod"]
+    sizes = cap.stage_sizes(design)
+    unreserved = cap.LAMBDA_ACCOUNT_CONCURRENCY - sizes.reserved_concurrency
+    assert unreserved >= cap.LAMBDA_UNRESERVED_MINIMUM
+    api = cap.api_concurrency_needed(cap.peak_rate(design.images_per_day, design.burst))
+    assert api + 2 <= unreserved  # the API and the two sweepers share what is left
+
+
+def test_dev_reserves_nothing_so_that_a_new_account_can_deploy_it():
+    """New accounts may start with a quota of 10: Lambda refuses any reservation there."""
+    assert cap.stage_sizes(cap.STAGE_DESIGNS["dev"]).reserved_concurrency is None
+    assert "reserved_concurrency" not in stage("dev")["lambda_functions"][WORKER_FUNCTION]
+
+
+def test_the_template_visibility_timeout_is_the_models():
+    template = load_template()
+    seconds = template["Parameters"]["VisibilityTimeoutSeconds"]["Default"]
+    longest = max(stage(n)["lambda_functions"][WORKER_FUNCTION]["lambda_timeout"] for n in CLOUD_STAGES)
+    assert seconds == cap.visibility_timeout(longest, Settings().lease_seconds)
+
+
+def test_the_sweep_index_shards_keep_the_ceilings_hottest_key_under_half_a_partition():
+    shards = cap.sweep_shards()
+    assert shards & (shards - 1) == 0  # a power of two
+    hottest = max(cap.index_writes_per_key().values())
+    peak = cap.peak_rate(cap.DESIGN_CEILING_PER_DAY, cap.DESIGN_BURST)
+    assert hottest * peak / shards <= cap.SHARD_TARGET * cap.DYNAMO_PARTITION_WCU
+    assert hottest * peak / (shards // 2) > cap.SHARD_TARGET * cap.DYNAMO_PARTITION_WCU  # not more than needed
+    # Before sharding, one status key takes every job's writes: the issue's hot key.
+    assert hottest * peak > 20 * cap.DYNAMO_PARTITION_WCU
+
+
+def test_the_models_per_image_figures_add_up():
+    """One image (half through each upload path): 2 writes a key, 3 S3 PUTs, 1 S3 GET."""
+    assert max(cap.index_writes_per_key().values()) == 2
+    assert cap.calls_per_image("s3:PutObject") == 3
+    assert cap.calls_per_image("s3:GetObject") == 1
+    assert cap.per_image("wcu") == pytest.approx(4.5)
+    assert cap.per_image("index_wcu") == pytest.approx(7)
+    # Lambda gives 1 GB 58 % of a core: Pillow's 129 ms become 223 ms.
+    assert cap.cpu_share() == pytest.approx(1024 / 1769)
+    assert math.isclose(cap.worker_seconds(cap.IMAGE_MIX[0]) * 1000, 385, abs_tol=2)
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
+    functions = stage(name)["lambda_functions"]
+    assert functions[WORKER_FUNCTION]["lambda_memory_size"] == cap.WORKER_MEMORY_MB
+    assert functions["sweep"]["lambda_timeout"] == cap.SWEEP_TIMEOUT_S
+    assert functions["sweep_orphans"]["lambda_timeout"] == cap.ORPHAN_SCAN_TIMEOUT_S

@@ -1,0 +1,47 @@
+"""The capacity model's per-image figures are what the code does today.
+
+benchmarks/calls_per_job.py runs one image through the real service on moto's server and
+records every AWS request; infra/capacity.py keeps the result as the model's input. If a
+change to the code adds a call, a write or a log line, this fails until the model (and
+docs/scale.md's tables, `python -m infra.capacity`) are brought up to date.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from infra import capacity as cap
+from tests.conftest import ROOT
+
+EXACT = ("calls", "wcu", "index_wcu", "rcu", "log_lines", "index_writes")
+
+
+@pytest.fixture(scope="module")
+def measured(moto_endpoint):
+    # Its own process: it captures the service's log lines from stdout, which structlog binds once.
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calls_per_job.py"), "--json",
+                             "--endpoint", moto_endpoint], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("phase", sorted(cap.MEASURED))
+def test_each_phase_costs_what_the_model_says(measured, phase):
+    model, now = cap.MEASURED[phase], measured[phase]
+    assert {k: now[k] for k in EXACT} == {k: model[k] for k in EXACT}
+    # Lengths vary with the digits of sizes and dimensions.
+    assert now["log_bytes"] == pytest.approx(model["log_bytes"], abs=12)
+
+
+def test_a_sweep_run_queries_each_status_once(measured):
+    assert measured["expiry"]["per_run"]["calls"] == {"dynamodb:Query": cap.SWEEP_RUN_QUERIES}
+
+
+def test_job_items_stay_under_one_write_unit(measured):
+    """Every write is then one unit, as the model counts; a ready job carries the most."""
+    assert set(measured["item_bytes"]) >= {"queued", "processing", "ready"}
+    assert max(measured["item_bytes"].values()) < 1024 - 150  # room for a long owner id and key scope
