@@ -40,8 +40,8 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
             "to use the service already there (LocalStack, say)"
         )
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "local.moto_server", "-H", host, "-p", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     wait_for_port(host, port, timeout=30, process=process)
     return process

@@ -17,7 +17,11 @@ from tests.images import jpeg
 
 @pytest.fixture
 def world(settings_for):
-    settings = settings_for(lease_seconds=1, retention_seconds=2, orphan_grace_seconds=1,
+    return make_world(settings_for)
+
+
+def make_world(settings_for, lease_seconds=1):
+    settings = settings_for(lease_seconds=lease_seconds, retention_seconds=2, orphan_grace_seconds=1,
                             queue_timeout_seconds=1)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
@@ -86,8 +90,10 @@ def test_an_orphan_original_disappears(world):
     assert orphan not in keys(clients, svc)
 
 
-def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(world):
-    svc, stack, clients = world
+def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for):
+    # Jobs leased for 1 s; the re-drive then looks again only after 30 s, so that "at once
+    # again" stays true on a slow machine.
+    svc, stack, clients = make_world(settings_for, lease_seconds=30)
     stuck = [svc.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
     drain(clients, stack)
     for job in stuck:
