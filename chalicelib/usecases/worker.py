@@ -142,7 +142,9 @@ class Worker:
         args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.budget)
         if not s.decode_cpu_seconds:
             return imaging.make_renditions(*args)
-        wall = 3.0 * s.decode_cpu_seconds
+        # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
+        # less: the wall clock only catches a child that hangs without using its CPU.
+        wall = 4.0 * s.decode_cpu_seconds + 5.0
         if deadline is not None:
             wall = min(wall, deadline - time.monotonic() - _TIME_TO_FINISH)
             if wall <= 0:
