@@ -26,6 +26,10 @@ class Settings:
     # Deliveries of one message before the broker dead-letters it; more than the job's
     # attempts, so the job's own limit ends a failing job first.
     amqp_delivery_limit: int = 20
+    # The dead-letter queue is bounded: at most this many messages (the oldest go first),
+    # each kept at most this long (SQS's own longest retention).
+    amqp_dead_letter_max_length: int = 10_000
+    amqp_dead_letter_ttl_seconds: int = 14 * DAY
     # Uploads answer 503 overloaded while more events than this wait in the queue.
     max_backlog: int = 10_000
     backlog_cache_seconds: int = 5
@@ -74,6 +78,9 @@ class Settings:
     # Fairness: unfinished jobs one owner may have at once, and its request rate (a token
     # bucket per owner: this many requests a second, bursts up to owner_burst).
     max_active_jobs: int = 20
+    # API Gateway's throttle for the whole stage, in front of every owner (cloud only).
+    api_rate_limit: int = 1000
+    api_burst_limit: int = 2000
     owner_requests_per_second: int = 10
     owner_burst: int = 40
     display_box: int = 1280
