@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import threading
+import time
 
 from chalice import Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
@@ -91,8 +92,11 @@ def api(view):
 
 
 def _owner() -> str:
+    """The caller, within its request rate (429 rate_limited past it)."""
     request = app.current_request
-    return auth.owner_of(request.headers, request.context, settings)
+    owner = auth.owner_of(request.headers, request.context, settings)
+    use_cases().capacity.check_rate(owner)
+    return owner
 
 
 def _accepted_response(accepted) -> Response:
@@ -172,22 +176,33 @@ def delete_image_job(job_id):
                     maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""
+    deadline = _deadline(getattr(event, "context", None))
     for record in event:
         try:
-            handle_message(record.body)
+            handle_message(record.body, deadline)
         except PoisonMessage as error:
             # No retry can fix it: drop it with a line, never crash-loop on it.
             log.error("poison_message_dropped", reason=str(error))
 
 
-def handle_message(body) -> None:
+def handle_message(body, deadline=None) -> None:
     """The one path from a message body to the worker, for SQS (Lambda and local) and AMQP.
 
-    Raises PoisonMessage for a message no retry can fix, TransientError (or anything
-    else) when the message should come back later.
+    `deadline` (time.monotonic()) is when this invocation will be stopped; by default the
+    worker function's timeout from now. Raises PoisonMessage for a message no retry can
+    fix, TransientError (or anything else) when the message should come back later.
     """
+    if deadline is None:
+        deadline = time.monotonic() + settings.worker_timeout_seconds
     for item in parse_message(body):
-        use_cases().worker.handle_object_created(item)
+        use_cases().worker.handle_object_created(item, deadline)
+
+
+def _deadline(context):
+    """When the Lambda (or the local worker's stand-in) will stop this invocation."""
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return None
+    return time.monotonic() + context.get_remaining_time_in_millis() / 1000
 
 
 def _rate(seconds: int) -> Rate:

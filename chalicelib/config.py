@@ -26,6 +26,10 @@ class Settings:
     # Deliveries of one message before the broker dead-letters it; more than the job's
     # attempts, so the job's own limit ends a failing job first.
     amqp_delivery_limit: int = 20
+    # The dead-letter queue is bounded: at most this many messages (the oldest go first),
+    # each kept at most this long (SQS's own longest retention).
+    amqp_dead_letter_max_length: int = 10_000
+    amqp_dead_letter_ttl_seconds: int = 14 * DAY
     # Uploads answer 503 overloaded while more events than this wait in the queue.
     max_backlog: int = 10_000
     backlog_cache_seconds: int = 5
@@ -61,6 +65,24 @@ class Settings:
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
     # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
     worker_max_concurrency: int = 5
+    # The decode budget (chalicelib/budget.py): refused at upload from the structure alone.
+    max_scans: int = 64
+    max_frames: int = 1000
+    max_metadata_bytes: int = 1024 * 1024
+    # CPU seconds one image may use in the worker's decoding child (chalicelib/sandbox.py);
+    # past it the job fails image_too_complex. 0 decodes in-process, without a limit.
+    decode_cpu_seconds: int = 6
+    # The worker function's timeout (.chalice/config.json, handle_object_created); the local
+    # worker gives each job the same time.
+    worker_timeout_seconds: int = 60
+    # Fairness: unfinished jobs one owner may have at once, and its request rate (a token
+    # bucket per owner: this many requests a second, bursts up to owner_burst).
+    max_active_jobs: int = 20
+    # API Gateway's throttle for the whole stage, in front of every owner (cloud only).
+    api_rate_limit: int = 1000
+    api_burst_limit: int = 2000
+    owner_requests_per_second: int = 10
+    owner_burst: int = 40
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85
@@ -85,6 +107,9 @@ class Settings:
         if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
             raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
                              f"got {self.route_prefix!r}")
+        if self.decode_cpu_seconds and self.decode_cpu_seconds * 2 >= self.worker_timeout_seconds:
+            raise ValueError("DECODE_CPU_SECONDS must leave the worker time to store the result: "
+                             f"under half of WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds})")
         if not 2 <= self.worker_max_concurrency <= 1000:
             raise ValueError("WORKER_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.worker_max_concurrency}")
@@ -107,6 +132,10 @@ _ENV_NAMES = {
     "queue_name": "JOBS_QUEUE",
     "jwt_secret": "AUTH_JWT_SECRET",
 }
+
+
+# Settings where 0 means "off".
+_MAY_BE_ZERO = frozenset({"decode_cpu_seconds"})
 
 
 def env_name(field_name: str) -> str:
@@ -161,7 +190,7 @@ def _parse(name: str, kind: str, raw: str):
             value = int(raw)
         except ValueError:
             raise ValueError(f"{env_name(name)} must be an integer, got {raw!r}") from None
-        if value <= 0:
+        if value < 0 or (value == 0 and name not in _MAY_BE_ZERO):
             raise ValueError(f"{env_name(name)} must be positive, got {value}")
         return value
     return raw

@@ -104,6 +104,10 @@ class KeyTaken(Exception):
     """A live idempotency record already holds this key."""
 
 
+class QuotaFull(Exception):
+    """The owner already has its quota of unfinished jobs."""
+
+
 class PoisonMessage(ValueError):
     """A message that no retry can make sense of: drop or dead-letter it."""
 

@@ -17,17 +17,21 @@ assumption is right.
 """
 from __future__ import annotations
 
+import hashlib
 import io
+import threading
 import struct
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 
 import pillow_heif
 from PIL import Image, ImageCms
 
+from chalicelib.budget import DecodeBudget
+from chalicelib.budget import check as budget_check
 from chalicelib.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
 from chalicelib.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.vocabulary import RenditionName
@@ -89,13 +93,14 @@ class Output:
 # -------------------------------------------------------------------------- inspect
 
 
-def inspect(data: bytes, max_pixels: int) -> ImageInfo:
+def inspect(data: bytes, max_pixels: int, budget: DecodeBudget = DecodeBudget()) -> ImageInfo:
     """Sniff (UnsupportedFormat if not allowed), read only the header (InvalidImage if
     Pillow cannot), and check width*height <= max_pixels (ImageTooLarge) before any
     pixel decoding. Width/height are as stored (before EXIF orientation); TIFF and
     HEIF report them upright because their decoders apply orientation themselves
-    (HEIF's 'irot'/'imir' boxes; the EXIF tag is ignored there by specification)."""
-    im, content_type = _open(data, max_pixels)
+    (HEIF's 'irot'/'imir' boxes; the EXIF tag is ignored there by specification).
+    The decode budget is checked from the structure too (ImageTooComplex)."""
+    im, content_type = _open(data, max_pixels, budget)
     with im:
         return ImageInfo(content_type, im.width, im.height)
 
@@ -118,8 +123,8 @@ def _decoding() -> Iterator[None]:
         raise InvalidImage("The image could not be decoded.") from None
 
 
-def _open(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
-    """Open lazily (header only) and enforce the type and pixel limits."""
+def _open(data: bytes, max_pixels: int, budget: DecodeBudget) -> tuple[Image.Image, str]:
+    """Open lazily (header only) and enforce the type, pixel and decode-budget limits."""
     content_type = sniff(data)
     if content_type not in ALLOWED_TYPES:
         raise UnsupportedFormat("The file is not a supported image type.")
@@ -134,6 +139,12 @@ def _open(data: bytes, max_pixels: int) -> tuple[Image.Image, str]:
         raise ImageTooLarge(
             f"The image is {width}x{height} pixels; at most {max_pixels} pixels are allowed."
         )
+    try:
+        with _decoding():
+            budget_check(im, data, content_type, budget)
+    except Exception:
+        im.close()
+        raise
     return im, content_type
 
 
@@ -146,14 +157,16 @@ def make_renditions(
     display_box: int = 1280,
     thumb_size: int = 256,
     quality: int = 85,
+    budget: DecodeBudget = DecodeBudget(),
 ) -> tuple[Output, Output]:
-    """(display, thumb). Raises UnsupportedFormat / InvalidImage / ImageTooLarge.
+    """(display, thumb). Raises UnsupportedFormat / InvalidImage / ImageTooLarge /
+    ImageTooComplex. Only the first frame of an animation or a multi-page file is decoded.
 
     display fits inside display_box x display_box and is never upscaled. thumb is exactly
     thumb_size x thumb_size, centre-cropped from display; when display is smaller than
     thumb_size on a side the crop is upscaled to fill it.
     """
-    im, _ = _open(data, max_pixels)
+    im, _ = _open(data, max_pixels, budget)
     with im, _decoding():
         display = _display_image(im, display_box)
         thumb = _cover(display, thumb_size)
@@ -245,9 +258,35 @@ def _to_srgb(im: Image.Image, icc: bytes | None) -> Image.Image:
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-@lru_cache(maxsize=16)
+# Cameras and phones share a few small profiles; anything large or odd is built per image,
+# so that one user's uploads cannot pin memory in a worker that serves everyone.
+_CACHED_PROFILE_BYTES = 64 * 1024
+
+
+_CACHED_PROFILES = 16
+_transforms: OrderedDict[tuple[bytes, str], ImageCms.ImageCmsTransform | None] = OrderedDict()
+_transforms_lock = threading.Lock()
+
+
 def _srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
-    """Cached (building one costs milliseconds; photos share a few profiles)."""
+    """Cached by the profile's digest, at most _CACHED_PROFILES small profiles."""
+    if len(icc) > _CACHED_PROFILE_BYTES:
+        return _build_srgb_transform(icc, mode)
+    key = (hashlib.sha256(icc).digest(), mode)
+    with _transforms_lock:
+        if key in _transforms:
+            _transforms.move_to_end(key)
+            return _transforms[key]
+    transform = _build_srgb_transform(icc, mode)
+    with _transforms_lock:
+        _transforms[key] = transform
+        while len(_transforms) > _CACHED_PROFILES:
+            _transforms.popitem(last=False)
+    return transform
+
+
+def _build_srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
+    """Building one costs milliseconds; None when the profile is sRGB or unusable."""
     expected_space = {"RGB": "RGB ", "L": "GRAY", "CMYK": "CMYK"}.get(mode)
     try:
         profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))

@@ -70,15 +70,27 @@ class JobStore(Protocol):
     TransientError when the table is unavailable."""
 
     # -- creating --------------------------------------------------------------------------
-    def create(self, job: Job) -> None:
-        """Insert a new job. Precondition: no job has this id."""
+    def create(self, job: Job, quota: int) -> None:
+        """Insert a new job and take one of its owner's quota slots, in one transaction.
+
+        Precondition: no job has this id (ConditionFailed), and the owner holds fewer than
+        `quota` slots (QuotaFull)."""
         ...
 
-    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
-        """Insert a new job and its idempotency record in one transaction.
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
+        """As create, with its idempotency record in the same transaction.
 
         Raises KeyTaken when a record that has not expired by `now` holds the key (an
         expired one is taken over, even if TTL has not deleted it yet)."""
+        ...
+
+    def active_jobs(self, owner: str) -> set[str]:
+        """The job ids holding the owner's quota slots."""
+        ...
+
+    def release_slot(self, owner: str, job_id: str) -> None:
+        """Give back the slot job_id holds, if it holds one. Idempotent: called when a job
+        finishes, and again by whoever finds a finished job still holding one."""
         ...
 
     def get_idempotency(self, scope: str) -> IdempotencyRecord | None: ...

@@ -5,8 +5,8 @@
 In the cloud some errors never reach the app: the Cognito authorizer answers 401 itself,
 API Gateway answers 413 for a body over its limit, 429 when throttled, 5xx when the function
 fails or times out. By default their body is `{"message": "Unauthorized"}`. This sets the
-REST API's gateway responses to the contract's problem details (chalicelib/problems.py) and
-redeploys the stage. Chalice replaces the whole API definition on each deploy, so run this
+REST API's gateway responses to the contract's problem details (chalicelib/problems.py), sets
+the stage's throttling (API_RATE_LIMIT, API_BURST_LIMIT), and redeploys the stage. Chalice replaces the whole API definition on each deploy, so run this
 after each one (`make deploy` does both).
 """
 from __future__ import annotations
@@ -59,13 +59,24 @@ def gateway_response(code: str, retry_after: int) -> dict:
     }
 
 
-def apply(apigateway, rest_api_id: str, stage: str, retry_after: int) -> None:
+def throttling(rate: int, burst: int) -> list[dict]:
+    """update_stage's patch for every method of the stage. API Gateway throttles the whole
+    stage (per owner it would need an API key per user); the app's per-owner token bucket
+    (chalicelib/usecases/capacity.py) then keeps one owner from using all of it."""
+    return [{"op": "replace", "path": "/*/*/throttling/rateLimit", "value": str(rate)},
+            {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(burst)}]
+
+
+def apply(apigateway, rest_api_id: str, stage: str, retry_after: int,
+          rate: int = 1000, burst: int = 2000) -> None:
     for response_type, code in RESPONSES.items():
         apigateway.put_gateway_response(restApiId=rest_api_id, responseType=response_type,
                                         **gateway_response(code, retry_after))
     # Gateway responses take effect with the next deployment of the stage.
     apigateway.create_deployment(restApiId=rest_api_id, stageName=stage,
                                  description="image-jobs gateway responses")
+    apigateway.update_stage(restApiId=rest_api_id, stageName=stage,
+                            patchOperations=throttling(rate, burst))
 
 
 def deployed_rest_api(project_dir: Path, stage: str) -> tuple[str, str]:
@@ -95,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_environ(stage_config.get("environment_variables", {}))
     rest_api_id, region = deployed_rest_api(args.project_dir, args.stage)
     apply(boto3.session.Session(region_name=region).client("apigateway"), rest_api_id,
-          api_stage, settings.retry_after_seconds)
+          api_stage, settings.retry_after_seconds, settings.api_rate_limit, settings.api_burst_limit)
     print(f"gateway responses of {rest_api_id} ({args.stage}) now answer problem+json")
     return 0
 

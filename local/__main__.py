@@ -117,7 +117,8 @@ def _start_worker(settings, application, sqs, stack, concurrency: int):
         from local.sqs_worker import SqsWorker
 
         worker = SqsWorker(sqs, stack.queue_url, stack.queue_arn, settings.region,
-                           application.handle_object_created, concurrency)
+                           application.handle_object_created, concurrency,
+                           timeout_ms=settings.worker_timeout_seconds * 1000)
     worker.start()
     return worker
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -24,6 +25,7 @@ from chalicelib.logs import get_logger
 
 log = get_logger("amqp_worker")
 
+DEAD_LETTER_REPORT_SECONDS = 60.0
 MAX_RECONNECT_DELAY = 30.0
 MAX_RETRY_PAUSE = 30.0
 
@@ -75,8 +77,12 @@ class AmqpWorker:
             )
             self.connected.set()
             log.info("amqp_consuming", queue=self._topology.queue, prefetch=self._concurrency)
+            next_report = 0.0
             while not self._stopping.is_set():
                 connection.process_data_events(time_limit=0.5)
+                if time.monotonic() >= next_report:
+                    self._report_dead_letters(channel)
+                    next_report = time.monotonic() + DEAD_LETTER_REPORT_SECONDS
             # Graceful stop: no new deliveries; let the jobs in hand finish and ack.
             channel.basic_cancel(tag)
             while self._busy():
@@ -89,6 +95,13 @@ class AmqpWorker:
                     connection.close()
                 except Exception:
                     pass
+
+    def _report_dead_letters(self, channel) -> None:
+        """The dead-letter queue's depth in the log, a warning while it holds anything
+        (the cloud's SQS DLQ has an alarm instead)."""
+        depth = channel.queue_declare(self._topology.dead_letter_queue, passive=True).method.message_count
+        (log.warning if depth else log.info)("dead_letter_depth", queue=self._topology.dead_letter_queue,
+                                             depth=depth)
 
     def _busy(self) -> bool:
         with self._lock:

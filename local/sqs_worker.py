@@ -6,6 +6,7 @@ come back after a back-off (the queue's redrive policy dead-letters it in the en
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -24,10 +25,10 @@ class LambdaContext:
 
     def __init__(self, timeout_ms: int):
         self.aws_request_id = str(uuid.uuid4())
-        self._timeout_ms = timeout_ms
+        self._deadline = time.monotonic() + timeout_ms / 1000
 
     def get_remaining_time_in_millis(self) -> int:
-        return self._timeout_ms
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
 def lambda_event(message: dict[str, Any], queue_arn: str, region: str) -> dict:

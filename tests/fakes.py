@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from chalicelib.jobs import Job, JobStatus
-from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, TransientError
+from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.ports import IdempotencyRecord, PresignedPost
 
@@ -16,6 +16,7 @@ class FakeJobStore:
     def __init__(self):
         self.items: dict[str, Job] = {}
         self.keys: dict[str, IdempotencyRecord] = {}
+        self.owners: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self.down = False
 
@@ -29,23 +30,37 @@ class FakeJobStore:
             raise ConditionFailed()
         return current
 
-    def create(self, job: Job) -> None:
+    def create(self, job: Job, quota: int) -> None:
         with self._lock:
             self._check()
-            if job.job_id in self.items:
-                raise ConditionFailed()
-            self.items[job.job_id] = job
+            self._create(job, quota)
 
-    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
         with self._lock:
             self._check()
             held = self.keys.get(record.scope)
             if held is not None and now < held.expires_at:
                 raise KeyTaken()
-            if job.job_id in self.items:
-                raise ConditionFailed()
+            self._create(job, quota)
             self.keys[record.scope] = record
-            self.items[job.job_id] = job
+
+    def _create(self, job: Job, quota: int) -> None:
+        if job.job_id in self.items:
+            raise ConditionFailed()
+        slots = self.owners.setdefault(job.owner, set())
+        if len(slots) >= quota:
+            raise QuotaFull()
+        slots.add(job.job_id)
+        self.items[job.job_id] = job
+
+    def active_jobs(self, owner: str) -> set[str]:
+        self._check()
+        return set(self.owners.get(owner, ()))
+
+    def release_slot(self, owner: str, job_id: str) -> None:
+        with self._lock:
+            self._check()
+            self.owners.get(owner, set()).discard(job_id)
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
         self._check()

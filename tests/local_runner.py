@@ -1,6 +1,8 @@
 """`python -m local` started as a user starts it, for the tests that need whole processes."""
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 READY = "image-jobs ready"
 
@@ -60,3 +62,25 @@ def start_local(env: dict[str, str], what: str = "python -m local", timeout: flo
             process.kill()
             pytest.fail(f"{what} did not become ready:\n{proc.text()[-4000:]}")
     return proc
+
+
+@contextlib.contextmanager
+def dedicated_runner(aws_port: int | None = None, **env: str):
+    """A whole `python -m local` of its own on the embedded stack (free ports), for settings
+    the shared session runner must not have; yields its API's base URL."""
+    api_port = free_port()
+    full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port or free_port()),
+                EMBEDDED_AWS="1", PYTHONUNBUFFERED="1", **env)
+    full.pop("AWS_ENDPOINT_URL", None)
+    proc = start_local(full)
+    try:
+        yield f"http://127.0.0.1:{api_port}"
+    finally:
+        proc.stop()
+
+
+@dataclass(frozen=True)
+class ApiAt:
+    """What the e2e helpers (poll, say) need of a runner: its API's base URL."""
+
+    api: str

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from chalicelib.config import Settings
 from chalicelib.errors import TransientError
 from chalicelib.events import ObjectCreated, minio_event
+from chalicelib.logs import get_logger
+
+log = get_logger("amqp")
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,8 @@ class Topology:
     routing_key: str
     queue: str
     delivery_limit: int
+    dead_letter_max_length: int = 10_000
+    dead_letter_ttl_seconds: int = 14 * 24 * 3600
 
     @property
     def dead_letter_exchange(self) -> str:
@@ -31,7 +36,8 @@ class Topology:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Topology":
         return cls(settings.amqp_exchange, settings.amqp_routing_key, settings.amqp_queue,
-                   settings.amqp_delivery_limit)
+                   settings.amqp_delivery_limit, settings.amqp_dead_letter_max_length,
+                   settings.amqp_dead_letter_ttl_seconds)
 
 
 def declare(channel, topology: Topology) -> None:
@@ -39,8 +45,7 @@ def declare(channel, topology: Topology) -> None:
     dead-letter exchange + queue for poison and exhausted messages."""
     channel.exchange_declare(topology.exchange, exchange_type="direct", durable=True)
     channel.exchange_declare(topology.dead_letter_exchange, exchange_type="fanout", durable=True)
-    channel.queue_declare(topology.dead_letter_queue, durable=True,
-                          arguments={"x-queue-type": "quorum"})
+    _declare_dead_letter_queue(channel, topology)
     channel.queue_bind(topology.dead_letter_queue, topology.dead_letter_exchange)
     channel.queue_declare(topology.queue, durable=True, arguments={
         "x-queue-type": "quorum",
@@ -48,6 +53,27 @@ def declare(channel, topology: Topology) -> None:
         "x-dead-letter-exchange": topology.dead_letter_exchange,
     })
     channel.queue_bind(topology.queue, topology.exchange, routing_key=topology.routing_key)
+
+
+def _declare_dead_letter_queue(channel, topology: Topology) -> None:
+    """Bounded in length (the oldest dropped first) and in age, so that poison cannot fill
+    the broker. A DLQ declared unbounded by an older version keeps its arguments (RabbitMQ
+    refuses to change them): say so, and go on with it."""
+    import pika.exceptions
+
+    arguments = {"x-queue-type": "quorum", "x-max-length": topology.dead_letter_max_length,
+                 "x-overflow": "drop-head", "x-message-ttl": topology.dead_letter_ttl_seconds * 1000}
+    probe = channel.connection.channel()  # a refusal closes the channel it came on
+    try:
+        probe.queue_declare(topology.dead_letter_queue, durable=True, arguments=arguments)
+    except pika.exceptions.ChannelClosedByBroker as error:
+        if error.reply_code != 406:  # PRECONDITION_FAILED: declared with other arguments
+            raise
+        log.warning("dead_letter_queue_unbounded", queue=topology.dead_letter_queue,
+                    hint="delete it once it is empty; it is re-created bounded")
+    finally:
+        if probe.is_open:
+            probe.close()
 
 
 def connection_parameters(url: str):
@@ -124,5 +150,10 @@ class AmqpBacklog:
         self._topology = topology
 
     def depth(self) -> int:
-        return self._channel.call(
-            lambda ch: ch.queue_declare(self._topology.queue, passive=True).method.message_count)
+        return self._count(self._topology.queue)
+
+    def dead_letter_depth(self) -> int:
+        return self._count(self._topology.dead_letter_queue)
+
+    def _count(self, queue: str) -> int:
+        return self._channel.call(lambda ch: ch.queue_declare(queue, passive=True).method.message_count)

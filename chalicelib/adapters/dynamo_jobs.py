@@ -15,21 +15,24 @@ from pynamodb.attributes import (
     NumberAttribute,
     TTLAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
+from pynamodb.expressions.condition import size
 from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.errors import ConditionFailed, KeyTaken, TransientError
+from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.ports import IdempotencyRecord
 from chalicelib.vocabulary import ErrorCode
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
+OWNER_PREFIX = "owner#"
 SWEEP_INDEX = "sweep"
 # Fail fast so an API call can answer 503 instead of hanging a client.
 # Job fields that the item stores in another form (the rest map one to one by name).
@@ -70,6 +73,15 @@ class JobItem(Model):
     expires_at = TTLAttribute()
 
 
+class OwnerItem(Model):
+    """An owner's unfinished jobs, the set their quota counts (pk `owner#<owner>`)."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    active = UnicodeSetAttribute(null=True)
+    # Refreshed on every new job: an owner idle for a retention period leaves nothing behind.
+    expires_at = TTLAttribute(null=True)
+
+
 class IdempotencyItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     fingerprint = UnicodeAttribute()
@@ -91,6 +103,10 @@ def make_job_model(table: str, region: str, host: Optional[str]) -> type[JobItem
     return type("BoundJobItem", (JobItem,), {"Meta": _meta(table, region, host), "sweep_index": index()})
 
 
+def make_owner_model(table: str, region: str, host: Optional[str]) -> type[OwnerItem]:
+    return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host)})
+
+
 def make_idempotency_model(table: str, region: str, host: Optional[str]) -> type[IdempotencyItem]:
     return type("BoundIdempotencyItem", (IdempotencyItem,), {"Meta": _meta(table, region, host)})
 
@@ -103,6 +119,7 @@ class DynamoJobStore:
     def __init__(self, table: str, region: str, host: Optional[str]):
         self._model = make_job_model(table, region, host)
         self._keys = make_idempotency_model(table, region, host)
+        self._owners = make_owner_model(table, region, host)
         self._connection = Connection(region=region, host=host, **_CONNECTION)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
@@ -130,29 +147,60 @@ class DynamoJobStore:
         )
 
     # -- JobStore ------------------------------------------------------------------------
-    def create(self, job: Job) -> None:
-        item = self._to_item(job)
-        self._write(lambda: item.save(condition=self._model.pk.does_not_exist()))
+    def create(self, job: Job, quota: int) -> None:
+        self._create(job, quota)
 
-    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime) -> None:
-        item = self._to_item(job)
+    def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
         k = self._keys
         key_item = k(IDEMPOTENCY_PREFIX + record.scope, fingerprint=record.fingerprint,
                      job_id=record.job_id, expires_at=record.expires_at)
-        free = k.pk.does_not_exist() | (k.expires_at <= now)
+        self._create(job, quota, key_item, k.pk.does_not_exist() | (k.expires_at <= now))
+
+    def _create(self, job: Job, quota: int, key_item=None, key_free=None) -> None:
+        """One transaction: [the key record,] the job, the owner's quota slot; any
+        precondition failing cancels all of them."""
+        item = self._to_item(job)
+        o = self._owners
+        slot = o(OWNER_PREFIX + job.owner)
         try:
             with TransactWrite(connection=self._connection) as transaction:
-                transaction.save(key_item, condition=free)
+                if key_item is not None:
+                    transaction.save(key_item, condition=key_free)
                 transaction.save(item, condition=self._model.pk.does_not_exist())
+                transaction.update(
+                    slot,
+                    actions=[o.active.add({job.job_id}), o.expires_at.set(job.expires_at)],
+                    condition=o.active.does_not_exist() | (size(o.active) < quota),
+                )
         except TransactWriteError as error:
             reasons = [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
-            if reasons[:1] == ["ConditionalCheckFailed"]:
+            failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+            if not failed:
+                raise TransientError("job table unavailable") from error
+            if key_item is not None and failed[0] == 0:
                 raise KeyTaken() from None
-            if "ConditionalCheckFailed" in reasons:
-                raise ConditionFailed() from None
-            raise TransientError("job table unavailable") from error
+            if failed[0] == len(reasons) - 1:
+                raise QuotaFull() from None
+            raise ConditionFailed() from None
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
+
+    def active_jobs(self, owner: str) -> set[str]:
+        try:
+            item = self._owners.get(OWNER_PREFIX + owner, consistent_read=True)
+        except DoesNotExist:
+            return set()
+        except PynamoDBException as error:
+            raise TransientError("job table unavailable") from error
+        return set(item.active or ())
+
+    def release_slot(self, owner: str, job_id: str) -> None:
+        o = self._owners
+        try:
+            self._write(lambda: o(OWNER_PREFIX + owner).update(
+                actions=[o.active.delete({job_id})], condition=o.pk.exists()))
+        except ConditionFailed:
+            pass  # no slots at all: nothing to release
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
         try:

@@ -4,12 +4,14 @@
   manage.ManageJobs     read, cancel and delete an owner's job
   worker.Worker         object-created event -> renditions -> ready or failed
   sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
-  lifecycle             the steps they share (fail, remove, clean up)
+  capacity.Capacity     per-owner request rate, backlog shedding
+  lifecycle             the steps they share (fail, remove, quota slots, clean up)
 """
 from __future__ import annotations
 
 from functools import cached_property
 
+from chalicelib.usecases.capacity import Capacity
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.manage import ManageJobs
 from chalicelib.usecases.sweeper import Sweeper
@@ -24,8 +26,12 @@ class UseCases:
         self.ctx = ctx
 
     @cached_property
+    def capacity(self) -> Capacity:
+        return Capacity(self.ctx)
+
+    @cached_property
     def uploads(self) -> Uploads:
-        return Uploads(self.ctx)
+        return Uploads(self.ctx, self.capacity)
 
     @cached_property
     def manage(self) -> ManageJobs:

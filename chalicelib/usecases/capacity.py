@@ -1,24 +1,74 @@
-"""Load shedding: refuse new uploads while the queue's backlog is over its bound."""
+"""Who may add load, and how much: a request rate per owner, and, as the last resort for
+everyone, shedding uploads while the queue's backlog is over its bound. (Each owner's
+quota of unfinished jobs is a store precondition: JobStore.create.)"""
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime
 from typing import Optional
 
-from chalicelib.errors import Overloaded, TransientError
+from chalicelib.errors import Overloaded, RateLimited, TransientError
 from chalicelib.logs import get_logger
 from chalicelib.usecases.context import Context
 
 log = get_logger("capacity")
 
+# Owners remembered by the rate limiter before idle ones are forgotten.
+_MAX_TRACKED_OWNERS = 10_000
+# A full quota is reconciled (its finished jobs' slots given back) at most this often.
+_RECONCILE_EVERY_SECONDS = 5.0
+
 
 class Capacity:
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, monotonic=time.monotonic):
         self._ctx = ctx
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
         self._seen: tuple[Optional[datetime], int] = (None, 0)
+        self._buckets: dict[str, tuple[float, float]] = {}  # owner -> (tokens, at)
+        self._reconciled: dict[str, float] = {}
 
-    def check(self) -> None:
-        """503 overloaded while the backlog is over the bound. The depth is read at most
-        every few seconds: a busy API must not add a queue call to every upload."""
+    def check_rate(self, owner: str) -> None:
+        """429 rate_limited past the owner's rate (a token bucket in this process: in the
+        cloud, API Gateway's throttling bounds the total in front of it)."""
+        s = self._ctx.settings
+        rate, burst = s.owner_requests_per_second, s.owner_burst
+        now = self._monotonic()
+        with self._lock:
+            tokens, at = self._buckets.get(owner, (float(burst), now))
+            tokens = min(float(burst), tokens + (now - at) * rate)
+            if tokens < 1:
+                self._buckets[owner] = (tokens, now)
+                wait = max(1, int((1 - tokens) / rate + 0.999))
+                log.warning("request_rate_limited", reason="rate")
+                raise RateLimited("Too many requests; slow down", retry_after=wait)
+            self._buckets[owner] = (tokens - 1, now)
+            if len(self._buckets) > _MAX_TRACKED_OWNERS:
+                self._forget_idle(now, rate, burst)
+
+    def _forget_idle(self, now: float, rate: float, burst: int) -> None:
+        full = [o for o, (tokens, at) in self._buckets.items() if tokens + (now - at) * rate >= burst]
+        for owner in full:
+            del self._buckets[owner]
+
+    def may_reconcile(self, owner: str) -> bool:
+        """Reconciling a full quota costs a read per slot: at most once in a while per owner,
+        so that an owner hammering at its limit cannot turn each refusal into many reads."""
+        now = self._monotonic()
+        with self._lock:
+            if now - self._reconciled.get(owner, -1e9) < _RECONCILE_EVERY_SECONDS:
+                return False
+            self._reconciled[owner] = now
+            if len(self._reconciled) > _MAX_TRACKED_OWNERS:
+                self._reconciled = {o: t for o, t in self._reconciled.items()
+                                    if now - t < _RECONCILE_EVERY_SECONDS}
+            return True
+
+    def check_backlog(self) -> None:
+        """503 overloaded while the backlog is over the bound: the last resort, for all
+        owners at once. The depth is read at most every few seconds: a busy API must not
+        add a queue call to every upload."""
         ctx = self._ctx
         if ctx.backlog is None:
             return

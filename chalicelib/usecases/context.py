@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import Callable, Optional
 
+from chalicelib.budget import DecodeBudget
 from chalicelib.config import Settings
 from chalicelib.keys import ObjectKeys
 from chalicelib.ports import BacklogGauge, EventPublisher, JobStore, ObjectStore
@@ -41,6 +42,12 @@ class Context:
     @cached_property
     def queue_timeout(self) -> timedelta:
         return timedelta(seconds=self.settings.queue_timeout_seconds)
+
+    @cached_property
+    def budget(self) -> DecodeBudget:
+        s = self.settings
+        return DecodeBudget(max_scans=s.max_scans, max_frames=s.max_frames,
+                            max_metadata_bytes=s.max_metadata_bytes)
 
     @cached_property
     def lease(self) -> timedelta:

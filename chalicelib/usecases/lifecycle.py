@@ -23,7 +23,27 @@ def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) 
         log.warning("job_fail_lost", job_id=job.job_id, code=code.value)
         return None
     log.info("job_failed", job_id=job.job_id, code=code.value)
+    finished(ctx, failed)
     return failed
+
+
+def finished(ctx: Context, job: Job) -> None:
+    """The job is terminal (or gone): it no longer counts toward its owner's quota. Best
+    effort; reconcile_slots gives back any slot whose release was lost."""
+    quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+
+
+def reconcile_slots(ctx: Context, owner: str) -> bool:
+    """Give back the slots of the owner's jobs that have finished or are gone; True if any
+    was freed. Reads at most the quota's number of jobs."""
+    freed = False
+    for job_id in ctx.jobs.active_jobs(owner):
+        job = ctx.jobs.get(job_id)
+        if job is None or job.status.terminal or job.owner != owner:
+            ctx.jobs.release_slot(owner, job_id)
+            log.info("quota_slot_reconciled", job_id=job_id)
+            freed = True
+    return freed
 
 
 def delete_renditions(ctx: Context, job_id: str) -> None:
@@ -39,6 +59,7 @@ def remove(ctx: Context, job: Job) -> None:
     if job.idempotency_scope:
         ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete(job.job_id)
+    finished(ctx, job)
 
 
 def quietly(call: Callable, *args) -> None:

@@ -54,6 +54,7 @@ class ManageJobs:
             # covers one that died in between.
             lifecycle.quietly(lifecycle.delete_renditions, ctx, job_id)
             log.info("job_cancelled", job_id=job_id, was=job.status.value)
+            lifecycle.finished(ctx, cancelled)
             return cancelled
         raise TransientError("the job kept changing")
 

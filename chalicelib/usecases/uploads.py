@@ -15,6 +15,8 @@ from chalicelib.errors import (
     InvalidRequest,
     JobNotFound,
     KeyTaken,
+    QuotaFull,
+    RateLimited,
     StorageUnavailable,
     TransientError,
     UnsupportedFormat,
@@ -34,18 +36,18 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 
 
 class Uploads:
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, capacity: Capacity):
         self._ctx = ctx
-        self._capacity = Capacity(ctx)
+        self._capacity = capacity
 
     # -- POST /images ------------------------------------------------------------------------
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
-        self._capacity.check()
+        self._capacity.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
-        info = imaging.inspect(data, s.max_pixels)
+        info = imaging.inspect(data, s.max_pixels, ctx.budget)
         fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest())
         now = ctx.clock()
         job = self._new_job(owner, JobStatus.QUEUED, now)
@@ -71,7 +73,7 @@ class Uploads:
                              idempotency_key: Optional[str] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
-        self._capacity.check()
+        self._capacity.check_backlog()
         if not isinstance(content_type, str) or not isinstance(size, int) or isinstance(size, bool):
             raise InvalidRequest('Send {"content_type": "image/...", "size": <bytes>}')
         if content_type not in sniff.ALLOWED_TYPES:
@@ -111,7 +113,7 @@ class Uploads:
                 now: datetime) -> Accepted:
         jobs = self._ctx.jobs
         if key is None:
-            jobs.create(job)
+            self._within_quota(lambda quota: jobs.create(job, quota), job.owner)
             return Accepted(job)
         scope = hashlib.sha256(f"{job.owner}\n{operation}\n{key}".encode()).hexdigest()
         held = jobs.get_idempotency(scope)
@@ -122,7 +124,7 @@ class Uploads:
         record = IdempotencyRecord(scope=scope, fingerprint=fingerprint, job_id=job.job_id,
                                    expires_at=now + ttl)
         try:
-            jobs.create_with_key(job, record, now)
+            self._within_quota(lambda quota: jobs.create_with_key(job, record, now, quota), job.owner)
         except KeyTaken:
             # A concurrent identical request won the race: answer with its job.
             held = jobs.get_idempotency(scope)
@@ -130,6 +132,22 @@ class Uploads:
                 raise TransientError("idempotency record vanished") from None
             return self._replay(held, fingerprint, job.owner)
         return Accepted(job)
+
+    def _within_quota(self, create, owner: str) -> None:
+        """Create within the owner's quota of unfinished jobs (429 rate_limited past it).
+        A slot still held by a job that finished (its release was lost in a crash) is
+        given back here, so a quota never leaks for good."""
+        s = self._ctx.settings
+        for first_try in (True, False):
+            try:
+                return create(s.max_active_jobs)
+            except QuotaFull:
+                if not (first_try and self._capacity.may_reconcile(owner)
+                        and lifecycle.reconcile_slots(self._ctx, owner)):
+                    break
+        log.warning("upload_rate_limited", reason="active_jobs", limit=s.max_active_jobs)
+        raise RateLimited(f"You already have {s.max_active_jobs} unfinished jobs; try again when "
+                          "one has finished", retry_after=max(s.retry_after_seconds, 5))
 
     def _replay(self, held: IdempotencyRecord, fingerprint: str, owner: str) -> Accepted:
         if held.fingerprint != fingerprint:

@@ -6,24 +6,31 @@ late cancel can never move a job backwards or produce a second result.
 """
 from __future__ import annotations
 
+import time
+from typing import Optional
+
 from chalicelib import imaging
-from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessage
+from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessage, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.logs import get_logger
+from chalicelib.sandbox import run_limited
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.vocabulary import ErrorCode, Outcome, RenditionName
 
 log = get_logger("worker")
+# Seconds kept back from the deadline for storing the renditions and finishing the job.
+_TIME_TO_FINISH = 5.0
 
 
 class Worker:
     def __init__(self, ctx: Context):
         self._ctx = ctx
 
-    def handle_object_created(self, event: ObjectCreated) -> Outcome:
-        """Process one object-created event.
+    def handle_object_created(self, event: ObjectCreated, deadline: Optional[float] = None) -> Outcome:
+        """Process one object-created event, by `deadline` (time.monotonic()) if given: the
+        time the worker function has before it is stopped.
 
         Returns normally when nothing is left to do for this event (done, duplicate, not
         ours); raises TransientError when the same event should be delivered again, and
@@ -52,7 +59,7 @@ class Worker:
             return Outcome.FAILED
         if job.status is not JobStatus.PROCESSING:
             return Outcome.DUPLICATE
-        return self._process(job)
+        return self._process(job, deadline)
 
     def _uploaded(self, job: Job) -> Job:
         ctx = self._ctx
@@ -84,7 +91,7 @@ class Worker:
             return failed or ctx.jobs.get(job.job_id) or current
         raise JobBusy(f"job {job.job_id} could not be claimed")
 
-    def _process(self, job: Job) -> Outcome:
+    def _process(self, job: Job, deadline: Optional[float]) -> Outcome:
         ctx, s = self._ctx, self._ctx.settings
         log.info("job_claimed", job_id=job.job_id, attempt=job.attempt)
         # The declared size of a direct upload: an emulator may not enforce the POST policy.
@@ -93,10 +100,7 @@ class Worker:
             data = ctx.objects.get(job.original_key, limit)
             if not self._still_ours(job):
                 return Outcome.ABANDONED
-            outputs = imaging.make_renditions(
-                data, s.max_pixels, display_box=s.display_box, thumb_size=s.thumb_size,
-                quality=s.jpeg_quality,
-            )
+            outputs = self._renditions(data, deadline)
             if not self._still_ours(job):
                 return Outcome.ABANDONED
             stored: dict[RenditionName, Rendition] = {}
@@ -127,7 +131,26 @@ class Worker:
             return Outcome.LOST
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
                  width=display.width, height=display.height)
+        lifecycle.finished(ctx, done)
         return Outcome.READY
+
+    def _renditions(self, data: bytes, deadline: Optional[float]) -> tuple:
+        """Decode in a child with a CPU limit, so that no image can hold a worker for more
+        than decode_cpu_seconds; the wall clock allows for a busy machine, within the time
+        the worker function has left."""
+        s = self._ctx.settings
+        args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.budget)
+        if not s.decode_cpu_seconds:
+            return imaging.make_renditions(*args)
+        # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
+        # less: the wall clock only catches a child that hangs without using its CPU.
+        wall = 4.0 * s.decode_cpu_seconds + 5.0
+        if deadline is not None:
+            wall = min(wall, deadline - time.monotonic() - _TIME_TO_FINISH)
+            if wall <= 0:
+                raise TransientError("no time left in this invocation to decode")
+        return run_limited(imaging.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
+                           wall_seconds=wall)
 
     def _still_ours(self, job: Job) -> bool:
         """A safe step: stop if the job was cancelled, deleted or taken by a newer attempt."""

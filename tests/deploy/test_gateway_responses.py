@@ -17,7 +17,9 @@ def test_every_gateway_response_is_a_contract_problem(moto_endpoint):
     apigateway.put_integration(restApiId=api_id, resourceId=root, httpMethod="GET", type="MOCK")
     apigateway.create_deployment(restApiId=api_id, stageName="api")
 
-    apply(apigateway, api_id, "api", retry_after=2)
+    apply(apigateway, api_id, "api", retry_after=2, rate=50, burst=100)
+    settings = apigateway.get_stage(restApiId=api_id, stageName="api")["methodSettings"]["*/*"]
+    assert (settings["throttlingRateLimit"], settings["throttlingBurstLimit"]) == (50.0, 100)
 
     for response_type, code in RESPONSES.items():
         response = apigateway.get_gateway_response(restApiId=api_id, responseType=response_type)

@@ -165,12 +165,13 @@ def exercise(store: DynamoJobStore) -> set[str]:
                    original_key=f"originals/{job_id}", sweep_at=NOW)
 
     week = timedelta(days=7)
-    call("create", job("j1"))
+    call("create", job("j1"), 20)
+    call("active_jobs", "alice")
     key = IdempotencyRecord(scope="alice:images:k", fingerprint="f", job_id="j2",
                             expires_at=NOW + timedelta(days=1))
-    call("create_with_key", job("j2"), key, NOW)
+    call("create_with_key", job("j2"), key, NOW, 20)
     with pytest.raises(KeyTaken):
-        call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW)
+        call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW, 20)
     call("get_idempotency", key.scope)
     call("get", "j1")
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10)
@@ -187,6 +188,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("update_if_unchanged", j2.redriven(NOW, week), j2)
     call("move", j2.cancelled(NOW, week), JobStatus.QUEUED)
     call("release_idempotency", key.scope, "j2")
+    call("release_slot", "alice", "j1")
     call("delete", "j1")
     return called
 

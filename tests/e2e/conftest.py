@@ -22,8 +22,10 @@ class Runner:
 def local_runner():
     """A `python -m local` on free ports until the block ends (tests/client reuses it)."""
     api_port, aws_port = free_port(), free_port()
+    # The tests poll far faster than any real client: a per-owner rate that they never meet
+    # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
     env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000")
     env.pop("AWS_ENDPOINT_URL", None)
     proc = start_local(env, "the local runner")
     yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=proc.output)

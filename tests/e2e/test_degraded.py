@@ -1,7 +1,5 @@
 """Degraded service through HTTP: 503 overloaded over the backlog bound, 503
 storage_unavailable (and the idempotency key released) while storage is down."""
-import contextlib
-import os
 import time
 
 import pytest
@@ -10,26 +8,13 @@ import requests
 from tests.conftest import free_port
 from tests.e2e.test_images_api import assert_problem, headers, poll
 from tests.images import jpeg
-from tests.local_runner import start_local
+from tests.local_runner import ApiAt, dedicated_runner
 from tests.proxy import TcpProxy
-
-
-@contextlib.contextmanager
-def runner(aws_port: int, **env):
-    """A `python -m local` of its own, for settings the shared session runner must not have."""
-    api_port = free_port()
-    full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), PYTHONUNBUFFERED="1", **env)
-    full.pop("AWS_ENDPOINT_URL", None)
-    proc = start_local(full)
-    try:
-        yield f"http://127.0.0.1:{api_port}"
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
 def api_without_workers():
-    with runner(free_port(), LOCAL_COMPONENTS="api", MAX_BACKLOG="2", BACKLOG_CACHE_SECONDS="1") as api:
+    with dedicated_runner(free_port(), LOCAL_COMPONENTS="api", MAX_BACKLOG="2", BACKLOG_CACHE_SECONDS="1") as api:
         yield api
 
 
@@ -50,7 +35,7 @@ def test_uploads_are_shed_with_retry_after_while_the_backlog_is_over_the_bound(a
 def api_with_flaky_storage():
     aws_port = free_port()
     proxy = TcpProxy(aws_port)  # S3 through a cuttable port; the table and queue directly
-    with runner(aws_port, LOCAL_COMPONENTS="api,worker",
+    with dedicated_runner(aws_port, LOCAL_COMPONENTS="api,worker",
                 S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}") as api:
         yield api, proxy
     proxy.down()
@@ -70,12 +55,5 @@ def test_storage_down_is_503_with_retry_after_and_the_key_is_released(api_with_f
     proxy.up()
     retried = upload()
     assert retried.status_code == 202 and "Idempotent-Replayed" not in retried.headers
-    job = poll(api_runner(api), retried.headers["Location"]).json()
+    job = poll(ApiAt(api), retried.headers["Location"]).json()
     assert job["status"] == "ready"
-
-
-class api_runner:
-    """poll() takes something with an `api` attribute, like the session runner."""
-
-    def __init__(self, api):
-        self.api = api

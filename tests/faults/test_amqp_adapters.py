@@ -33,3 +33,31 @@ def test_the_backlog_gauge_reads_the_queue_depth(amqp_world):
     while gauge.depth() != 3:
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def test_the_dead_letter_queue_is_bounded_and_its_depth_is_read(world_factory):
+    world = world_factory("amqp", AMQP_DEAD_LETTER_MAX_LENGTH=5)
+    gauge = world.service.ctx.backlog
+    with world.amqp() as channel:
+        channel.confirm_delivery()
+        for i in range(12):
+            channel.basic_publish(world.topology.dead_letter_exchange, "", f"poison {i}".encode())
+    deadline = time.monotonic() + 10
+    while gauge.dead_letter_depth() != 5:
+        assert time.monotonic() < deadline, gauge.dead_letter_depth()
+        time.sleep(0.1)
+    with world.amqp() as channel:
+        _, _, oldest = channel.basic_get(world.topology.dead_letter_queue, auto_ack=False)
+    assert oldest == b"poison 7"  # the oldest were dropped, the newest kept
+
+
+def test_an_old_unbounded_dead_letter_queue_is_kept_with_a_warning_not_a_crash(world_factory):
+    from chalicelib.adapters.amqp import declare
+
+    world = world_factory("sqs")  # declares nothing on the broker itself
+    with world.amqp() as channel:
+        channel.queue_declare(world.topology.dead_letter_queue, durable=True,
+                              arguments={"x-queue-type": "quorum"})
+        declare(channel, world.topology)  # must not close the channel
+        assert channel.is_open
+        channel.queue_declare(world.topology.queue, passive=True)

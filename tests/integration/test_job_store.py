@@ -16,6 +16,7 @@ from tests.fakes import FakeJobStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 WEEK = timedelta(days=7)
+QUOTA = 100  # owner quota for tests that are not about it
 
 
 @pytest.fixture(params=["fake", "dynamo"])
@@ -33,7 +34,7 @@ def new_job(job_id="5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"):
 
 def test_create_then_get_round_trips_every_field(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     assert store.get(job.job_id) == job
     ready = store.claim(job.job_id, NOW, timedelta(seconds=120), 3).ready(
         NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256), WEEK)
@@ -41,16 +42,16 @@ def test_create_then_get_round_trips_every_field(store):
     assert store.get(job.job_id) == ready
     failed = dataclasses.replace(new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"), declared_size=7,
                                  declared_type="image/png", idempotency_scope="s", redrives=2)
-    store.create(failed)
+    store.create(failed, QUOTA)
     failed = failed.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK)
     store.move(failed, JobStatus.QUEUED)
     assert store.get(failed.job_id) == failed and store.get(failed.job_id).error_code is ErrorCode.INVALID_IMAGE
 
 
 def test_create_is_conditional_on_the_id_being_new(store):
-    store.create(new_job())
+    store.create(new_job(), QUOTA)
     with pytest.raises(ConditionFailed):
-        store.create(new_job())
+        store.create(new_job(), QUOTA)
 
 
 def test_get_of_unknown_job_is_none(store):
@@ -59,7 +60,7 @@ def test_get_of_unknown_job_is_none(store):
 
 def test_claim_counts_attempts_and_a_live_lease_blocks_a_second_claim(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     claimed = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     assert (claimed.status, claimed.attempt) == (JobStatus.PROCESSING, 1)
     assert claimed.lease_expires_at == NOW + timedelta(seconds=120)
@@ -70,7 +71,7 @@ def test_claim_counts_attempts_and_a_live_lease_blocks_a_second_claim(store):
 
 
 def test_claim_stops_at_the_attempt_limit(store):
-    store.create(new_job())
+    store.create(new_job(), QUOTA)
     t = NOW
     for _ in range(3):
         store.claim(new_job().job_id, t, timedelta(seconds=10), 3)
@@ -83,7 +84,7 @@ def test_claim_of_a_missing_or_finished_job_fails(store):
     with pytest.raises(ConditionFailed):
         store.claim(new_job().job_id, NOW, timedelta(seconds=120), 3)
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     store.move(job.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK), JobStatus.QUEUED)
     with pytest.raises(ConditionFailed):
         store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
@@ -91,7 +92,7 @@ def test_claim_of_a_missing_or_finished_job_fails(store):
 
 def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)  # attempt 1, then its lease runs out
     fresh = store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)  # attempt 2
     done = fresh.ready(NOW + timedelta(seconds=12), Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK)
@@ -104,7 +105,7 @@ def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
 
 def test_a_stale_worker_cannot_finish_while_a_newer_attempt_still_works(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)
     store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)
     with pytest.raises(ConditionFailed):
@@ -115,7 +116,7 @@ def test_a_stale_worker_cannot_finish_while_a_newer_attempt_still_works(store):
 
 def test_release_lets_the_next_claim_in_at_once(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     held = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     store.release_lease(job.job_id, held.attempt, NOW + timedelta(seconds=1))
     released = store.get(job.job_id)
@@ -127,7 +128,7 @@ def test_release_lets_the_next_claim_in_at_once(store):
 
 def test_finish_attempt_loses_to_a_cancel(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     held = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     store.move(held.cancelled(NOW, WEEK), JobStatus.PROCESSING)
     with pytest.raises(ConditionFailed):
@@ -151,7 +152,7 @@ def test_operations_on_a_missing_job_lose(store):
 
 def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     barrier = threading.Barrier(8)
     wins, losses = [], []
 
@@ -173,7 +174,7 @@ def test_two_workers_racing_for_one_job_give_exactly_one_claim(store):
 
 def test_move_names_the_status_it_leaves(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     with pytest.raises(ConditionFailed):
         store.move(job.cancelled(NOW, WEEK), JobStatus.PROCESSING)
     store.move(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
@@ -182,7 +183,7 @@ def test_move_names_the_status_it_leaves(store):
 
 def test_delete_is_idempotent(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     store.delete(job.job_id)
     store.delete(job.job_id)
     assert store.get(job.job_id) is None
@@ -198,25 +199,25 @@ def test_job_and_key_record_are_written_together(store):
     from chalicelib.errors import KeyTaken
 
     first = new_job()
-    store.create_with_key(first, record(first.job_id), NOW)
+    store.create_with_key(first, record(first.job_id), NOW, QUOTA)
     assert store.get_idempotency("scope-1") == record(first.job_id)
     second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
     with pytest.raises(KeyTaken):
-        store.create_with_key(second, record(second.job_id), NOW)
+        store.create_with_key(second, record(second.job_id), NOW, QUOTA)
     assert store.get(second.job_id) is None  # the losing job was not written either
 
 
 def test_an_expired_key_record_is_taken_over(store):
     first = new_job()
-    store.create_with_key(first, record(first.job_id, expires=NOW + timedelta(seconds=10)), NOW)
+    store.create_with_key(first, record(first.job_id, expires=NOW + timedelta(seconds=10)), NOW, QUOTA)
     second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
-    store.create_with_key(second, record(second.job_id), NOW + timedelta(seconds=10))
+    store.create_with_key(second, record(second.job_id), NOW + timedelta(seconds=10), QUOTA)
     assert store.get_idempotency("scope-1").job_id == second.job_id
 
 
 def test_release_only_frees_the_key_of_its_own_job(store):
     first = new_job()
-    store.create_with_key(first, record(first.job_id), NOW)
+    store.create_with_key(first, record(first.job_id), NOW, QUOTA)
     store.release_idempotency("scope-1", "someone-else")
     assert store.get_idempotency("scope-1") is not None
     store.release_idempotency("scope-1", first.job_id)
@@ -236,7 +237,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
         job = new_job(str(uuid.uuid4()))
         barrier.wait()
         try:
-            store.create_with_key(job, record(job.job_id), NOW)
+            store.create_with_key(job, record(job.job_id), NOW, QUOTA)
             made.append(job.job_id)
         except KeyTaken:
             taken.append(job.job_id)
@@ -253,7 +254,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
 
 def test_due_lists_jobs_whose_sweep_time_has_come(store):
     job = dataclasses.replace(new_job(), sweep_at=NOW + timedelta(minutes=10))
-    store.create(job)
+    store.create(job, QUOTA)
     assert store.due(JobStatus.QUEUED, NOW, 10) == []
     assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10) == [job]
     assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10) == []
@@ -263,7 +264,7 @@ def test_due_lists_jobs_whose_sweep_time_has_come(store):
 
 def test_a_write_naming_an_old_updated_at_loses(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     redriven = job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
     store.update_if_unchanged(redriven, seen=job)
     with pytest.raises(ConditionFailed):  # a second sweeper that read the job before
@@ -273,8 +274,58 @@ def test_a_write_naming_an_old_updated_at_loses(store):
 
 def test_a_sweeper_write_loses_to_a_claim_made_since_it_read(store):
     job = new_job()
-    store.create(job)
+    store.create(job, QUOTA)
     store.claim(job.job_id, NOW + timedelta(seconds=1), timedelta(seconds=120), 3)
     with pytest.raises(ConditionFailed):
         store.update_if_unchanged(job.failed(NOW, ErrorCode.PROCESSING_FAILED, WEEK), seen=job)
     assert store.get(job.job_id).status is JobStatus.PROCESSING
+
+
+def test_create_takes_a_quota_slot_and_refuses_past_the_quota(store):
+    import uuid
+
+    from chalicelib.errors import QuotaFull
+
+    made = [new_job(str(uuid.uuid4())) for _ in range(3)]
+    for job in made:
+        store.create(job, 3)
+    assert store.active_jobs("alice") == {j.job_id for j in made}
+    extra = new_job(str(uuid.uuid4()))
+    with pytest.raises(QuotaFull):
+        store.create(extra, 3)
+    with pytest.raises(QuotaFull):
+        store.create_with_key(extra, record(extra.job_id), NOW, 3)
+    assert store.get(extra.job_id) is None and store.get_idempotency("scope-1") is None
+    other = dataclasses.replace(new_job(str(uuid.uuid4())), owner="bob")
+    store.create(other, 3)  # another owner's quota is its own
+    store.release_slot("alice", made[0].job_id)
+    store.release_slot("alice", made[0].job_id)  # idempotent
+    store.release_slot("nobody", made[0].job_id)  # no slots at all: fine
+    store.create(extra, 3)
+    assert store.active_jobs("alice") == {made[1].job_id, made[2].job_id, extra.job_id}
+
+
+def test_racing_creates_never_exceed_the_quota(store):
+    import uuid
+
+    from chalicelib.errors import QuotaFull
+
+    barrier = threading.Barrier(10)
+    made, refused = [], []
+
+    def attempt():
+        job = new_job(str(uuid.uuid4()))
+        barrier.wait()
+        try:
+            store.create(job, 4)
+            made.append(job.job_id)
+        except QuotaFull:
+            refused.append(job.job_id)
+
+    threads = [threading.Thread(target=attempt) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 4 and len(refused) == 6
+    assert store.active_jobs("alice") == set(made)

@@ -1,0 +1,120 @@
+"""The decode budget against hostile files, and what it costs honest ones.
+
+    python benchmarks/hostile.py            # about a minute on one core
+
+Prints, measured side by side in one run:
+- per hostile file: the CPU an unbounded decode spends on it (before), the CPU the API
+  spends refusing it from its structure (after), and the CPU the worker's child may spend
+  when the structure check is bypassed (the CPU limit);
+- how long an honest job waits behind ten hostile uploads on one worker, before and after;
+- the overhead of the budget (structure check + forked child) on honest 12 MP and 48 MP
+  JPEGs: median wall and CPU of 5 runs each way.
+"""
+from __future__ import annotations
+
+import io
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.resize import photo_like  # noqa: E402
+from chalicelib import imaging  # noqa: E402
+from chalicelib.budget import DecodeBudget  # noqa: E402
+from chalicelib.errors import DomainError  # noqa: E402
+from chalicelib.sandbox import run_limited  # noqa: E402
+from tests import hostile  # noqa: E402
+
+MAX_PIXELS = 50_000_000
+UNBOUNDED = DecodeBudget(max_scans=10**9, max_frames=10**9, max_metadata_bytes=10**12)
+BUDGET = DecodeBudget()
+CPU_LIMIT = 6  # Settings.decode_cpu_seconds
+
+
+def cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(call) -> tuple[float, float, str]:
+    """(wall s, CPU s of this process and its children, outcome)."""
+    wall, used = time.perf_counter(), cpu()
+    try:
+        call()
+        outcome = "ok"
+    except DomainError as error:
+        outcome = error.code.value
+    return time.perf_counter() - wall, cpu() - used, outcome
+
+
+def hostile_rows():
+    corpus = {
+        "scan bomb (3000 scans, 12 MP)": hostile.scan_bomb(4000, 3000, 3000),
+        "frame bomb (1200 GIF frames)": hostile.frame_bomb(1200),
+        "page bomb (1500 TIFF pages)": hostile.page_bomb(1500),
+        "huge ICC profile (2 MiB)": hostile.huge_profile_jpeg(2 * 1024 * 1024),
+    }
+    rows = []
+    for name, data in corpus.items():
+        _, before, _ = measure(lambda: imaging.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED))
+        _, refuse, outcome = measure(lambda: imaging.inspect(data, MAX_PIXELS, BUDGET))
+        _, limited, limited_outcome = measure(lambda: run_limited(
+            imaging.make_renditions, data, MAX_PIXELS, 1280, 256, 85, UNBOUNDED,
+            cpu_seconds=CPU_LIMIT, wall_seconds=4 * CPU_LIMIT + 5))
+        rows.append((name, len(data), before, refuse, outcome, limited, limited_outcome))
+    return rows
+
+
+def honest_rows():
+    rows = []
+    for label, size in (("12 MP JPEG", (4000, 3000)), ("48 MP JPEG", (8000, 6000))):
+        out = io.BytesIO()
+        photo_like(size).save(out, "JPEG", quality=92)
+        data = out.getvalue()
+        plain, budgeted = [], []
+        for _ in range(5):
+            plain.append(measure(lambda: imaging.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED)))
+            budgeted.append(measure(lambda: run_limited(
+                imaging.make_renditions, data, MAX_PIXELS, 1280, 256, 85, BUDGET,
+                cpu_seconds=CPU_LIMIT, wall_seconds=60)))
+        rows.append((label, *(statistics.median(r[i] for r in runs) for runs in (plain, budgeted) for i in (0, 1))))
+    return rows
+
+
+def main() -> None:
+    hostile_table = hostile_rows()
+    print("| hostile file | bytes | CPU s unbounded (before) | CPU s at upload (after) | answer | "
+          "CPU s in the worker's child if the check is bypassed | outcome |")
+    print("|---|---|---|---|---|---|---|")
+    for name, size, before, refuse, outcome, limited, limited_outcome in hostile_table:
+        print(f"| {name} | {size} | {before:.2f} | {refuse:.4f} | {outcome} | {limited:.2f} | {limited_outcome} |")
+    worst_before = max(r[2] for r in hostile_table)
+    worst_after = max(max(r[3], r[5]) for r in hostile_table)
+    print(f"\nworst CPU on one hostile file: before {worst_before:.2f} s, after {worst_after:.2f} s "
+          f"(at most the {CPU_LIMIT} s limit)")
+
+    honest = honest_rows()
+    honest_cpu = honest[0][2]
+    ten_before = 10 * worst_before + honest_cpu
+    ten_after_refused = 10 * max(r[3] for r in hostile_table) + honest_cpu
+    ten_after_bypassed = 10 * min(CPU_LIMIT, worst_before) + honest_cpu
+    print("\n| honest 12 MP job behind ten hostile uploads, one worker | wait s |")
+    print("|---|---|")
+    print(f"| before (ten worst files decoded in full) | {ten_before:.1f} |")
+    print(f"| after, refused at upload (never queued) | {ten_after_refused:.2f} |")
+    print(f"| after, structure bypassed (each stopped by the CPU limit) | {ten_after_bypassed:.1f} |")
+
+    print("\n| honest image | wall ms in-process | CPU ms in-process | wall ms budget + child | "
+          "CPU ms budget + child | overhead wall | overhead CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for label, wall_a, cpu_a, wall_b, cpu_b in honest:
+        print(f"| {label} | {wall_a * 1000:.0f} | {cpu_a * 1000:.0f} | {wall_b * 1000:.0f} | "
+              f"{cpu_b * 1000:.0f} | {wall_b / wall_a:.2f}x | {cpu_b / cpu_a:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

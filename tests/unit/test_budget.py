@@ -1,0 +1,86 @@
+"""The decode budget and the hostile corpus, in process (tests/e2e has them through HTTP)."""
+import io
+
+import pytest
+from PIL import Image
+
+from chalicelib import imaging
+from chalicelib.budget import DecodeBudget, gif_frames, jpeg_segments, tiff_pages
+from chalicelib.errors import ImageTooComplex
+from tests import hostile
+from tests.images import jpeg
+
+BUDGET = DecodeBudget()
+
+
+def progressive_jpeg() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (320, 240), (1, 2, 3)).save(out, "JPEG", progressive=True)
+    return out.getvalue()
+
+
+def test_an_ordinary_progressive_jpeg_has_a_handful_of_scans_and_passes():
+    scans, _ = jpeg_segments(progressive_jpeg(), stop_after_scans=10_000)
+    assert 2 < scans <= 12
+    assert imaging.inspect(progressive_jpeg(), 50_000_000).content_type == "image/jpeg"
+
+
+def test_a_baseline_jpeg_has_one_scan():
+    assert jpeg_segments(jpeg(), stop_after_scans=100)[0] == 1
+
+
+def test_a_scan_bomb_is_refused_from_its_structure():
+    bomb = hostile.scan_bomb(320, 240, 500)
+    assert jpeg_segments(bomb, stop_after_scans=10_000)[0] >= 500
+    with pytest.raises(ImageTooComplex):
+        imaging.inspect(bomb, 50_000_000)
+    with pytest.raises(ImageTooComplex):  # the worker checks too: direct uploads skip the API
+        imaging.make_renditions(bomb, 50_000_000)
+
+
+def test_frame_and_page_bombs_are_refused_and_small_animations_pass():
+    assert gif_frames(hostile.frame_bomb(1200), stop_after=10_000) == 1200
+    assert tiff_pages(hostile.page_bomb(1500), stop_after=10_000) == 1500
+    for bomb in (hostile.frame_bomb(1200), hostile.page_bomb(1500)):
+        with pytest.raises(ImageTooComplex):
+            imaging.inspect(bomb, 50_000_000)
+    assert imaging.inspect(hostile.frame_bomb(30), 50_000_000).content_type == "image/gif"
+    display, _ = imaging.make_renditions(hostile.frame_bomb(30), 50_000_000)
+    assert display.width == 4  # the first frame, never upscaled
+
+
+def test_a_tiff_whose_directories_loop_counts_as_over_the_budget():
+    data = bytearray(hostile.page_bomb(2))
+    # Point the last directory back at the first one.
+    last = data.rindex(b"\x00\x00\x00\x00", 0, len(data) - 1)
+    data[last:last + 4] = (8).to_bytes(4, "little")
+    assert tiff_pages(bytes(data), stop_after=1001) == 1001
+
+
+def test_huge_metadata_is_refused_and_ordinary_metadata_passes():
+    with pytest.raises(ImageTooComplex):
+        imaging.inspect(hostile.huge_profile_jpeg(2 * 1024 * 1024), 50_000_000)
+    imaging.inspect(hostile.huge_profile_jpeg(100 * 1024), 50_000_000)
+
+
+def test_the_budget_is_configurable():
+    bomb = hostile.scan_bomb(64, 64, 100)
+    imaging.inspect(bomb, 50_000_000, DecodeBudget(max_scans=200))
+    with pytest.raises(ImageTooComplex):
+        imaging.inspect(hostile.frame_bomb(30), 50_000_000, DecodeBudget(max_frames=10))
+
+
+def test_profiles_are_cached_by_digest_and_large_ones_not_at_all(monkeypatch):
+    from chalicelib import imaging as im
+
+    built = []
+    monkeypatch.setattr(im, "_build_srgb_transform", lambda icc, mode: built.append(len(icc)))
+    im._transforms.clear()
+    for i in range(40):
+        im._srgb_transform(bytes([i]) * 1000, "RGB")
+    assert len(im._transforms) == im._CACHED_PROFILES  # bounded, whatever is sent
+    assert all(len(key[0]) == 32 for key in im._transforms)  # keyed by a digest, not the bytes
+    im._srgb_transform(b"x" * (im._CACHED_PROFILE_BYTES + 1), "RGB")
+    im._srgb_transform(b"x" * (im._CACHED_PROFILE_BYTES + 1), "RGB")
+    assert built[-2:] == [im._CACHED_PROFILE_BYTES + 1] * 2  # built each time, never kept
+    im._transforms.clear()
