@@ -216,7 +216,7 @@ def measure(endpoint: str) -> dict:
 
     import requests
 
-    from chalicelib.bootstrap import build_service
+    from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
     from chalicelib.events import parse_message
     from local.provision import load_template, provision
@@ -237,7 +237,7 @@ def measure(endpoint: str) -> dict:
     logs = io.StringIO()
     real_stdout, sys.stdout = sys.stdout, logs  # structlog binds stdout when first configured
     try:
-        service = build_service(settings)
+        service = build_use_cases(settings)
     finally:
         sys.stdout = real_stdout
     recorder = Recorder(settings.table, index_keys)
@@ -287,29 +287,29 @@ def measure(endpoint: str) -> dict:
     # A first upload reads the queue's depth (then cached for a few seconds) and its URL: a
     # warm API's upload does neither. Then a job with an Idempotency-Key, only for its upload's
     # cost, and the plain one, end to end.
-    warm = service.accept_upload("alice", data).job
+    warm = service.uploads.accept_upload("alice", data).job
     take_event()
-    keyed = phase("upload_with_key", lambda: service.accept_upload("alice", data, "key-1").job)
+    keyed = phase("upload_with_key", lambda: service.uploads.accept_upload("alice", data, "key-1").job)
     take_event()
-    job = phase("upload", lambda: service.accept_upload("alice", data).job)
+    job = phase("upload", lambda: service.uploads.accept_upload("alice", data).job)
     event = take_event()
-    phase("poll", lambda: service.get_job("alice", job.job_id))
-    assert phase("worker", lambda: service.handle_object_created(event)) == "ready"
-    ready = service.get_job("alice", job.job_id)
-    phase("poll", lambda: (service.get_job("alice", job.job_id), service.urls(ready)))
+    phase("poll", lambda: service.manage.get_job("alice", job.job_id))
+    assert phase("worker", lambda: service.worker.handle_object_created(event)) == "ready"
+    ready = service.manage.get_job("alice", job.job_id)
+    phase("poll", lambda: (service.manage.get_job("alice", job.job_id), service.manage.urls(ready)))
     # POST /uploads: the client then sends the file to S3 itself (one S3 POST, not ours).
-    direct = phase("direct_upload", lambda: service.create_direct_upload("alice", "image/jpeg", len(data)))
+    direct = phase("direct_upload", lambda: service.uploads.create_direct_upload("alice", "image/jpeg", len(data)))
     form = direct.upload
-    answer = requests.post(form["url"], data=form["fields"], files={"file": ("photo.jpg", data)}, timeout=30)
+    answer = requests.post(form.url, data=form.fields, files={"file": ("photo.jpg", data)}, timeout=30)
     answer.raise_for_status()
     event = take_event()
-    assert phase("direct_worker", lambda: service.handle_object_created(event)) == "ready"
+    assert phase("direct_worker", lambda: service.worker.handle_object_created(event)) == "ready"
     # The sweeper, once the retention is over: every due job of every status, in one run.
     for other in (warm, keyed, direct.job):  # one expiry is measured: the plain job's
-        service.delete("alice", other.job_id)
+        service.manage.delete("alice", other.job_id)
     later = ready.expires_at + timedelta(minutes=1)
-    service.clock = lambda: later
-    report = phase("expiry", service.sweep)
+    service.ctx.clock = lambda: later
+    report = phase("expiry", service.sweeper.sweep)
     assert report.get("expired_deleted") == 1, report
     results["item_bytes"] = dict(sorted(recorder.sizes.items()))
     return results
