@@ -41,6 +41,9 @@ class Settings:
     # Where the app's routes live. API Gateway puts its stage name first in every URL, so the
     # cloud stages (stage "api") route under /v1 and clients still see /api/v1/... as here.
     route_prefix: str = "/api/v1"
+    # The one origin whose pages may call the API from a browser (web/), or "*" for any: tokens
+    # travel in the Authorization header, never in cookies, so "*" exposes nothing by itself.
+    cors_allow_origin: str = "*"
     max_upload_bytes: int = 4 * MIB
     max_direct_upload_bytes: int = 50 * MIB
     max_pixels: int = 50_000_000

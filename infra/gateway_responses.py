@@ -41,9 +41,11 @@ RESPONSES = {
 _RETRY = {"rate_limited", "overloaded"}
 
 
-def gateway_response(code: str, retry_after: int) -> dict:
+def gateway_response(code: str, retry_after: int, allow_origin: str = "*") -> dict:
     """put_gateway_response's arguments (less the API) for one contract code."""
-    headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store"}
+    # Without the CORS header a browser page sees a network error, not the problem's title.
+    headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store",
+               "Access-Control-Allow-Origin": allow_origin}
     if code == "unauthorized":
         headers["WWW-Authenticate"] = 'Bearer realm="image-jobs"'
     if code in _RETRY:
@@ -59,10 +61,10 @@ def gateway_response(code: str, retry_after: int) -> dict:
     }
 
 
-def apply(apigateway, rest_api_id: str, stage: str, retry_after: int) -> None:
+def apply(apigateway, rest_api_id: str, stage: str, retry_after: int, allow_origin: str = "*") -> None:
     for response_type, code in RESPONSES.items():
         apigateway.put_gateway_response(restApiId=rest_api_id, responseType=response_type,
-                                        **gateway_response(code, retry_after))
+                                        **gateway_response(code, retry_after, allow_origin))
     # Gateway responses take effect with the next deployment of the stage.
     apigateway.create_deployment(restApiId=rest_api_id, stageName=stage,
                                  description="image-jobs gateway responses")
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_environ(stage_config.get("environment_variables", {}))
     rest_api_id, region = deployed_rest_api(args.project_dir, args.stage)
     apply(boto3.session.Session(region_name=region).client("apigateway"), rest_api_id,
-          api_stage, settings.retry_after_seconds)
+          api_stage, settings.retry_after_seconds, settings.cors_allow_origin)
     print(f"gateway responses of {rest_api_id} ({args.stage}) now answer problem+json")
     return 0
 

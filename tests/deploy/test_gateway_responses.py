@@ -17,7 +17,7 @@ def test_every_gateway_response_is_a_contract_problem(moto_endpoint):
     apigateway.put_integration(restApiId=api_id, resourceId=root, httpMethod="GET", type="MOCK")
     apigateway.create_deployment(restApiId=api_id, stageName="api")
 
-    apply(apigateway, api_id, "api", retry_after=2)
+    apply(apigateway, api_id, "api", retry_after=2, allow_origin="https://photos.example.com")
 
     for response_type, code in RESPONSES.items():
         response = apigateway.get_gateway_response(restApiId=api_id, responseType=response_type)
@@ -26,6 +26,8 @@ def test_every_gateway_response_is_a_contract_problem(moto_endpoint):
         assert body == problems.problem(code)
         headers = response["responseParameters"]
         assert headers["gatewayresponse.header.Content-Type"] == "'application/problem+json'"
+        # A browser page on another origin reads the problem only with this header.
+        assert headers["gatewayresponse.header.Access-Control-Allow-Origin"] == "'https://photos.example.com'"
         if code == "unauthorized":
             assert "gatewayresponse.header.WWW-Authenticate" in headers
         if code in ("rate_limited", "overloaded"):
