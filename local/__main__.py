@@ -4,7 +4,8 @@ Environment (all optional):
   API_PORT=8000          the API (chalice local)
   AWS_PORT=4566          moto's server holding S3, SQS and DynamoDB
   EMBEDDED_AWS=1         0: use the services at AWS_ENDPOINT_URL instead (a real LocalStack)
-  LOCAL_COMPONENTS       which parts to run, of api,worker,sweeper,bridge (default: all that apply)
+  WEB_PORT=8080          the web page (web/), with a dev token for WEB_SUBJECT (default "web")
+  LOCAL_COMPONENTS       which parts to run, of api,web,worker,sweeper,bridge (default: all that apply)
   WORKER_CONCURRENCY     jobs processed in parallel (default: the number of cores)
   QUEUE_BACKEND=sqs      amqp: consume MinIO's events from RabbitMQ at AMQP_URL
   AMQP_BRIDGE            1: forward storage's SQS events to RabbitMQ in MinIO's shape (the
@@ -21,7 +22,7 @@ import threading
 import uuid
 
 HOST = "127.0.0.1"
-ALL_COMPONENTS = ("api", "worker", "sweeper", "bridge")
+ALL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge")
 
 
 def main() -> int:
@@ -62,7 +63,7 @@ def main() -> int:
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    moto = api = None
+    moto = api = page = None
     running = []  # things with .stop(), stopped in reverse order
     try:
         if embedded:
@@ -93,7 +94,13 @@ def main() -> int:
             services.wait_for_port(HOST, api_port, timeout=60, process=api)
             if settings.auth_mode == "jwt":
                 services.warm_up(f"http://{HOST}:{api_port}", settings.jwt_secret)
+        if "web" in components and api is not None and settings.auth_mode == "jwt":
+            page = _start_page(settings, api_port, log)
+            if page is not None:
+                running.append(page)
         where = f"API http://{HOST}:{api_port}/api/v1  " if api is not None else ""
+        if page is not None:
+            where += f"page {page.url}  "
         print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
               f"workers {concurrency if 'worker' in components else 0}  "
               f"components {','.join(sorted(components))}", flush=True)
@@ -127,6 +134,23 @@ def _start_worker(settings, application, sqs, stack, concurrency: int):
                            application.handle_object_created, concurrency)
     worker.start()
     return worker
+
+
+def _start_page(settings, api_port: int, log):
+    """The page is a convenience: a taken port is a warning, not a reason to stop."""
+    from local.web import PageServer
+
+    port = int(os.environ.get("WEB_PORT", "8080"))
+    try:
+        page = PageServer(HOST, port, f"http://{HOST}:{api_port}/api/v1", settings.presign_endpoint_url,
+                          settings.jwt_secret, os.environ.get("WEB_SUBJECT") or "web",
+                          settings.max_upload_bytes)
+    except OSError as error:
+        log.warning("web_page_not_started", port=port, error=error.strerror,
+                    hint="set WEB_PORT to a free port")
+        return None
+    page.start()
+    return page
 
 
 def _start_bridge(settings, sqs, stack):
