@@ -17,14 +17,15 @@ from tests.conftest import ROOT, free_port
 class Runner:
     api: str
     aws: str
+    web: str  # the page (web/), served by the runner with a dev token
     output: list[str]
 
 
 @pytest.fixture(scope="session")
 def runner():
-    api_port, aws_port = free_port(), free_port()
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
-               PYTHONUNBUFFERED="1")
+    api_port, aws_port, web_port = free_port(), free_port(), free_port()
+    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), WEB_PORT=str(web_port),
+               EMBEDDED_AWS="1", PYTHONUNBUFFERED="1")
     env.pop("AWS_ENDPOINT_URL", None)
     process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -43,7 +44,8 @@ def runner():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail("local runner did not become ready:\n" + "".join(output[-60:]))
-    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=output)
+    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}",
+                 web=f"http://127.0.0.1:{web_port}/", output=output)
     process.terminate()
     try:
         process.wait(30)
