@@ -43,13 +43,24 @@ def artifacts() -> Path:
 
 @pytest.fixture
 def page(browser, runner):  # noqa: F811
+    yield from _page(browser, runner)
+
+
+@pytest.fixture
+def page_without_csp(browser, runner):  # noqa: F811
+    """For a page whose host would allow more than the local runner's policy does (the
+    cloud stage's Cognito domain, say)."""
+    yield from _page(browser, runner, bypass_csp=True)
+
+
+def _page(browser, runner, **options):  # noqa: F811
     assert any(f"page {runner.web}" in line for line in runner.output), "the runner serves no page"
-    context = browser.new_context(viewport={"width": 960, "height": 720})
+    context = browser.new_context(viewport={"width": 960, "height": 720}, **options)
     context.set_default_timeout(30_000)
     strays, errors = [], []
 
     def guard(route):
-        if urlsplit(route.request.url).hostname in LOOPBACK or route.request.url.startswith("data:"):
+        if urlsplit(route.request.url).hostname in LOOPBACK:
             route.fallback()
         else:
             strays.append(route.request.url)

@@ -82,14 +82,19 @@ export class Auth {
     sessionStorage.removeItem(PKCE);
     history.replaceState(null, "", this.redirectUri()); // the code is single use: drop it from the URL
     if (!pkce.state || params.get("state") !== pkce.state) return "Sign-in failed: start again";
-    const response = await fetch(`${this.cognito.domain}/oauth2/token`, {
-      method: "POST",
-      headers: { "Content-Type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({
-        grant_type: "authorization_code", client_id: this.cognito.client_id,
-        code: params.get("code"), redirect_uri: this.redirectUri(), code_verifier: pkce.verifier,
-      }),
-    });
+    let response;
+    try {
+      response = await fetch(`${this.cognito.domain}/oauth2/token`, {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({
+          grant_type: "authorization_code", client_id: this.cognito.client_id,
+          code: params.get("code"), redirect_uri: this.redirectUri(), code_verifier: pkce.verifier,
+        }),
+      });
+    } catch {
+      return "Sign-in failed: Cognito could not be reached";
+    }
     if (!response.ok) return "Sign-in failed: the code was refused";
     const tokens = await response.json();
     // API Gateway's Cognito authorizer (without OAuth scopes) takes the ID token.
