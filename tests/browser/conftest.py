@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import runner  # noqa: F401  the e2e suite's runner, not a copy
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -42,18 +41,18 @@ def artifacts() -> Path:
 
 
 @pytest.fixture
-def page(browser, runner):  # noqa: F811
+def page(browser, runner):
     yield from _page(browser, runner)
 
 
 @pytest.fixture
-def page_without_csp(browser, runner):  # noqa: F811
+def page_without_csp(browser, runner):
     """For a page whose host would allow more than the local runner's policy does (the
     cloud stage's Cognito domain, say)."""
     yield from _page(browser, runner, bypass_csp=True)
 
 
-def _page(browser, runner, **options):  # noqa: F811
+def _page(browser, runner, **options):
     assert any(f"page {runner.web}" in line for line in runner.output), "the runner serves no page"
     context = browser.new_context(viewport={"width": 960, "height": 720}, **options)
     context.set_default_timeout(30_000)
