@@ -5,7 +5,8 @@ so a bucket without CORS would work here and fail in the cloud. The runner turns
 (MOTO_DISABLE_GLOBAL_CORS=true, set before moto is imported) so the bucket's own CORS rules
 from infra/template.yaml decide, as in S3. moto 5.2 then honours them on preflights and on
 reads, but leaves them off the answer to a browser's form upload (presigned POST); this
-adds them there, as S3 does.
+adds them there, as S3 does. (moto matches a rule on the origin only, not the method; the
+template's methods are checked by tests instead.)
 """
 import os
 import sys

@@ -44,8 +44,9 @@ def api_get(runner, job_id):
 def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, artifacts):
     origins = {urlsplit(url).netloc for url in (runner.web, runner.api, runner.aws)}
     assert len(origins) == 3  # so the browser really checks CORS on the API and the bucket
-    requests_seen = []
+    requests_seen, console_errors = [], []
     page.on("request", lambda r: requests_seen.append((r.method, r.url)))
+    page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
     open_page(page, runner)
     expect(page.locator("#who")).to_contain_text("Local mode")
     large = large_landscape(SETTINGS.max_upload_bytes)
@@ -69,6 +70,8 @@ def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, ar
     assert sum(p.path == "/api/v1/images" for p in posts) == 1
     assert sum(p.path == "/api/v1/uploads" for p in posts) == 1
     assert sum(f"{p.scheme}://{p.netloc}" == runner.aws for p in posts) == 1
+    # No CORS refusal anywhere (a blocked header or request is logged as a console error).
+    assert console_errors == []
     page.screenshot(path=str(artifacts / "two-photos-ready.png"))
 
 
