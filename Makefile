@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test token bench deploy clean
+.PHONY: run test chromium token bench deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,14 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproje
 run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C
 	$(PY) -m local
 
-test: $(VENV)/.installed  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP)
+test: $(VENV)/.installed chromium  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP), browser
 	$(PY) -m pytest
+
+# The browser tests drive Debian's chromium (Playwright downloads nothing); root installs it.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	  else sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; fi; }
 
 token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
 	@$(PY) -m local.token $(or $(SUB),alice)

@@ -10,7 +10,7 @@ import os
 import threading
 import time
 
-from chalice import Chalice, CognitoUserPoolAuthorizer, Rate, Response
+from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
 from chalicelib import auth, problems, request_body, views
 from chalicelib.config import Settings
@@ -21,6 +21,14 @@ from chalicelib.vocabulary import ErrorCode
 
 settings = Settings.from_environ(os.environ)
 app = Chalice(app_name="image-jobs")
+# Every route answers browsers on another origin (the page in web/); set before the routes,
+# which copy it. Chalice adds the OPTIONS preflight routes (no authorizer) and the headers.
+app.api.cors = CORSConfig(
+    allow_origin=settings.cors_allow_origin,
+    allow_headers=["Idempotency-Key"],
+    expose_headers=["Location", "Retry-After", "Idempotent-Replayed"],
+    max_age=600,
+)
 # API Gateway must pass these bodies through as bytes, not mangle them as text.
 app.api.binary_types.extend([
     "multipart/form-data", "image/webp", "image/tiff", "image/avif", "image/heic", "image/heif",

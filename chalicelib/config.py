@@ -45,6 +45,9 @@ class Settings:
     # Where the app's routes live. API Gateway puts its stage name first in every URL, so the
     # cloud stages (stage "api") route under /v1 and clients still see /api/v1/... as here.
     route_prefix: str = "/api/v1"
+    # The one origin whose pages may call the API from a browser (web/), or "*" for any: tokens
+    # travel in the Authorization header, never in cookies, so "*" exposes nothing by itself.
+    cors_allow_origin: str = "*"
     max_upload_bytes: int = 4 * MIB
     max_direct_upload_bytes: int = 50 * MIB
     max_pixels: int = 50_000_000
@@ -142,7 +145,7 @@ def env_name(field_name: str) -> str:
     return _ENV_NAMES.get(field_name, field_name.upper())
 
 
-LOCAL_COMPONENTS = ("api", "worker", "sweeper", "bridge")
+LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge")
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,9 @@ class RunnerSettings:
     """The local runner's own settings (`python -m local`); never read in the cloud."""
 
     api_port: int = 8000
+    # The web page (web/), and the subject of the dev token it is given.
+    web_port: int = 8080
+    web_subject: str = "web"
     # moto's server, or where a LocalStack listens (LocalStack's own default port).
     aws_port: int = 4566
     # False: use the services at AWS_ENDPOINT_URL (a real LocalStack) instead of moto's.

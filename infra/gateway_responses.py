@@ -41,9 +41,11 @@ RESPONSES = {
 _RETRY = {"rate_limited", "overloaded"}
 
 
-def gateway_response(code: str, retry_after: int) -> dict:
+def gateway_response(code: str, retry_after: int, allow_origin: str = "*") -> dict:
     """put_gateway_response's arguments (less the API) for one contract code."""
-    headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store"}
+    # Without the CORS header a browser page sees a network error, not the problem's title.
+    headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store",
+               "Access-Control-Allow-Origin": allow_origin}
     if code == "unauthorized":
         headers["WWW-Authenticate"] = 'Bearer realm="image-jobs"'
     if code in _RETRY:
@@ -67,11 +69,11 @@ def throttling(rate: int, burst: int) -> list[dict]:
             {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(burst)}]
 
 
-def apply(apigateway, rest_api_id: str, stage: str, retry_after: int,
+def apply(apigateway, rest_api_id: str, stage: str, retry_after: int, allow_origin: str = "*",
           rate: int = 1000, burst: int = 2000) -> None:
     for response_type, code in RESPONSES.items():
         apigateway.put_gateway_response(restApiId=rest_api_id, responseType=response_type,
-                                        **gateway_response(code, retry_after))
+                                        **gateway_response(code, retry_after, allow_origin))
     # Gateway responses take effect with the next deployment of the stage.
     apigateway.create_deployment(restApiId=rest_api_id, stageName=stage,
                                  description="image-jobs gateway responses")
@@ -106,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_environ(stage_config.get("environment_variables", {}))
     rest_api_id, region = deployed_rest_api(args.project_dir, args.stage)
     apply(boto3.session.Session(region_name=region).client("apigateway"), rest_api_id,
-          api_stage, settings.retry_after_seconds, settings.api_rate_limit, settings.api_burst_limit)
+          api_stage, settings.retry_after_seconds, settings.cors_allow_origin,
+          settings.api_rate_limit, settings.api_burst_limit)
     print(f"gateway responses of {rest_api_id} ({args.stage}) now answer problem+json")
     return 0
 

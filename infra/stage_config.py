@@ -31,6 +31,8 @@ OUTPUT_SETTINGS = {
     "JobsTable": "table",
     "EventsQueueName": "queue_name",
     "UserPoolArn": "cognito_user_pool_arn",
+    # The bucket's CORS origin, so that the API answers the same page (docs/web.md).
+    "WebOrigin": "cors_allow_origin",
 }
 # The outputs the policy names, beside those above.
 POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn")

@@ -1,8 +1,9 @@
 """`python -m local`: the whole service on this machine, in the foreground until Ctrl-C.
 
 Environment (all optional): the runner's own settings are RunnerSettings in
-chalicelib/config.py (API_PORT, AWS_PORT, EMBEDDED_AWS, LOCAL_COMPONENTS, WORKER_CONCURRENCY,
-AMQP_BRIDGE), and the service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET, ...).
+chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS,
+LOCAL_COMPONENTS of api,web,worker,sweeper,bridge, WORKER_CONCURRENCY, AMQP_BRIDGE), and the
+service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET, ...).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def main() -> int:
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    moto = api = None
+    moto = api = page = None
     running = []  # things with .stop(), stopped in reverse order
     try:
         if embedded:
@@ -86,7 +87,13 @@ def main() -> int:
             services.wait_for_port(HOST, api_port, timeout=60, process=api)
             if settings.auth_mode == "jwt":
                 services.warm_up(f"http://{HOST}:{api_port}", settings.jwt_secret)
+        if "web" in components and api is not None and settings.auth_mode == "jwt":
+            page = _start_page(settings, runner, log)
+            if page is not None:
+                running.append(page)
         where = f"API http://{HOST}:{api_port}/api/v1  " if api is not None else ""
+        if page is not None:
+            where += f"page {page.url}  "
         print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
               f"workers {concurrency if 'worker' in components else 0}  "
               f"components {','.join(sorted(components))}", flush=True)
@@ -121,6 +128,22 @@ def _start_worker(settings, application, sqs, stack, concurrency: int):
                            timeout_ms=settings.worker_timeout_seconds * 1000)
     worker.start()
     return worker
+
+
+def _start_page(settings, runner, log):
+    """The page is a convenience: a taken port is a warning, not a reason to stop."""
+    from local.web import PageServer
+
+    port = runner.web_port
+    try:
+        page = PageServer(HOST, port, f"http://{HOST}:{runner.api_port}/api/v1", settings.presign_endpoint_url,
+                          settings.jwt_secret, runner.web_subject, settings.max_upload_bytes)
+    except OSError as error:
+        log.warning("web_page_not_started", port=port, error=error.strerror,
+                    hint="set WEB_PORT to a free port")
+        return None
+    page.start()
+    return page
 
 
 def _start_bridge(settings, sqs, stack):

@@ -1,17 +1,28 @@
-"""moto's server, with DynamoDB's per-item atomicity.
+"""`python -m local.moto_server`: moto's server, made to behave as the real services do where
+the service relies on it.
 
-DynamoDB applies each conditional write atomically: of two writers racing on one item,
-exactly one condition holds. moto's threaded server checks a condition and writes in two
-steps without a lock, so under load two racing claims can both win there. The service's
-correctness rests on that atomicity (claims, idempotency keys, quotas), so the embedded
-stack serialises DynamoDB requests; S3 and SQS stay concurrent.
+- DynamoDB applies each conditional write atomically: of two writers racing on one item,
+  exactly one condition holds. moto's threaded server checks a condition and writes in two
+  steps without a lock, so under load two racing claims can both win there. The service's
+  correctness rests on that atomicity (claims, idempotency keys, quotas), so DynamoDB
+  requests are serialised here; S3 and SQS stay concurrent.
+- By default moto's server answers every cross-origin request with "allow all" (flask-cors),
+  so a bucket without CORS would work here and fail in the cloud. That is turned off
+  (MOTO_DISABLE_GLOBAL_CORS=true, set before moto is imported) so the bucket's own CORS rules
+  from infra/template.yaml decide, as in S3. moto 5.2 then honours them on preflights and on
+  reads, but leaves them off the answer to a browser's form upload (presigned POST); this
+  adds them there, as S3 does. (moto matches a rule on the origin only, not the method; the
+  template's methods are checked by tests instead.)
 """
-from __future__ import annotations
-
+import os
+import sys
 import threading
 
-from moto import server
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+os.environ["MOTO_DISABLE_GLOBAL_CORS"] = "true"
+
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: E402
+from moto.s3.responses import S3Response  # noqa: E402
+from moto.server import main  # noqa: E402
 
 _dynamodb = threading.Lock()
 _dispatch = DomainDispatcherApplication.__call__
@@ -26,5 +37,15 @@ def _serialised(self, environ, start_response):
 
 DomainDispatcherApplication.__call__ = _serialised
 
+_bucket_response_post = S3Response._bucket_response_post
+
+
+def _bucket_response_post_with_cors(self, request, bucket_name):
+    status, headers, body = _bucket_response_post(self, request, bucket_name)
+    return status, {**self._get_cors_headers_other(), **headers}, body
+
+
+S3Response._bucket_response_post = _bucket_response_post_with_cors
+
 if __name__ == "__main__":
-    server.main()
+    sys.exit(main(sys.argv[1:]))

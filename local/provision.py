@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
+from botocore.exceptions import ClientError
 
 from chalicelib.config import Settings
 
@@ -75,8 +76,10 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     localstack/minio); only the bucket and the table are made here.
     visibility_timeout: tests shorten the template's, to see redeliveries quickly."""
     template = template or load_template()
+    (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
     if not sqs_notifications:
         _ensure_bucket(s3, settings)
+        _ensure_cors(s3, settings.bucket, bucket_props, template)
         (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
         _ensure_table(dynamodb, settings.table, table_props)
         return Stack(settings.bucket, settings.table, None, None, None)
@@ -100,8 +103,8 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
 
-    (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
     _ensure_bucket(s3, settings)
+    _ensure_cors(s3, settings.bucket, bucket_props, template)
     notification = bucket_props["NotificationConfiguration"]
     desired = {"QueueConfigurations": [
         {
@@ -159,6 +162,35 @@ def _ensure_bucket(s3, settings: Settings) -> None:
             Bucket=settings.bucket,
             CreateBucketConfiguration={"LocationConstraint": settings.region},
         )
+
+
+# CloudFormation's names of a CORS rule's keys where PutBucketCors names them otherwise.
+_CORS_KEYS = {"Id": "ID", "MaxAge": "MaxAgeSeconds", "ExposedHeaders": "ExposeHeaders"}
+
+
+def bucket_cors_rules(bucket_props: dict, template: dict) -> list[dict]:
+    """The template's CorsRules as PutBucketCors takes them (parameters at their defaults)."""
+    return [
+        {_CORS_KEYS.get(key, key): ([_plain_value(v, template) for v in value]
+                                    if isinstance(value, list) else _plain_value(value, template))
+         for key, value in rule.items()}
+        for rule in bucket_props["CorsConfiguration"]["CorsRules"]
+    ]
+
+
+def _ensure_cors(s3, bucket: str, bucket_props: dict, template: dict) -> None:
+    desired = bucket_cors_rules(bucket_props, template)
+    try:
+        current = s3.get_bucket_cors(Bucket=bucket).get("CORSRules", [])
+    except ClientError as error:
+        code = error.response["Error"]["Code"]
+        if code == "NotImplemented":
+            return  # MinIO: CORS is a server-wide setting there, not the bucket's
+        if code != "NoSuchCORSConfiguration":
+            raise
+        current = []
+    if current != desired:
+        s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": desired})
 
 
 def _ensure_table(dynamodb, name: str, props: dict) -> None:

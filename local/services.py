@@ -39,6 +39,7 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
             f"port {port} is taken: stop what holds it, set AWS_PORT, or set EMBEDDED_AWS=0 "
             "to use the service already there (LocalStack, say)"
         )
+    # local.moto_server: moto's server with the bucket's CORS rules in force, as in S3.
     process = subprocess.Popen(
         [sys.executable, "-m", "local.moto_server", "-H", host, "-p", str(port)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

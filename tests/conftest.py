@@ -61,3 +61,13 @@ def stack(settings_for):
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     provisioned = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     return settings, provisioned, clients
+
+
+# The local runner (`python -m local`), started as a user would, on free ports: one for the
+# whole session, shared by the end-to-end (tests/e2e) and browser (tests/browser) tests.
+@pytest.fixture(scope="session")
+def runner():
+    from tests.local_runner import local_runner
+
+    with local_runner() as started:
+        yield started

@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.auth import mint_token
 from chalicelib.config import Settings
-from tests.e2e.conftest import local_runner
+from tests.local_runner import local_runner
 
 
 @pytest.fixture(scope="package")

@@ -17,7 +17,8 @@ def test_every_gateway_response_is_a_contract_problem(moto_endpoint):
     apigateway.put_integration(restApiId=api_id, resourceId=root, httpMethod="GET", type="MOCK")
     apigateway.create_deployment(restApiId=api_id, stageName="api")
 
-    apply(apigateway, api_id, "api", retry_after=2, rate=50, burst=100)
+    apply(apigateway, api_id, "api", retry_after=2, allow_origin="https://photos.example.com",
+          rate=50, burst=100)
     settings = apigateway.get_stage(restApiId=api_id, stageName="api")["methodSettings"]["*/*"]
     assert (settings["throttlingRateLimit"], settings["throttlingBurstLimit"]) == (50.0, 100)
 
@@ -28,6 +29,8 @@ def test_every_gateway_response_is_a_contract_problem(moto_endpoint):
         assert body == problems.problem(code)
         headers = response["responseParameters"]
         assert headers["gatewayresponse.header.Content-Type"] == "'application/problem+json'"
+        # A browser page on another origin reads the problem only with this header.
+        assert headers["gatewayresponse.header.Access-Control-Allow-Origin"] == "'https://photos.example.com'"
         if code == "unauthorized":
             assert "gatewayresponse.header.WWW-Authenticate" in headers
         if code in ("rate_limited", "overloaded"):

@@ -136,10 +136,26 @@ def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
     assert scheme["x-amazon-apigateway-authorizer"]["providerARNs"] == [outputs["UserPoolArn"]]
     assert scheme["name"] == "Authorization"
     operations = [(path, method, op) for path, item in swagger["paths"].items()
-                  for method, op in item.items() if method != "parameters"]
+                  for method, op in item.items() if method not in ("parameters", "options")]
     assert len(operations) == 5
     for path, method, op in operations:
         assert op.get("security") == [{name: []}], f"{method.upper()} {path} has no authorizer"
+
+
+def test_every_path_answers_a_browsers_preflight_without_a_token(packaged):
+    """CORS (app.py): a preflight carries no Authorization, so API Gateway must answer it
+    itself, before any authorizer, naming the headers the web page sends and reads."""
+    swagger = packaged.sam["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    for path, item in swagger["paths"].items():
+        options = item["options"]
+        assert "security" not in options, f"OPTIONS {path} asks for a token"
+        assert options["x-amazon-apigateway-integration"]["type"] == "mock"
+        headers = options["x-amazon-apigateway-integration"]["responses"]["default"]["responseParameters"]
+        assert "Idempotency-Key" in headers["method.response.header.Access-Control-Allow-Headers"]
+        assert "Authorization" in headers["method.response.header.Access-Control-Allow-Headers"]
+        for method in item:
+            if method not in ("options", "parameters"):
+                assert method.upper() in headers["method.response.header.Access-Control-Allow-Methods"]
 
 
 def test_clients_see_the_contracts_paths_behind_the_api_gateway_stage(packaged):

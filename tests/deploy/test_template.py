@@ -116,3 +116,25 @@ def test_the_user_pool_client_can_sign_in_without_a_secret():
     assert props["GenerateSecret"] is False
     assert "ALLOW_USER_PASSWORD_AUTH" in props["ExplicitAuthFlows"]  # docs/deploy.md's curl
     assert props["UserPoolId"] == {"Ref": "UserPool"}
+
+
+def test_browsers_may_post_uploads_and_read_renditions_from_the_web_origin():
+    template = load_template()
+    (bucket,) = resources(template, "AWS::S3::Bucket").values()
+    (rule,) = bucket["Properties"]["CorsConfiguration"]["CorsRules"]
+    assert {"POST", "GET"} <= set(rule["AllowedMethods"])
+    assert rule["AllowedOrigins"] == [{"Ref": "WebOrigin"}]
+    # The API answers the same origin: stage_config copies the output into CORS_ALLOW_ORIGIN.
+    assert template["Outputs"]["WebOrigin"]["Value"] == {"Ref": "WebOrigin"}
+    assert OUTPUT_SETTINGS["WebOrigin"] == "cors_allow_origin"
+
+
+def test_the_hosted_ui_signs_the_web_page_in_with_a_code_and_pkce_only_when_asked():
+    template = load_template()
+    (client,) = resources(template, "AWS::Cognito::UserPoolClient").values()
+    props = client["Properties"]
+    assert props["AllowedOAuthFlows"] == {"Fn::If": ["HasHostedUi", ["code"], {"Ref": "AWS::NoValue"}]}
+    assert props["CallbackURLs"] == {"Fn::If": ["HasHostedUi", [{"Ref": "WebAppUrl"}], {"Ref": "AWS::NoValue"}]}
+    assert props["GenerateSecret"] is False  # a page cannot keep one; PKCE instead
+    (domain,) = resources(template, "AWS::Cognito::UserPoolDomain").values()
+    assert domain["Condition"] == "HasHostedUi"

@@ -1,0 +1,187 @@
+"""The page at the local runner's web port, in headless chromium: photos in, jobs watched,
+cancel, delete, errors, the polling schedule, and CORS on the way (page, API and storage are
+three origins)."""
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+import requests
+from playwright.sync_api import expect
+
+from chalicelib import problems
+from chalicelib.auth import mint_token
+from chalicelib.config import Settings
+from tests.browser.photos import landscape, large_landscape
+
+SETTINGS = Settings()
+READY_TIMEOUT = 60_000
+
+
+def open_page(page, runner):
+    page.goto(runner.web)
+    page.wait_for_selector("body[data-ready=true]")
+    return page
+
+
+def pick(page, *files):
+    page.set_input_files("#files", files=[
+        {"name": name, "mimeType": mime, "buffer": data} for name, mime, data in files
+    ])
+
+
+def card(page, name):
+    return page.locator("li.job", has=page.locator(".name", has_text=name))
+
+
+def api_get(runner, job_id):
+    """The job as the page's owner ("web", the runner's WEB_SUBJECT default) sees it."""
+    token = mint_token("web", SETTINGS.jwt_secret, 600, int(time.time()))
+    return requests.get(f"{runner.api}/api/v1/image-jobs/{job_id}", timeout=10,
+                        headers={"Authorization": f"Bearer {token}"})
+
+
+def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, artifacts):
+    origins = {urlsplit(url).netloc for url in (runner.web, runner.api, runner.aws)}
+    assert len(origins) == 3  # so the browser really checks CORS on the API and the bucket
+    requests_seen, console_errors = [], []
+    page.on("request", lambda r: requests_seen.append((r.method, r.url)))
+    page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+    open_page(page, runner)
+    expect(page.locator("#who")).to_contain_text("Local mode")
+    large = large_landscape(SETTINGS.max_upload_bytes)
+    pick(page, ("sunset.jpg", "image/jpeg", landscape(1600, 1200)),
+         ("dusk-large.jpg", "image/jpeg", large))
+
+    for name in ("sunset.jpg", "dusk-large.jpg"):
+        job = card(page, name)
+        expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+        thumb = job.locator(".thumb img")
+        expect(thumb).to_be_visible()
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=thumb.element_handle())
+        assert thumb.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [256, 256]
+        link = job.locator("a.display")
+        expect(link).to_have_text("Display size 1280×960")
+        assert link.get_attribute("href").startswith(runner.aws)
+        expect(job.locator(".elapsed")).to_contain_text("s")
+        expect(job.locator(".cancel")).to_be_disabled()
+    # The small photo went through the API, the large one straight to storage.
+    posts = [urlsplit(url) for method, url in requests_seen if method == "POST"]
+    assert sum(p.path == "/api/v1/images" for p in posts) == 1
+    assert sum(p.path == "/api/v1/uploads" for p in posts) == 1
+    assert sum(f"{p.scheme}://{p.netloc}" == runner.aws for p in posts) == 1
+    # No CORS refusal anywhere (a blocked header or request is logged as a console error).
+    assert console_errors == []
+    page.screenshot(path=str(artifacts / "two-photos-ready.png"))
+
+
+def test_a_bad_file_shows_the_problems_title_and_a_failed_job_its_error(page, runner, artifacts):
+    open_page(page, runner)
+    broken = landscape(800, 600)[:3000]  # a JPEG header, then nothing: the worker fails it
+    pick(page, ("notes.txt", "text/plain", b"these are not pixels"),
+         ("broken.jpg", "image/jpeg", broken))
+
+    bad = card(page, "notes.txt")
+    expect(bad).to_have_attribute("data-status", "error")
+    expect(bad.locator(".error .title")).to_have_text(problems.message_of("unsupported_format"))
+    failed = card(page, "broken.jpg")
+    expect(failed).to_have_attribute("data-status", "failed", timeout=READY_TIMEOUT)
+    expect(failed.locator(".error .title")).to_have_text(problems.message_of("invalid_image"))
+    expect(failed.locator(".error .detail")).to_have_text("invalid_image")
+    page.screenshot(path=str(artifacts / "errors.png"))
+
+
+def test_cancel_while_the_large_photo_is_still_on_its_way_to_storage(page, runner, artifacts):
+    """Deterministic: the browser holds the upload to storage (the route is never answered)
+    until the test lets it go, so the job is surely in flight when Cancel is pressed."""
+    held = []
+
+    def hold(route):
+        if route.request.method != "POST":
+            return route.fallback()
+        held.append(route)  # answered below, after the cancel
+
+    page.route(f"{runner.aws}/**", hold)
+    open_page(page, runner)
+    pick(page, ("dusk-large.jpg", "image/jpeg", large_landscape(SETTINGS.max_upload_bytes)))
+    job = card(page, "dusk-large.jpg")
+    expect(job).to_have_attribute("data-status", "awaiting_upload")
+    expect(job.locator(".status")).to_have_text("awaiting upload")
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the upload to storage never started"
+    job_id = job.get_attribute("data-job-id")
+    assert api_get(runner, job_id).json()["status"] == "awaiting_upload"
+
+    job.locator(".cancel").click()
+    expect(job).to_have_attribute("data-status", "cancelled")
+    expect(job.locator(".cancel")).to_be_disabled()
+    answer = api_get(runner, job_id).json()
+    assert answer["status"] == "cancelled" and "finished_at" in answer
+    page.screenshot(path=str(artifacts / "cancelled.png"))
+    for route in held:
+        try:
+            route.abort()
+        except Exception:
+            pass  # the page already dropped it when Cancel stopped the upload
+
+
+def test_polls_on_the_contracts_schedule_and_honours_retry_after(page, runner):
+    """The first poll waits the 202's Retry-After (2 s), the next ones 3, 5, ... s with
+    ±20 % jitter, and never less than a Retry-After the server sends (here, once, 6 s)."""
+    polls, fake = [], [("6", "processing"), ("2", "processing")]
+
+    def answer(route):
+        if route.request.method != "GET":
+            return route.fallback()
+        polls.append(time.monotonic())
+        if not fake:
+            return route.fallback()  # the real job, ready by now
+        retry_after, status = fake.pop(0)
+        job_id = route.request.url.rsplit("/", 1)[1]
+        route.fulfill(status=200, json={"job_id": job_id, "status": status}, headers={
+            "Retry-After": retry_after, "Access-Control-Allow-Origin": "*",
+            "Access-Control-Expose-Headers": "Location,Retry-After"})
+
+    page.route(f"{runner.api}/api/v1/image-jobs/*", answer)
+    open_page(page, runner)
+    accepted = []
+    page.on("response", lambda r: r.url.endswith("/api/v1/images") and accepted.append(time.monotonic()))
+    pick(page, ("sunset.jpg", "image/jpeg", landscape(640, 480)))
+    job = card(page, "sunset.jpg")
+    expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+
+    assert len(polls) == 3, polls
+    waits = [polls[0] - accepted[0], polls[1] - polls[0], polls[2] - polls[1]]
+    slack = 0.5  # the browser's timers and the route's round trip
+    assert 2.0 - 0.05 <= waits[0] <= 2 * 1.2 + slack, waits  # Retry-After 2, jitter never earlier
+    assert 6.0 - 0.05 <= waits[1] <= 6 + slack, waits  # 3 s ± 20 % was due; Retry-After 6 wins
+    assert 5 * 0.8 - 0.05 <= waits[2] <= 5 * 1.2 + slack, waits
+
+
+def test_jobs_outlive_a_reload_and_delete_removes_them(page, runner, artifacts):
+    open_page(page, runner)
+    pick(page, ("keep.jpg", "image/jpeg", landscape(900, 600, sky=(120, 200, 255), seed=7)))
+    job = card(page, "keep.jpg")
+    expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+    job_id = job.get_attribute("data-job-id")
+
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    job = card(page, "keep.jpg")
+    expect(job).to_have_attribute("data-status", "ready")
+    expect(job.locator(".thumb img")).to_be_visible()
+
+    # Readable on a phone: nothing wider than the screen.
+    page.set_viewport_size({"width": 375, "height": 720})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=str(artifacts / "phone.png"))
+
+    job.locator(".delete").click()
+    expect(job).to_have_count(0)
+    assert api_get(runner, job_id).status_code == 404
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    expect(card(page, "keep.jpg")).to_have_count(0)

@@ -1,0 +1,182 @@
+// The image-jobs API as CONTRACT.md describes it, for a browser on another origin.
+import { retryAfterSeconds, sleep } from "./poll.js";
+
+// An error answer, with the problem's title (RFC 9457) ready to show.
+export class ProblemError extends Error {
+  constructor(status, problem = {}, retryAfter = null) {
+    const title = problem.title || (status ? `HTTP ${status}` : "The service could not be reached");
+    super(title);
+    this.status = status;
+    this.title = title;
+    this.code = problem.code || null;
+    this.detail = problem.detail && problem.detail !== title ? problem.detail : "";
+    this.retryAfter = retryAfter;
+  }
+}
+
+const UPLOAD_TRIES = 4;
+// Answers after which the same request, with the same Idempotency-Key, may succeed.
+const RETRYABLE = new Set([0, 429, 503]);
+// What /uploads accepts as content_type, by file extension, for files the browser gave no type.
+const TYPES_BY_EXTENSION = {
+  jpg: "image/jpeg", jpeg: "image/jpeg", png: "image/png", webp: "image/webp", gif: "image/gif",
+  heic: "image/heic", heif: "image/heif", avif: "image/avif", tif: "image/tiff", tiff: "image/tiff",
+};
+
+export function declaredType(file) {
+  if (file.type === "image/jpg") return "image/jpeg";
+  if (file.type) return file.type;
+  const extension = file.name.split(".").pop().toLowerCase();
+  return TYPES_BY_EXTENSION[extension] || "application/octet-stream";
+}
+
+export class Api {
+  // base: the API root, e.g. http://127.0.0.1:8000/api/v1; auth: {token(), refresh()}.
+  constructor(base, auth, { maxUploadBytes = 4 * 1024 * 1024 } = {}) {
+    this.base = base.replace(/\/+$/, "");
+    this.auth = auth;
+    this.maxUploadBytes = maxUploadBytes;
+  }
+
+  jobUrl(jobId) {
+    return `${this.base}/image-jobs/${encodeURIComponent(jobId)}`;
+  }
+
+  getJob(jobId, signal) {
+    return this.call("GET", this.jobUrl(jobId), { signal });
+  }
+
+  cancel(jobId) {
+    return this.call("POST", `${this.jobUrl(jobId)}/cancel`);
+  }
+
+  remove(jobId) {
+    return this.call("DELETE", this.jobUrl(jobId));
+  }
+
+  // Uploads one file through the API, or straight to storage when it is over the API's limit
+  // (or the API says it is). onCreated(accepted) fires as soon as the job exists.
+  async upload(file, { onProgress, onCreated, signal } = {}) {
+    const key = crypto.randomUUID(); // one key for every retry of this file's upload
+    if (file.size <= this.maxUploadBytes) {
+      try {
+        const accepted = await retrying(() => this.postImage(file, key, onProgress, signal), signal);
+        onCreated?.(accepted);
+        return accepted;
+      } catch (error) {
+        if (error.code !== "file_too_large") throw error;
+      }
+    }
+    const accepted = await retrying(() => this.call("POST", `${this.base}/uploads`, {
+      json: { content_type: declaredType(file), size: file.size },
+      headers: { "Idempotency-Key": key }, signal,
+    }), signal);
+    onCreated?.(accepted);
+    await retrying(() => postToStorage(accepted.body.upload, file, onProgress, signal), signal);
+    return accepted;
+  }
+
+  async postImage(file, key, onProgress, signal) {
+    const form = new FormData();
+    form.append("file", file, file.name);
+    return this.authorized((token) => send("POST", `${this.base}/images`, {
+      headers: { Authorization: `Bearer ${token}`, "Idempotency-Key": key },
+      body: form, onProgress, signal,
+    }));
+  }
+
+  // A JSON request with the bearer token.
+  call(method, url, { json, headers = {}, signal } = {}) {
+    return this.authorized(async (token) => {
+      let response;
+      try {
+        response = await fetch(url, {
+          method, signal, cache: "no-store",
+          headers: { Authorization: `Bearer ${token}`, ...(json ? { "Content-Type": "application/json" } : {}), ...headers },
+          body: json ? JSON.stringify(json) : undefined,
+        });
+      } catch (error) {
+        if (error.name === "AbortError") throw error;
+        throw new ProblemError(0); // offline, refused, or blocked by CORS: the browser does not say which
+      }
+      return answer(response.status, await response.text(), (name) => response.headers.get(name));
+    });
+  }
+
+  // Runs request(token); on 401 asks auth for a fresh token once and runs it again.
+  async authorized(request) {
+    try {
+      return await request(await this.auth.token());
+    } catch (error) {
+      if (error.status === 401 && await this.auth.refresh()) return request(await this.auth.token());
+      throw error;
+    }
+  }
+}
+
+// {status, body, retryAfter, location} of a 2xx answer; a ProblemError for any other.
+function answer(status, text, header) {
+  const retryAfter = retryAfterSeconds(header("Retry-After"));
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { body = null; }
+  if (status < 200 || status > 299) throw new ProblemError(status, body || {}, retryAfter);
+  return { status, body, retryAfter, location: header("Location") };
+}
+
+// The presigned POST form of a direct upload, fields first and the file last, as S3 wants.
+async function postToStorage(upload, file, onProgress, signal) {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(upload.fields)) form.append(name, value);
+  form.append("file", file, file.name);
+  try {
+    return await send(upload.method || "POST", upload.url, { body: form, onProgress, signal, storage: true });
+  } catch (error) {
+    if (error instanceof ProblemError && error.status) {
+      error.title = "Storage refused the upload";
+      error.message = error.title;
+    }
+    throw error;
+  }
+}
+
+// XMLHttpRequest rather than fetch: only it reports upload progress.
+// storage: S3 exposes none of the API's headers; asking for them only logs CORS errors.
+function send(method, url, { headers = {}, body, onProgress, signal, storage = false }) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open(method, url);
+    for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
+    if (onProgress) xhr.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
+    xhr.onload = () => {
+      try {
+        resolve(answer(xhr.status, xhr.responseText, (name) => (storage ? null : xhr.getResponseHeader(name))));
+      } catch (error) {
+        if (!error.detail && xhr.responseText.startsWith("<")) error.detail = s3Message(xhr.responseText);
+        reject(error);
+      }
+    };
+    xhr.onerror = () => reject(new ProblemError(0));
+    xhr.onabort = () => reject(signal?.reason ?? new DOMException("Aborted", "AbortError"));
+    if (signal?.aborted) return reject(signal.reason);
+    signal?.addEventListener("abort", () => xhr.abort(), { once: true });
+    xhr.send(body);
+  });
+}
+
+function s3Message(xml) {
+  const doc = new DOMParser().parseFromString(xml, "application/xml");
+  return doc.querySelector("Message")?.textContent || "";
+}
+
+// Runs request until it succeeds, fails for good, or UPLOAD_TRIES are spent; waits the
+// server's Retry-After (or 1, 2, 4 s) between tries. Retries keep the same Idempotency-Key.
+async function retrying(request, signal) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await request();
+    } catch (error) {
+      if (!RETRYABLE.has(error.status) || attempt >= UPLOAD_TRIES) throw error;
+      await sleep((error.retryAfter ?? 2 ** (attempt - 1)) * 1000, signal);
+    }
+  }
+}

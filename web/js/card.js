@@ -1,0 +1,178 @@
+// One photo on the page: its upload, its job's status (polled), and its buttons.
+import { ProblemError } from "./api.js";
+import { STOP_HTTP, TERMINAL, pollDelay, sleep } from "./poll.js";
+
+// Give up polling a job that is still not finished after this long; "Check again" resumes.
+const DEADLINE_MS = 30 * 60 * 1000;
+const LABELS = { awaiting_upload: "awaiting upload" };
+
+export class JobCard {
+  // saved: {jobId, name, size, startedAt} of a job made before a reload, to resume polling.
+  constructor(template, api, store, saved = {}) {
+    this.api = api;
+    this.store = store;
+    this.element = template.content.firstElementChild.cloneNode(true);
+    this.$ = (selector) => this.element.querySelector(selector);
+    this.jobId = saved.jobId || null;
+    this.name = saved.name || "";
+    this.size = saved.size || 0;
+    this.startedAt = saved.startedAt || Date.now();
+    this.job = null;
+    this.controller = new AbortController(); // stops the upload and the polling
+    this.$(".cancel").addEventListener("click", () => this.cancel());
+    this.$(".delete").addEventListener("click", () => this.remove());
+    this.render(saved.jobId ? "checking" : "uploading");
+  }
+
+  async upload(file) {
+    this.name = file.name;
+    this.size = file.size;
+    this.render("uploading");
+    const progress = this.$("progress");
+    progress.hidden = false;
+    try {
+      const accepted = await this.api.upload(file, {
+        signal: this.controller.signal,
+        onProgress: (fraction) => { progress.value = fraction; },
+        onCreated: (created) => {
+          this.jobId = created.body.job_id;
+          this.store.save(this);
+          this.show(created.body);
+        },
+      });
+      progress.hidden = true;
+      await this.track(accepted.retryAfter);
+    } catch (error) {
+      progress.hidden = true;
+      if (error.name === "AbortError") return;
+      this.fail(error);
+    }
+  }
+
+  // Polls the job until it is finished, per CONTRACT.md "How a client polls".
+  async track(firstRetryAfter = null) {
+    const { signal } = this.controller;
+    const deadline = Date.now() + DEADLINE_MS;
+    let wait = firstRetryAfter === null ? 0 : pollDelay(0, firstRetryAfter);
+    for (let poll = 1; ; poll++) {
+      try {
+        await sleep(wait, signal);
+        const answer = await this.api.getJob(this.jobId, signal);
+        this.show(answer.body);
+        if (TERMINAL.has(answer.body.status)) return;
+        wait = pollDelay(poll, answer.retryAfter);
+      } catch (error) {
+        if (error.name === "AbortError") return;
+        if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);
+        // 429, 503, or the network: wait as told (or as scheduled) and ask again.
+        wait = pollDelay(poll, error.retryAfter);
+      }
+      if (Date.now() > deadline) {
+        this.render(this.job?.status || "unknown", "Stopped checking; reload the page to check again");
+        return;
+      }
+    }
+  }
+
+  async cancel() {
+    this.stopWork();
+    if (!this.jobId) {
+      this.render("cancelled", "Stopped before the upload finished");
+      return;
+    }
+    try {
+      this.show((await this.api.cancel(this.jobId)).body);
+    } catch (error) {
+      this.fail(error);
+      if (error.code !== "job_finished") return;
+    }
+    if (!TERMINAL.has(this.job?.status)) this.track(); // job_finished: show how it ended
+  }
+
+  async remove() {
+    this.stopWork();
+    if (this.jobId) {
+      try {
+        await this.api.remove(this.jobId);
+      } catch (error) {
+        if (error.status !== 404 && error.status !== 410) return this.fail(error);
+      }
+    }
+    this.store.forget(this);
+    this.element.remove();
+    clearInterval(this.ticker);
+  }
+
+  stopWork() {
+    this.controller.abort();
+    this.controller = new AbortController();
+  }
+
+  // A job resource (GET, cancel, or the 202's body).
+  show(job) {
+    this.job = { ...this.job, ...job };
+    this.render(job.status);
+    const ready = job.status === "ready" && job.renditions;
+    const img = this.$("img");
+    this.$(".links").hidden = !ready;
+    if (ready) {
+      const { display, thumb } = job.renditions;
+      if (!img.src) img.src = thumb.url; // a fresher URL for the same image would only reload it
+      img.alt = `Thumbnail of ${this.name || "the photo"}`;
+      img.hidden = false;
+      const link = this.$(".display");
+      link.href = display.url;
+      link.textContent = `Display size ${display.width}×${display.height}`;
+    }
+    if (job.status === "failed" && job.error) {
+      this.showError(job.error.message, job.error.code);
+    }
+  }
+
+  fail(error) {
+    this.showError(error.title || error.message, error.detail || error.code || "");
+    if (!this.job || !TERMINAL.has(this.job.status)) this.render(this.job?.status || "error");
+  }
+
+  showError(title, detail) {
+    this.$(".error").hidden = false;
+    this.$(".error .title").textContent = title;
+    this.$(".error .detail").textContent = detail || "";
+  }
+
+  render(status, note = "") {
+    this.status = status;
+    this.element.dataset.status = status;
+    if (this.jobId) this.element.dataset.jobId = this.jobId;
+    this.$(".name").textContent = this.name;
+    this.$(".name").title = this.jobId ? `job ${this.jobId}` : "";
+    this.$(".status").textContent = note || LABELS[status] || status;
+    this.$(".size").textContent = this.size ? formatBytes(this.size) : "";
+    this.$(".cancel").disabled = TERMINAL.has(status) || status === "error";
+    this.tick();
+    if (!this.ticker) this.ticker = setInterval(() => this.tick(), 1000);
+    if (TERMINAL.has(status) || status === "error") {
+      clearInterval(this.ticker);
+      this.ticker = 0;
+    }
+  }
+
+  // The time it took: the service's own (created → finished) once finished, else so far.
+  tick() {
+    const job = this.job || {};
+    let seconds;
+    if (job.finished_at && job.created_at) {
+      seconds = (Date.parse(job.finished_at) - Date.parse(job.created_at)) / 1000;
+    } else if (TERMINAL.has(this.status) || this.status === "error") {
+      return;
+    } else {
+      seconds = (Date.now() - this.startedAt) / 1000;
+    }
+    this.$(".elapsed").textContent = seconds < 1 ? "<1 s" : `${Math.round(seconds)} s`;
+  }
+}
+
+function formatBytes(bytes) {
+  if (bytes < 1024 * 1024) return `${Math.max(1, Math.round(bytes / 1024))} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
