@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections import Counter
 
 from chalicelib.config import Settings
-from chalicelib.service import RENDITION_NAMES, Service, new_job_id
-from tests.fakes import FakeJobStore, FakeObjectStore
+from chalicelib.keys import ObjectKeys
+from chalicelib.usecases.context import new_job_id
+from chalicelib.vocabulary import RenditionName
 
 HEX = set("0123456789abcdef")
 
 
 def test_the_character_after_each_fixed_prefix_is_uniformly_random_hex():
     settings = Settings()
-    service = Service(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore())
+    object_keys = ObjectKeys(settings.originals_prefix, settings.renditions_prefix)
     ids = [new_job_id() for _ in range(16_000)]
     keys = {
-        settings.originals_prefix: [service.original_key(i) for i in ids],
-        settings.renditions_prefix: [service.rendition_key(i, RENDITION_NAMES[0]) for i in ids],
+        settings.originals_prefix: [object_keys.original(i) for i in ids],
+        settings.renditions_prefix: [object_keys.rendition(i, RenditionName.DISPLAY) for i in ids],
     }
     for prefix, names in keys.items():
         first = Counter(name[len(prefix)] for name in names)
