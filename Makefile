@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test token bench deploy clean
+.PHONY: run localstack localstack-install test token bench deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C
 	$(PY) -m local
 
-test: $(VENV)/.installed  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP)
+localstack:  ## LocalStack on this host (installed once, cached), until Ctrl-C; then: EMBEDDED_AWS=0 make run
+	$(PYTHON) -m local.localstack
+
+localstack-install:  ## only the cached install that make localstack and the tests use
+	$(PYTHON) -m local.localstack --install
+
+test: $(VENV)/.installed localstack-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto and LocalStack)
 	$(PY) -m pytest
 
 token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
