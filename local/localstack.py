@@ -298,7 +298,6 @@ def start(port: int, root: Path, installation: Installation | None = None, overr
         [str(installation.python), "-P", str(BOOT)],
         cwd=root, env=environment(port, root, installation, overrides),
         stdout=output, stderr=subprocess.STDOUT if output is not None else None,
-        start_new_session=output is not None,  # tests: a Ctrl-C goes to pytest, which stops it
     )
     return LocalStack(process, f"http://{HOST}:{port}", root)
 

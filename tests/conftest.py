@@ -61,3 +61,24 @@ def stack(settings_for):
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     provisioned = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     return settings, provisioned, clients
+
+
+@pytest.fixture(scope="session")
+def localstack(tmp_path_factory):
+    """LocalStack on the host (local/localstack.py: installed once into its cache, which `make
+    test` does before pytest starts) on a free port, provisioned by its ready.d hook. It fails,
+    never skips, when LocalStack cannot start."""
+    from local.localstack import LocalStackError, install, start, wait_ready
+
+    root = tmp_path_factory.mktemp("localstack")
+    log = open(tmp_path_factory.mktemp("localstack-log") / "localstack.log", "w+")
+    try:
+        instance = start(free_port(), root, install(), output=log)
+        wait_ready(instance, timeout=180)
+    except LocalStackError as error:
+        log.seek(0)
+        pytest.fail(f"LocalStack did not start: {error}\n{log.read()[-6000:]}")
+    instance.log = log
+    yield instance
+    instance.stop()
+    log.close()

@@ -1,4 +1,6 @@
-"""The local runner (`python -m local`), started as a user would, on free ports."""
+"""The local runner (`python -m local`), started as a user would, on free ports: once on its
+embedded stack (moto's server) and once against LocalStack (EMBEDDED_AWS=0), so every test here
+runs on both. Where the two differ, tests say what each does (runner.backend)."""
 from __future__ import annotations
 
 import os
@@ -18,14 +20,21 @@ class Runner:
     api: str
     aws: str
     output: list[str]
+    backend: str  # "embedded" (moto) or "localstack"
 
 
-@pytest.fixture(scope="session")
-def runner():
-    api_port, aws_port = free_port(), free_port()
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
-               PYTHONUNBUFFERED="1")
+@pytest.fixture(scope="session", params=["embedded", "localstack"])
+def runner(request):
+    api_port = free_port()
+    env = dict(os.environ, API_PORT=str(api_port), PYTHONUNBUFFERED="1")
     env.pop("AWS_ENDPOINT_URL", None)
+    if request.param == "localstack":
+        aws = request.getfixturevalue("localstack").endpoint
+        env.update(EMBEDDED_AWS="0", AWS_ENDPOINT_URL=aws)
+    else:
+        aws_port = free_port()
+        aws = f"http://127.0.0.1:{aws_port}"
+        env.update(EMBEDDED_AWS="1", AWS_PORT=str(aws_port))
     process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
@@ -43,7 +52,7 @@ def runner():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail("local runner did not become ready:\n" + "".join(output[-60:]))
-    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=output)
+    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=aws, output=output, backend=request.param)
     process.terminate()
     try:
         process.wait(30)
