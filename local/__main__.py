@@ -3,7 +3,8 @@
 Environment (all optional):
   API_PORT=8000          the API (chalice local)
   AWS_PORT=4566          moto's server holding S3, SQS and DynamoDB
-  EMBEDDED_AWS=1         0: use the services at AWS_ENDPOINT_URL instead (a real LocalStack)
+  EMBEDDED_AWS=1         0: use the services at AWS_ENDPOINT_URL instead (a real LocalStack;
+                         default http://127.0.0.1:$AWS_PORT, where `make localstack` listens)
   LOCAL_COMPONENTS       which parts to run, of api,worker,sweeper,bridge (default: all that apply)
   WORKER_CONCURRENCY     jobs processed in parallel (default: the number of cores)
   QUEUE_BACKEND=sqs      amqp: consume MinIO's events from RabbitMQ at AMQP_URL
