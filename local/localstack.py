@@ -18,6 +18,11 @@ Environment (all optional): AWS_PORT=4566; LOCALSTACK_ROOT (its FILESYSTEM_ROOT,
 checked, as on AWS); IMAGES_BUCKET, JOBS_TABLE, JOBS_QUEUE, AWS_REGION, which the
 init hook localstack/init/ready.d/image-jobs.py provisions. Nothing is written outside the cache,
 the root and the pip cache.
+
+Clients reach it through the plain AWS_ENDPOINT_URL (which botocore, PynamoDB's botocore and the
+AWS CLI all read), not the localstack-client package: the app runs unchanged in Lambda, where
+that package has no place, and a wrapper that points boto3 at localhost:4566 adds nothing to
+one endpoint setting the app already has, least of all on the free ports the tests use.
 """
 from __future__ import annotations
 
