@@ -39,7 +39,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -383,6 +382,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     localstack = start(port, root, installation)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     try:
         wait_ready(localstack)
         print(f"localstack ready in {time.monotonic() - started:.1f} s: {localstack.endpoint} "
