@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test chromium token bench deploy clean
+.PHONY: run localstack localstack-install test chromium token bench deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproje
 run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C
 	$(PY) -m local
 
-test: $(VENV)/.installed chromium  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP), browser
+localstack:  ## LocalStack on this host (installed once, cached), until Ctrl-C; then: EMBEDDED_AWS=0 make run
+	$(PYTHON) -m local.localstack
+
+localstack-install:  ## only the cached install that make localstack and the tests use
+	$(PYTHON) -m local.localstack --install
+
+test: $(VENV)/.installed chromium localstack-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto and LocalStack), browser
 	$(PY) -m pytest
 
 # The browser tests drive Debian's chromium (Playwright downloads nothing); root installs it.

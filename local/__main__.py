@@ -1,7 +1,8 @@
 """`python -m local`: the whole service on this machine, in the foreground until Ctrl-C.
 
 Environment (all optional): the runner's own settings are RunnerSettings in
-chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS,
+chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0: use the services at
+AWS_ENDPOINT_URL, default http://127.0.0.1:$AWS_PORT, where `make localstack` listens),
 LOCAL_COMPONENTS of api,web,worker,sweeper,bridge, WORKER_CONCURRENCY, AMQP_BRIDGE), and the
 service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET, ...).
 """

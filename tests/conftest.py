@@ -63,11 +63,40 @@ def stack(settings_for):
     return settings, provisioned, clients
 
 
-# The local runner (`python -m local`), started as a user would, on free ports: one for the
-# whole session, shared by the end-to-end (tests/e2e) and browser (tests/browser) tests.
+# The local runner (`python -m local`), started as a user would, on free ports, on its embedded
+# stack: one for the whole session, shared by the browser (tests/browser) and end-to-end tests
+# (tests/e2e runs its tests on LocalStack too).
 @pytest.fixture(scope="session")
-def runner():
+def embedded_runner():
     from tests.local_runner import local_runner
 
     with local_runner() as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def runner(embedded_runner):
+    return embedded_runner
+
+
+@pytest.fixture(scope="session")
+def localstack(tmp_path_factory):
+    """LocalStack on the host (local/localstack.py: installed once into its cache, which `make
+    test` does before pytest starts) on a free port, provisioned by its ready.d hook. It fails,
+    never skips, when LocalStack cannot start."""
+    from local.localstack import LocalStackError, install, start, wait_ready
+
+    root = tmp_path_factory.mktemp("localstack")
+    log = open(tmp_path_factory.mktemp("localstack-log") / "localstack.log", "w+")
+    try:
+        # What tests/e2e/test_backends.py pins, whatever the caller's environment says.
+        strict = {"S3_SKIP_SIGNATURE_VALIDATION": "0", "DYNAMODB_REMOVE_EXPIRED_ITEMS": "1"}
+        instance = start(free_port(), root, install(), overrides=strict, output=log)
+        wait_ready(instance, timeout=180)
+    except LocalStackError as error:
+        log.seek(0)
+        pytest.fail(f"LocalStack did not start: {error}\n{log.read()[-6000:]}")
+    instance.log = log
+    yield instance
+    instance.stop()
+    log.close()

@@ -92,21 +92,28 @@ class Runner:
     aws: str
     web: str  # the page (web/), served by the runner with a dev token
     output: list[str]
+    backend: str = "embedded"  # or "localstack"
 
 
 @contextlib.contextmanager
-def local_runner():
-    """A whole `python -m local` on free ports until the block ends: the session's runner
-    (tests/conftest.py), and tests/client's own."""
-    api_port, aws_port, web_port = free_port(), free_port(), free_port()
+def local_runner(aws_endpoint: str | None = None):
+    """A whole `python -m local` on free ports until the block ends: on its embedded stack, or
+    against the AWS-compatible services at `aws_endpoint` (LocalStack)."""
+    api_port, web_port = free_port(), free_port()
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), WEB_PORT=str(web_port),
-               EMBEDDED_AWS="1", PYTHONUNBUFFERED="1", OWNER_REQUESTS_PER_SECOND="1000",
-               OWNER_BURST="1000")
+    env = dict(os.environ, API_PORT=str(api_port), WEB_PORT=str(web_port), PYTHONUNBUFFERED="1",
+               OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000")
     env.pop("AWS_ENDPOINT_URL", None)
+    if aws_endpoint is None:
+        aws_port = free_port()
+        aws = f"http://127.0.0.1:{aws_port}"
+        env.update(EMBEDDED_AWS="1", AWS_PORT=str(aws_port))
+    else:
+        aws = aws_endpoint
+        env.update(EMBEDDED_AWS="0", AWS_ENDPOINT_URL=aws)
     proc = start_local(env, "the local runner")
-    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}",
-                 web=f"http://127.0.0.1:{web_port}/", output=proc.output)
+    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=aws, web=f"http://127.0.0.1:{web_port}/",
+                 output=proc.output, backend="embedded" if aws_endpoint is None else "localstack")
     if not proc.stop():
         pytest.fail("local runner did not stop on SIGTERM")

@@ -1,0 +1,99 @@
+"""local/localstack.py without starting LocalStack: its root, its environment, its failures."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from local import localstack as tooling
+
+
+@pytest.fixture
+def installation(tmp_path):
+    (tmp_path / "cache" / "lib").mkdir(parents=True)
+    return tooling.Installation(tmp_path / "cache")
+
+
+def test_a_root_links_the_shared_lib_and_the_projects_hook(tmp_path, installation):
+    root = tmp_path / "root"
+    tooling.prepare_root(root, installation)
+    assert (root / "var/lib/localstack/lib").resolve() == installation.lib.resolve()
+    ready = root / "etc/localstack/init/ready.d"
+    assert ready.resolve() == tooling.READY_D and (ready / "image-jobs.py").exists()
+
+    (root / "var/lib/localstack/state.json").write_text("{}")  # a previous run's state
+    tooling.prepare_root(root, installation)
+    assert not (root / "var/lib/localstack/state.json").exists()
+    assert installation.lib.exists()  # emptying the root never follows the link
+
+
+def test_a_folder_that_is_not_one_of_its_roots_is_never_emptied(tmp_path, installation):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("...")
+    with pytest.raises(tooling.LocalStackError, match="not a LocalStack root of ours"):
+        tooling.prepare_root(precious, installation)
+    assert (precious / "thesis.tex").exists()
+
+
+def test_the_environment_is_loopback_offline_and_keeps_the_callers_aws_settings_out(
+        tmp_path, installation, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://elsewhere:1")
+    monkeypatch.setenv("LOCALSTACK_AUTH_TOKEN", "secret")
+    monkeypatch.setenv("JOBS_TABLE", "my-table")
+    monkeypatch.delenv("DYNAMODB_REMOVE_EXPIRED_ITEMS", raising=False)
+    env = tooling.environment(4599, tmp_path / "root", installation)
+    assert env["GATEWAY_LISTEN"] == "127.0.0.1:4599" == env["LOCALSTACK_HOST"]
+    assert env["IMAGE_JOBS_INIT_ENDPOINT"] == "http://127.0.0.1:4599"
+    assert env["SERVICES"] == "s3,sqs,dynamodb"
+    assert (env["OVERRIDE_IN_DOCKER"], env["SKIP_SSL_CERT_DOWNLOAD"], env["LOCALSTACK_TELEMETRY_DISABLED"]) == ("0", "1", "1")
+    assert env["FILESYSTEM_ROOT"] == str(tmp_path / "root")
+    assert env["DYNAMODB_REMOVE_EXPIRED_ITEMS"] == "1" and env["S3_SKIP_SIGNATURE_VALIDATION"] == "0"
+    assert "AWS_ENDPOINT_URL" not in env and "LOCALSTACK_AUTH_TOKEN" not in env
+    assert env["JOBS_TABLE"] == "my-table"  # the hook provisions the names the app will use
+
+
+def test_a_missing_python_313_fails_loudly(monkeypatch):
+    monkeypatch.setenv("LOCALSTACK_PYTHON", "/nonexistent/python3.13")
+    with pytest.raises(tooling.LocalStackError, match="no Python 3.13"):
+        tooling.find_python()
+
+
+def test_an_installed_cache_is_not_installed_again(tmp_path, monkeypatch):
+    """The stamps decide: inputs unchanged, nothing is rebuilt (and nothing is downloaded)."""
+    home = tmp_path / "cache"
+    home.mkdir()
+    java_home = tooling._ensure_jdk(print)
+    stamps = {
+        "venv": {"python": tooling.PYTHON_VERSION, "requirements": tooling._digest([tooling.REQUIREMENTS])},
+        "lib": {"dynamodb_local": tooling.DYNAMODB_LOCAL_NPM, "java_home": str(java_home),
+                "java_sources": tooling._digest(sorted(tooling.JAVA_SOURCES.glob("*.java")))},
+    }
+    for name, stamp in stamps.items():
+        (home / f"{name}.installed.json").write_text(json.dumps(stamp))
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("reinstalled")
+
+    monkeypatch.setattr(tooling, "_install_venv", refuse)
+    monkeypatch.setattr(tooling, "_install_lib", refuse)
+    said = []
+    assert tooling.install(home, say=said.append).home == home
+    assert said == []
+
+    stale = dict(stamps["lib"], java_sources="changed")
+    (home / "lib.installed.json").write_text(json.dumps(stale))
+    built = []
+    monkeypatch.setattr(tooling, "_install_lib", lambda *args: built.append(args))
+    tooling.install(home, say=said.append)
+    assert len(built) == 1 and json.loads((home / "lib.installed.json").read_text()) == stamps["lib"]
+
+
+def test_the_cache_follows_xdg_or_its_own_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv("LOCALSTACK_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert tooling.cache_home() == tmp_path / "image-jobs" / f"localstack-{tooling.VERSION}"
+    monkeypatch.setenv("LOCALSTACK_CACHE", str(tmp_path / "mine"))
+    assert tooling.cache_home() == tmp_path / "mine"
+    assert os.path.isabs(tooling.cache_home())
