@@ -56,7 +56,7 @@ def test_ttl_deletion_turns_an_expired_job_from_410_into_404(runner):
     settings = Settings(endpoint_url=runner.aws)
     store = DynamoJobStore(settings.table, settings.region, runner.aws)
     job = store.get(location.rsplit("/", 1)[1])
-    store.transition(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
+    store.move(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
     assert_problem(requests.get(runner.api + location, headers=headers(), timeout=10), 410, "job_expired")
 
     if runner.backend == "localstack":
