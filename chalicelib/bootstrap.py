@@ -55,7 +55,7 @@ def build_use_cases(settings: Settings) -> UseCases:
     storage = clients.lazy("s3", storage_url, _s3_config(storage_url))
     presign = storage if presign_url == storage_url else clients.lazy("s3", presign_url, _s3_config(presign_url))
     objects = S3Store(storage, settings.bucket, presign_client=presign)
-    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients)
     publisher, backlog = _queue(settings, clients)
     return UseCases(Context(settings=settings, jobs=jobs, objects=objects, publisher=publisher,
                             backlog=backlog))

@@ -20,27 +20,30 @@ class Clients:
 
     def __init__(self, region: str):
         self._region = region
-        self._lock = threading.Lock()
+        # Re-entrant: PynamoDB's connection asks for the session while making its client.
+        self.lock = threading.RLock()
         self._session: Optional[botocore.session.Session] = None
 
+    @property
+    def session(self) -> botocore.session.Session:
+        with self.lock:
+            if self._session is None:
+                self._session = botocore.session.Session()
+            return self._session
+
     def lazy(self, service: str, endpoint_url: Optional[str], config: Config) -> "LazyClient":
-        return LazyClient(lambda: self._create(service, endpoint_url, config), self._lock)
+        return LazyClient(lambda: self.create(service, endpoint_url, config), self.lock)
 
     def create(self, service: str, endpoint_url: Optional[str], config: Config):
-        with self._lock:
-            return self._create(service, endpoint_url, config)
-
-    def _create(self, service: str, endpoint_url: Optional[str], config: Config):
-        if self._session is None:
-            self._session = botocore.session.Session()
-        return self._session.create_client(service, region_name=self._region,
-                                           endpoint_url=endpoint_url, config=config)
+        with self.lock:
+            return self.session.create_client(service, region_name=self._region,
+                                              endpoint_url=endpoint_url, config=config)
 
 
 class LazyClient:
     """Stands in for a botocore client and makes it on first use; then it is that client."""
 
-    def __init__(self, make: Callable[[], Any], lock: threading.Lock):
+    def __init__(self, make: Callable[[], Any], lock: threading.RLock):
         self._make = make
         self._lock = lock  # the session's: one client is made at a time
         self._client: Any = None
