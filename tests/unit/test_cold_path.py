@@ -35,7 +35,7 @@ from chalicelib.usecases.context import Context
 from tests.fakes import FakeJobStore, FakeObjectStore
 
 WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging", "structlog", "jwt",
-         "cryptography")
+         "cryptography", "multipart")
 seen = {"after import": [m for m in WATCH if m in sys.modules]}
 jobs = FakeJobStore()
 ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
@@ -94,7 +94,8 @@ def test_a_get_loads_only_what_it_needs_and_an_upload_loads_the_imaging_stack():
     assert set(seen["after GET"]) <= {"jwt", "cryptography"}
     # The same watch sees them once an upload needs them: the check above can fail.
     assert seen["post"] == 202
-    assert {"PIL", "PIL.ImageCms", "pillow_heif", "chalicelib.imaging", "structlog"} <= set(seen["after POST"])
+    assert {"PIL", "PIL.ImageCms", "pillow_heif", "chalicelib.imaging", "structlog",
+            "multipart"} <= set(seen["after POST"])
 
 
 def test_in_the_cloud_a_get_loads_neither_pyjwt_nor_cryptography():
