@@ -40,7 +40,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
 SIZES = [(640, 480), (1600, 1200), (3000, 2000), (4000, 3000)]  # up to 12 MP
 
 
-def photo_like(width: int, height: int, seed: int) -> bytes:
+def photo_like(width: int, height: int, seed: int, quality: int = 85) -> bytes:
     """Smooth gradients with fine noise: JPEG sizes like a phone photo's, under 4 MiB."""
     rnd = random.Random(seed)
     small = Image.new("RGB", (16, 12))
@@ -49,7 +49,7 @@ def photo_like(width: int, height: int, seed: int) -> bytes:
     noise = Image.effect_noise((width, height), 18).convert("RGB")
     img = Image.blend(base, noise, 0.12).filter(ImageFilter.SMOOTH)
     out = io.BytesIO()
-    img.save(out, "JPEG", quality=85)
+    img.save(out, "JPEG", quality=quality)
     return out.getvalue()
 
 

@@ -1,19 +1,25 @@
 """Who is asking: the owner of the jobs a request may see."""
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+import functools
 import warnings
-
-import jwt
-from jwt.warnings import InsecureKeyLengthWarning
+from typing import Any, Mapping
 
 from chalicelib.config import Settings
 from chalicelib.errors import Unauthorized
 
-# The contract's dev default secret is short; the local runner warns about it once at start
-# instead of PyJWT warning on every request.
-warnings.filterwarnings("ignore", category=InsecureKeyLengthWarning)
+
+@functools.cache
+def _jwt():
+    """PyJWT, imported on first use: in the cloud API Gateway checks the token and a cold
+    start never pays for it (nor for cryptography, which PyJWT loads when it is installed)."""
+    import jwt
+    from jwt.warnings import InsecureKeyLengthWarning
+
+    # The contract's dev default secret is short; the local runner warns about it once at
+    # start instead of PyJWT warning on every request.
+    warnings.filterwarnings("ignore", category=InsecureKeyLengthWarning)
+    return jwt
 
 
 def owner_of(headers: Mapping[str, str], context: Mapping[str, Any], settings: Settings) -> str:
@@ -36,6 +42,7 @@ def _bearer(headers: Mapping[str, str]) -> str:
 
 
 def verify_token(token: str, secret: str) -> str:
+    jwt = _jwt()
     try:
         claims = jwt.decode(
             token, secret, algorithms=["HS256"], options={"require": ["sub", "exp"]}
@@ -50,4 +57,4 @@ def verify_token(token: str, secret: str) -> str:
 
 def mint_token(subject: str, secret: str, ttl_seconds: int, now: int) -> str:
     """A dev token, as the README shows; the cloud uses Cognito's tokens instead."""
-    return jwt.encode({"sub": subject, "iat": now, "exp": now + ttl_seconds}, secret, algorithm="HS256")
+    return _jwt().encode({"sub": subject, "iat": now, "exp": now + ttl_seconds}, secret, algorithm="HS256")

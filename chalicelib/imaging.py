@@ -11,9 +11,9 @@ Speed: JPEGs are decoded at 1/2, 1/4 or 1/8 scale by libjpeg (`draft`) when the 
 size allows it, all colour work (alpha, ICC, orientation) happens on the small image,
 and the thumbnail is cut from the display image, not the original.
 
-Output: baseline RGB JPEG, 4:2:0, with no metadata at all (no EXIF, XMP, comment or
-ICC profile). Pixels are converted to sRGB first, so a viewer's untagged = sRGB
-assumption is right.
+Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, with no metadata at
+all (no EXIF, XMP, comment or ICC profile). Pixels are converted to sRGB first, so a
+viewer's untagged = sRGB assumption is right.
 """
 from __future__ import annotations
 
@@ -312,5 +312,9 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
 def _output(name: RenditionName, im: Image.Image, quality: int) -> Output:
     buf = io.BytesIO()
     # No exif/icc_profile/comment/xmp arguments and an empty info: nothing is copied.
-    im.save(buf, "JPEG", quality=quality, optimize=False, progressive=False)
+    # Progressive scans with optimised Huffman tables code the very same quantised
+    # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
+    # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a ~120 ms job
+    # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
+    im.save(buf, "JPEG", quality=quality, optimize=True, progressive=True)
     return Output(name, buf.getvalue(), im.width, im.height, "image/jpeg")

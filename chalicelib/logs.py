@@ -2,38 +2,65 @@
 
 structlog renders the lines; Lambda and the local runner both read stdout.
 Never log image bytes or tokens.
+
+structlog is imported and set up when the first line is logged, not when a module asks for
+its logger: a request that logs nothing (most GETs) never pays for it on a cold start.
 """
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 
-import structlog
-
+_level = logging.INFO
 _configured = False
+_lock = threading.Lock()
 
 
 def configure(level: int = logging.INFO) -> None:
+    """The level of the service's lines; the set-up itself waits for the first line."""
+    global _level
+    _level = level
+
+
+def _setup():
     global _configured
-    if _configured:
-        return
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
-        cache_logger_on_first_use=True,
-    )
-    # Libraries' INFO chatter (connections, credentials) is not the service's story.
-    for noisy in ("pika", "botocore", "boto3", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    _configured = True
+    import structlog
+
+    with _lock:
+        if _configured:
+            return structlog
+        structlog.configure(
+            processors=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(_level),
+            logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+            cache_logger_on_first_use=True,
+        )
+        # Libraries' INFO chatter (connections, credentials) is not the service's story.
+        for noisy in ("pika", "botocore", "boto3", "urllib3"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        _configured = True
+    return structlog
+
+
+class _Logger:
+    """A component's logger; on first use it becomes structlog's bound logger."""
+
+    def __init__(self, component: str):
+        self._component = component
+        self._logger = None
+
+    def __getattr__(self, method: str):
+        if self._logger is None:
+            self._logger = _setup().get_logger(component=self._component)
+        return getattr(self._logger, method)
 
 
 def get_logger(name: str):
-    return structlog.get_logger(component=name)
+    return _Logger(name)

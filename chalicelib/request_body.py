@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 
-import multipart
-
 from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 
 # A raw body must say it is an image (or opaque bytes); the real type is sniffed later.
@@ -17,6 +15,8 @@ MULTIPART_OVERHEAD = 64 * 1024
 
 
 def image_bytes(body: bytes, content_type: str, max_bytes: int) -> bytes:
+    import multipart  # here, not at the top: only uploads need it, a cold GET does not
+
     ctype, options = multipart.parse_options_header(content_type or "")
     ctype = ctype.lower()
     if ctype == "multipart/form-data":
@@ -35,6 +35,8 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
         raise InvalidRequest("multipart/form-data without a boundary")
     if len(body) > max_bytes + MULTIPART_OVERHEAD:
         raise FileTooLarge(f"The file is larger than {max_bytes} bytes")
+    import multipart
+
     parser = multipart.MultipartParser(
         io.BytesIO(body), boundary, content_length=len(body),
         partsize_limit=max_bytes + 1, spool_limit=max_bytes + 1,

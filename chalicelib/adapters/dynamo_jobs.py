@@ -25,6 +25,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from chalicelib.clients import Clients
 from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.ports import IdempotencyRecord
@@ -111,16 +112,43 @@ def make_idempotency_model(table: str, region: str, host: Optional[str]) -> type
     return type("BoundIdempotencyItem", (IdempotencyItem,), {"Meta": _meta(table, region, host)})
 
 
+class _SharedConnection(Connection):
+    """PynamoDB's connection with its botocore client made from the shared session.
+
+    PynamoDB would start a botocore session for each model, for transactions and for each
+    thread, and each new session parses botocore's endpoint table again (tens of ms)."""
+
+    def __init__(self, clients: Clients, **kwargs):
+        super().__init__(**kwargs)
+        self._clients = clients
+
+    @property
+    def session(self):
+        return self._clients.session
+
+    @property
+    def client(self):
+        with self._clients.lock:  # botocore's client creation is not thread-safe
+            return super().client
+
+
 def _condition_failed(error: PynamoDBException) -> bool:
     return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
 
 
 class DynamoJobStore:
-    def __init__(self, table: str, region: str, host: Optional[str]):
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None):
         self._model = make_job_model(table, region, host)
         self._keys = make_idempotency_model(table, region, host)
         self._owners = make_owner_model(table, region, host)
-        self._connection = Connection(region=region, host=host, **_CONNECTION)
+        self._connection = _SharedConnection(clients or Clients(region), region=region, host=host,
+                                             **_CONNECTION)
+        # One connection, so one botocore client, for both models and for transactions.
+        # PynamoDB 6.1 has no public way to hand a model its connection (its issue #1245).
+        tables = [model._get_connection() for model in (self._model, self._keys, self._owners)]
+        self._connection.add_meta_table(tables[0].get_meta_table())  # the one that knows the index
+        for table_connection in tables:
+            table_connection.connection = self._connection
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:

@@ -10,17 +10,22 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from chalicelib.usecases.capacity import Capacity
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.manage import ManageJobs
-from chalicelib.usecases.sweeper import Sweeper
-from chalicelib.usecases.uploads import Uploads
-from chalicelib.usecases.worker import Worker
+
+if TYPE_CHECKING:
+    from chalicelib.usecases.manage import ManageJobs
+    from chalicelib.usecases.sweeper import Sweeper
+    from chalicelib.usecases.uploads import Uploads
+    from chalicelib.usecases.worker import Worker
 
 
 class UseCases:
-    """The four use cases over one Context, each built on first use."""
+    """The four use cases over one Context, each built (and its module imported) on first
+    use: a GET never loads the imaging stack that uploads and the worker need (Pillow,
+    pillow-heif, LittleCMS), which would cost a cold start about a third of its time."""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -31,16 +36,24 @@ class UseCases:
 
     @cached_property
     def uploads(self) -> Uploads:
+        from chalicelib.usecases.uploads import Uploads
+
         return Uploads(self.ctx, self.capacity)
 
     @cached_property
     def manage(self) -> ManageJobs:
+        from chalicelib.usecases.manage import ManageJobs
+
         return ManageJobs(self.ctx)
 
     @cached_property
     def worker(self) -> Worker:
+        from chalicelib.usecases.worker import Worker
+
         return Worker(self.ctx)
 
     @cached_property
     def sweeper(self) -> Sweeper:
+        from chalicelib.usecases.sweeper import Sweeper
+
         return Sweeper(self.ctx)

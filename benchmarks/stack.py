@@ -1,0 +1,167 @@
+"""What the API and worker benchmarks share: the local runner of a checkout, its processes and
+their CPU time.
+
+Every benchmark can measure another checkout of the project (`--root DIR`, say the commit
+before a change) with this checkout's scripts; so nothing here imports chalicelib. The
+code under test is imported only in child processes whose sys.path starts at that root.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+THIS_ROOT = HERE.parent
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+# The embedded stack takes any credentials; the runner sets the same ones.
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of every thread of the process so far, from /proc/<pid>/stat
+    (fields 14 and 15, in clock ticks; the name field may hold spaces, so split after it)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(child) for child in text]
+    return found
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def label_of(root: Path) -> str:
+    """The checkout's commit (and '+changes' when its tree differs from it)."""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+changes" if dirty else "")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return root.name
+
+
+@dataclass
+class Runner:
+    """`python -m local` of one checkout, with the components asked for."""
+
+    root: Path
+    components: str
+    extra_env: dict = field(default_factory=dict)
+    api_port: int = field(default_factory=free_port)
+    aws_port: int = field(default_factory=free_port)
+    process: Optional[subprocess.Popen] = None
+    log_path: Optional[Path] = None
+    command: Optional[list] = None  # default: python -m local
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def aws_url(self) -> str:
+        return f"http://127.0.0.1:{self.aws_port}"
+
+    def env(self) -> dict:
+        env = dict(os.environ, **AWS_ENV, API_PORT=str(self.api_port), AWS_PORT=str(self.aws_port),
+                   LOCAL_COMPONENTS=self.components, PYTHONUNBUFFERED="1", **self.extra_env)
+        env.pop("AWS_ENDPOINT_URL", None)
+        env["PYTHONPATH"] = str(self.root)
+        return env
+
+    def start(self, timeout: float = 120) -> "Runner":
+        self.log_path = Path(f"/tmp/image-jobs-bench-{self.api_port}.log")
+        log = open(self.log_path, "w")
+        self.process = subprocess.Popen(self.command or [sys.executable, "-m", "local"], cwd=self.root, env=self.env(),
+                                        stdout=log, stderr=subprocess.STDOUT)
+        started = time.monotonic()
+        while "image-jobs ready" not in self.log_path.read_text():
+            if self.process.poll() is not None or time.monotonic() - started > timeout:
+                self.stop()
+                raise RuntimeError(f"the runner of {self.root} did not start; see {self.log_path}")
+            time.sleep(0.2)
+        return self
+
+    def pid_of(self, marker: str) -> int:
+        """The runner's child whose command line holds marker (moto.server, chalice_local)."""
+        for child in children(self.process.pid):
+            if marker in cmdline(child):
+                return child
+        raise RuntimeError(f"no child process of the runner runs {marker}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> "Runner":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def run_child(script: Path, root: Path, args: list[str], env: dict) -> dict:
+    """Run `script --child ...` with the checkout under test first on sys.path; it prints
+    one JSON object as its last line."""
+    child_env = dict(os.environ, **AWS_ENV, **env, PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, str(script), "--child", str(root), *args], cwd=root,
+                          env=child_env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script.name} child failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def enter_root(root: str) -> None:
+    """In a child: import the checkout under test, not this one."""
+    sys.path.insert(0, root)
+    os.chdir(root)
+
+
+def quiet_stdout():
+    """Structured logs go to stdout; a child keeps the real one for its JSON answer."""
+    real = sys.stdout
+    sys.stdout = open(os.devnull, "w")
+    return real
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]

@@ -1,0 +1,137 @@
+"""What a fresh API process loads before it answers a GET, and how it makes its clients.
+
+A GET reads the table and presigns two URLs: it must not pay for the imaging stack (Pillow,
+pillow-heif, LittleCMS) that only uploads and the worker need, nor for boto3, nor for
+structlog when it logs nothing; in the cloud (Cognito checks the token) not for PyJWT either.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from botocore.config import Config
+
+from chalicelib.bootstrap import build_use_cases
+from chalicelib.clients import Clients
+from chalicelib.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Runs in a fresh interpreter: serve one GET of a ready job, then one POST, through the
+# Lambda entry point, and report what was imported after each.
+CHILD = r"""
+import base64, json, os, sys, time
+from datetime import datetime, timedelta, timezone
+
+import app
+from chalicelib.auth import mint_token
+from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
+from tests.fakes import FakeJobStore, FakeObjectStore
+
+WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging", "structlog", "jwt",
+         "cryptography", "multipart")
+seen = {"after import": [m for m in WATCH if m in sys.modules]}
+jobs = FakeJobStore()
+ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
+service = UseCases(ctx)
+app.use_cases = lambda: service
+now = datetime.now(timezone.utc)
+job = Job(job_id="6f1c1d7e-9a55-4e1b-8f55-1b2f6cf0e111", owner="alice", status=JobStatus.PROCESSING,
+          created_at=now, updated_at=now, expires_at=now + timedelta(days=1), original_key="o", attempt=1)
+shown = lambda name: Rendition(f"renditions/{job.job_id}/{name}.jpg", 10, 10, "image/jpeg")
+jobs.items[job.job_id] = job.ready(now, shown("display"), shown("thumb"), timedelta(days=1))
+cloud = os.environ["AUTH_MODE"] == "cognito"
+# In the cloud API Gateway has checked the token and passes its claims.
+token = "checked-by-api-gateway" if cloud else mint_token("alice", app.settings.jwt_secret, 60, int(time.time()))
+claims = {"authorizer": {"claims": {"sub": "alice"}}} if cloud else {}
+
+
+def event(method, resource, path, params=None, body=None, content_type=None):
+    headers = {"authorization": "Bearer " + token}
+    if content_type:
+        headers["content-type"] = content_type
+    return {"resource": resource, "path": path, "httpMethod": method, "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": None, "multiValueQueryStringParameters": None,
+            "pathParameters": params, "stageVariables": None,
+            "requestContext": {"httpMethod": method, "resourcePath": resource, "path": path, **claims},
+            "body": base64.b64encode(body).decode() if body else None, "isBase64Encoded": bool(body)}
+
+
+prefix = app.settings.route_prefix
+got = app.app(event("GET", prefix + "/image-jobs/{job_id}", prefix + "/image-jobs/" + job.job_id,
+                    {"job_id": job.job_id}), None)
+seen["get"] = [got["statusCode"], json.loads(got["body"])["status"]]
+seen["after GET"] = [m for m in WATCH if m in sys.modules]
+posted = app.app(event("POST", prefix + "/images", prefix + "/images", body=sys.stdin.buffer.read(),
+                       content_type="image/jpeg"), None)
+seen["post"] = posted["statusCode"]
+seen["after POST"] = [m for m in WATCH if m in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def first_get_then_post(auth_mode: str) -> dict:
+    from tests.images import jpeg
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AUTH_MODE=auth_mode,
+               COGNITO_USER_POOL_ARN="arn:aws:cognito-idp:us-east-1:000000000000:userpool/us-east-1_test")
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, input=jpeg(),
+                          capture_output=True, check=True)
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def test_a_get_loads_only_what_it_needs_and_an_upload_loads_the_imaging_stack():
+    seen = first_get_then_post("jwt")  # the local API checks HS256 tokens itself
+    assert seen["get"] == [200, "ready"]
+    assert seen["after import"] == []
+    assert set(seen["after GET"]) <= {"jwt", "cryptography"}
+    # The same watch sees them once an upload needs them: the check above can fail.
+    assert seen["post"] == 202
+    assert {"PIL", "PIL.ImageCms", "pillow_heif", "chalicelib.imaging", "structlog",
+            "multipart"} <= set(seen["after POST"])
+
+
+def test_in_the_cloud_a_get_loads_neither_pyjwt_nor_cryptography():
+    seen = first_get_then_post("cognito")
+    assert seen["get"] == [200, "ready"]
+    assert seen["after import"] == [] and seen["after GET"] == []
+    assert seen["post"] == 202 and "jwt" not in seen["after POST"]
+
+
+def test_a_lazy_client_is_made_once_on_first_use_even_by_racing_threads(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    clients = Clients("us-east-1")
+    made = []
+    real = clients.create
+    monkeypatch.setattr(clients, "create", lambda *args: made.append(args) or real(*args))
+    lazy = clients.lazy("s3", "http://127.0.0.1:9", Config(signature_version="s3v4",
+                                                            s3={"addressing_style": "path"}))
+    assert made == []
+    metas = []
+    threads = [threading.Thread(target=lambda: metas.append(lazy.meta)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and all(meta is metas[0] for meta in metas)
+    url = lazy.generate_presigned_url("get_object", Params={"Bucket": "b", "Key": "k"}, ExpiresIn=60)
+    assert url.startswith("http://127.0.0.1:9/b/k?") and "X-Amz-Signature=" in url
+
+
+def test_presigned_urls_name_the_public_endpoint_and_storage_calls_the_private_one(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    private = Settings(endpoint_url="http://127.0.0.1:9")
+    public = Settings(endpoint_url="http://127.0.0.1:9", public_s3_endpoint_url="http://images.test:8080")
+    for settings, host in ((private, "http://127.0.0.1:9/"), (public, "http://images.test:8080/")):
+        objects = build_use_cases(settings).ctx.objects
+        assert objects.presign_get("renditions/x/display.jpg", 60).startswith(host)
+        assert objects._client.meta.endpoint_url == "http://127.0.0.1:9"
