@@ -5,6 +5,7 @@ import os
 import socket
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,26 @@ def stack(settings_for):
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     provisioned = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     return settings, provisioned, clients
+
+
+@dataclass
+class Runner:
+    api: str
+    aws: str
+    output: list[str]
+
+
+@pytest.fixture(scope="session")
+def runner():
+    """The local runner (`python -m local`), started as a user would, on free ports, once
+    for the session: the end-to-end tests (tests/e2e) and the API tests (tests/api) share it."""
+    from tests.local_runner import start_local
+
+    api_port, aws_port = free_port(), free_port()
+    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
+               PYTHONUNBUFFERED="1")
+    env.pop("AWS_ENDPOINT_URL", None)
+    proc = start_local(env, "the local runner")
+    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=proc.output)
+    if not proc.stop():
+        pytest.fail("local runner did not stop on SIGTERM")
