@@ -85,25 +85,13 @@ def api(view):
         except Exception:
             # Our own fault. The client gets an id to quote; the log line has the same id
             # beside the details, which never leave the service.
-            instance = correlation_id()
-            log.exception("internal_error", instance=instance)
+            instance = f"urn:uuid:{uuid.uuid4()}"
+            context = getattr(app, "lambda_context", None)
+            log.exception("internal_error", instance=instance,
+                          aws_request_id=getattr(context, "aws_request_id", None))
             return problem_response(ErrorCode.INTERNAL_ERROR, instance=instance)
 
     return wrapper
-
-
-def correlation_id() -> str:
-    """The Lambda request id (also in the function's own log lines), as a URI."""
-    request_id = getattr(getattr(app, "lambda_context", None), "aws_request_id", None)
-    return f"urn:uuid:{request_id if _is_uuid(request_id) else uuid.uuid4()}"
-
-
-def _is_uuid(value) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return True
-    except ValueError:
-        return False
 
 
 def _owner() -> str:

@@ -93,6 +93,10 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
 
     def send_error(self, code: int, message: Optional[str] = None, explain: Optional[str] = None) -> None:
         """http.server's own refusals (a malformed request line or headers), as problem+json."""
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # A line it could not parse counts as HTTP/0.9, which would get a bare body:
+            # nobody speaks 0.9, so answer with a status line and headers.
+            self.request_version = self.protocol_version
         self._problem(ErrorCode.INVALID_REQUEST if code < 500 else ErrorCode.INTERNAL_ERROR,
                       "The request could not be read", close=True)
 

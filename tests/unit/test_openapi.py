@@ -122,7 +122,8 @@ def test_the_limits_in_the_spec_are_the_default_settings():
     uploads = SPEC["paths"]["/api/v1/uploads"]["post"]["requestBody"]["content"]["application/json"]
     assert uploads["schema"]["properties"]["size"]["maximum"] == DEFAULTS.max_direct_upload_bytes
     images = SPEC["paths"]["/api/v1/images"]["post"]["requestBody"]["content"]
-    assert images["multipart/form-data"]["schema"]["properties"]["file"]["maxLength"] == DEFAULTS.max_upload_bytes
+    file_part = images["multipart/form-data"]["schema"]["properties"]["file"]
+    assert file_part["maxLength"] == DEFAULTS.max_upload_bytes
     assert SPEC["components"]["schemas"]["ImageBytes"]["maxLength"] == DEFAULTS.max_upload_bytes
     assert set(uploads["schema"]["properties"]["content_type"]["enum"]) == sniff.ALLOWED_TYPES
     key = next(p for p in SPEC["components"]["parameters"].values() if p["name"] == "Idempotency-Key")
@@ -182,7 +183,8 @@ def test_what_the_server_writes_for_each_status_is_what_the_spec_says(job, urls)
 def test_what_the_server_writes_on_202_is_what_the_spec_says():
     form = UploadForm("http://127.0.0.1:4566/image-jobs", {"key": "originals/x", "policy": "p"}, NOW)
     validator("Accepted").validate(views.accepted_body(Accepted(a_job(JobStatus.QUEUED))))
-    validator("DirectUpload").validate(views.accepted_body(Accepted(a_job(JobStatus.AWAITING_UPLOAD), upload=form)))
+    awaiting = Accepted(a_job(JobStatus.AWAITING_UPLOAD), upload=form)
+    validator("DirectUpload").validate(views.accepted_body(awaiting))
     validator("DirectUpload").validate(views.accepted_body(Accepted(a_job(JobStatus.READY), replayed=True)))
 
 
@@ -195,4 +197,5 @@ def test_problems_validate_against_the_spec_with_and_without_instance():
     problem = validator("Problem")
     for code in ErrorCode:
         problem.validate(problems.problem(code))
-    problem.validate(problems.problem(ErrorCode.INTERNAL_ERROR, instance="urn:uuid:" + "0" * 8 + "-0000-4000-8000-" + "0" * 12))
+    instance = "urn:uuid:5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"
+    problem.validate(problems.problem(ErrorCode.INTERNAL_ERROR, instance=instance))
