@@ -1,12 +1,14 @@
 """Shared fixtures. Services the tests need are started here, never assumed."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -71,17 +73,26 @@ class Runner:
     output: list[str]
 
 
-@pytest.fixture(scope="session")
-def runner():
-    """The local runner (`python -m local`), started as a user would, on free ports, once
-    for the session: the end-to-end tests (tests/e2e) and the API tests (tests/api) share it."""
+@contextlib.contextmanager
+def local_runner(**env: str) -> Iterator[Runner]:
+    """The local runner (`python -m local`), started as a user would, on free ports."""
     from tests.local_runner import start_local
 
     api_port, aws_port = free_port(), free_port()
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
-               PYTHONUNBUFFERED="1")
-    env.pop("AWS_ENDPOINT_URL", None)
-    proc = start_local(env, "the local runner")
-    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}", output=proc.output)
-    if not proc.stop():
-        pytest.fail("local runner did not stop on SIGTERM")
+    full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
+                PYTHONUNBUFFERED="1", **env)
+    full.pop("AWS_ENDPOINT_URL", None)
+    proc = start_local(full, "the local runner")
+    try:
+        yield Runner(api=f"http://127.0.0.1:{api_port}", aws=f"http://127.0.0.1:{aws_port}",
+                     output=proc.output)
+    finally:
+        if not proc.stop():
+            pytest.fail("local runner did not stop on SIGTERM")
+
+
+@pytest.fixture(scope="session")
+def runner():
+    """One local runner for the whole session's end-to-end tests."""
+    with local_runner() as started:
+        yield started

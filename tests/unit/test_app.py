@@ -112,7 +112,7 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, svc):
 
 
 def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(client, svc, monkeypatch,
-                                                                                  capsys):
+                                                                                  capfd):
     def boom(*_):
         raise RuntimeError("pynamodb.exceptions: table image-jobs key originals/x")
 
@@ -124,7 +124,7 @@ def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(
     assert body["code"] == "internal_error" and "Retry-After" not in r.headers
     assert re.fullmatch(r"urn:uuid:[0-9a-f-]{36}", body["instance"])
     assert "pynamodb" not in r.body.decode() and "originals/x" not in r.body.decode()
-    logged = capsys.readouterr().out
+    logged = capfd.readouterr().out  # structlog may hold the process's stdout itself
     assert body["instance"] in logged and "pynamodb.exceptions" in logged  # the details stay here
     again = json.loads(client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0",
                                        headers=auth()).body)
