@@ -54,7 +54,7 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
         if route is None:
             self._problem(self._unknown_path_code(), "There is no such resource", close=True)
             return
-        self._problem(ErrorCode.METHOD_NOT_ALLOWED, f"{self.command[:20]} is not allowed here",
+        self._problem(ErrorCode.METHOD_NOT_ALLOWED, "This method is not allowed here; see Allow",
                       allow=_app().allowed_methods(route), close=True)
 
     def _refused_before_reading(self) -> bool:
@@ -77,8 +77,9 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
         return False
 
     def _route(self) -> Optional[str]:
+        """The app's route for this path, matched as `chalice local` matches it."""
         try:
-            return self.local_gateway.event_converter._route_matcher.match_route(self.path).route
+            return chalice_local.RouteMatcher(list(_app().app.routes)).match_route(self.path).route
         except ValueError:
             return None
 
