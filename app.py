@@ -5,16 +5,16 @@ Each view parses the request, calls one use case and shapes the response.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import threading
 import time
+import uuid
 
 from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
 from chalicelib import auth, problems, request_body, views
 from chalicelib.config import Settings
-from chalicelib.errors import DomainError, InvalidRequest, PoisonMessage, TransientError
+from chalicelib.errors import DomainError, PoisonMessage, TransientError
 from chalicelib.events import parse_message
 from chalicelib.logs import get_logger
 from chalicelib.vocabulary import ErrorCode
@@ -29,10 +29,9 @@ app.api.cors = CORSConfig(
     expose_headers=["Location", "Retry-After", "Idempotent-Replayed"],
     max_age=600,
 )
-# API Gateway must pass these bodies through as bytes, not mangle them as text.
-app.api.binary_types.extend([
-    "multipart/form-data", "image/webp", "image/tiff", "image/avif", "image/heic", "image/heif",
-])
+# API Gateway must pass these bodies through as bytes, not mangle them as text: every label
+# the upload route accepts.
+app.api.binary_types.extend(t for t in request_body.BINARY_TYPES if t not in app.api.binary_types)
 log = get_logger("app")
 # In the cloud API Gateway checks the Cognito token before a view runs (AUTH_MODE=cognito);
 # locally there is no authorizer and chalicelib/auth.py checks the HS256 token itself.
@@ -61,21 +60,24 @@ def use_cases():
     return _use_cases
 
 
-def problem_response(code: ErrorCode, detail: str = "", retry_after=None) -> Response:
+def problem_response(code: ErrorCode, detail: str = "", retry_after=None, allow=None,
+                     instance=None) -> Response:
     headers = {"Content-Type": problems.CONTENT_TYPE, "Cache-Control": "no-store"}
     if retry_after:
         headers["Retry-After"] = str(retry_after)
     if code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = 'Bearer realm="image-jobs"'
+    if allow:
+        headers["Allow"] = ", ".join(allow)
     return Response(
-        body=problems.problem(code, detail or None),
+        body=problems.problem(code, detail or None, instance),
         status_code=problems.status_of(code),
         headers=headers,
     )
 
 
 def api(view):
-    """Turns domain errors into problem+json; nothing internal ever reaches the client."""
+    """Turns every error into problem+json; nothing internal ever reaches the client."""
 
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
@@ -84,17 +86,19 @@ def api(view):
         except DomainError as error:
             return problem_response(error.code, error.detail, error.retry_after)
         except TransientError:
+            # A dependency (table, storage, queue) is down or timed out: worth a retry.
             log.exception("backend_unavailable")
             return problem_response(
                 ErrorCode.STORAGE_UNAVAILABLE, retry_after=settings.retry_after_seconds
             )
         except Exception:
-            # Our own bug: answer as a retryable outage rather than
-            # with Chalice's own non-problem 500 body, and keep the details in the log.
-            log.exception("unexpected_error")
-            return problem_response(
-                ErrorCode.STORAGE_UNAVAILABLE, retry_after=settings.retry_after_seconds
-            )
+            # Our own fault. The client gets an id to quote; the log line has the same id
+            # beside the details, which never leave the service.
+            instance = f"urn:uuid:{uuid.uuid4()}"
+            context = getattr(app, "lambda_context", None)
+            log.exception("internal_error", instance=instance,
+                          aws_request_id=getattr(context, "aws_request_id", None))
+            return problem_response(ErrorCode.INTERNAL_ERROR, instance=instance)
 
     return wrapper
 
@@ -125,8 +129,12 @@ def _job_response(job) -> Response:
     return Response(status_code=200, body=views.job_body(job, use_cases().manage.urls(job)), headers=headers)
 
 
-# Every content type reaches the view, which answers 415 as problem+json itself.
-@app.route(ROOT + "/images", methods=["POST"], content_types=["*/*"], authorizer=authorizer)
+# Every route takes every content type: a view answers a wrong one as problem+json itself
+# (Chalice's own 415 is not problem+json), and a view that reads no body ignores it.
+ANY = ["*/*"]
+
+
+@app.route(ROOT + "/images", methods=["POST"], content_types=ANY, authorizer=authorizer)
 @api
 def upload_image():
     owner = _owner()
@@ -134,46 +142,37 @@ def upload_image():
     data = request_body.image_bytes(
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
-    key = request.headers.get("idempotency-key")
+    key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return _accepted_response(use_cases().uploads.accept_upload(owner, data, key))
 
 
-@app.route(ROOT + "/uploads", methods=["POST"], content_types=["*/*"], authorizer=authorizer)
+@app.route(ROOT + "/uploads", methods=["POST"], content_types=ANY, authorizer=authorizer)
 @api
 def create_direct_upload():
     owner = _owner()
     request = app.current_request
-    body = _json_object(request.raw_body)
-    key = request.headers.get("idempotency-key")
+    body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
+                                    {"content_type": str, "size": int})
+    key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return _accepted_response(
         use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key)
     )
 
 
-def _json_object(raw: bytes) -> dict:
-    try:
-        body = json.loads(raw or b"")
-    except ValueError:
-        raise InvalidRequest("The body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("The body must be a JSON object")
-    return body
-
-
-@app.route(ROOT + "/image-jobs/{job_id}", methods=["GET"], authorizer=authorizer)
+@app.route(ROOT + "/image-jobs/{job_id}", methods=["GET"], content_types=ANY, authorizer=authorizer)
 @api
 def get_image_job(job_id):
     return _job_response(use_cases().manage.get_job(_owner(), job_id))
 
 
-@app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=["*/*"],
+@app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=ANY,
            authorizer=authorizer)
 @api
 def cancel_image_job(job_id):
     return _job_response(use_cases().manage.cancel(_owner(), job_id))
 
 
-@app.route(ROOT + "/image-jobs/{job_id}", methods=["DELETE"], authorizer=authorizer)
+@app.route(ROOT + "/image-jobs/{job_id}", methods=["DELETE"], content_types=ANY, authorizer=authorizer)
 @api
 def delete_image_job(job_id):
     use_cases().manage.delete(_owner(), job_id)
@@ -231,3 +230,34 @@ def sweep(event):
 def sweep_orphans(event):
     """Objects left without a job: see usecases/sweeper.py."""
     use_cases().sweeper.sweep_orphans()
+
+
+# Methods a route may be asked for that it does not have. Their answer is 405 with `Allow`,
+# as problem+json, from the app itself, so API Gateway sends them on instead of answering
+# with its own error. It comes before authentication: which methods a path has is public.
+# OPTIONS stays with CORS preflight; methods outside this list (TRACE, say) never reach the
+# app: API Gateway refuses them, and local/chalice_local.py answers them like this.
+OTHER_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+_NOT_ALLOWED_VIEW = "method_not_allowed"
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The methods the route at `path` really has (its 405 answers aside)."""
+    return sorted(method for method, entry in app.routes[path].items()
+                  if entry.view_name != _NOT_ALLOWED_VIEW)
+
+
+def _not_allowed(path: str):
+    def method_not_allowed(**_params):
+        return problem_response(ErrorCode.METHOD_NOT_ALLOWED,
+                                f"{app.current_request.method} is not allowed here",
+                                allow=allowed_methods(path))
+
+    return method_not_allowed
+
+
+# Last, so that it covers every route declared above.
+for _path in list(app.routes):
+    _missing = [m for m in OTHER_METHODS if m not in app.routes[_path]]
+    if _missing:
+        app.route(_path, methods=_missing, content_types=ANY, name=_NOT_ALLOWED_VIEW)(_not_allowed(_path))

@@ -43,13 +43,17 @@ def message_of(code: C) -> str:
     return PROBLEMS[C(code)][1]
 
 
-def problem(code: C, detail: Optional[str] = None) -> dict:
+def problem(code: C, detail: Optional[str] = None, instance: Optional[str] = None) -> dict:
+    """`instance` (RFC 9457): a URI naming this occurrence, for a fault the client should quote."""
     code = C(code)
     status, title = PROBLEMS[code]
-    return {
+    body = {
         "type": TYPE_BASE + code.value,
         "title": title,
         "status": status,
         "detail": detail or title,
         "code": code.value,
     }
+    if instance:
+        body["instance"] = instance
+    return body

@@ -1,33 +1,73 @@
-"""The image bytes of an upload request: multipart `file` part or a raw body.
+"""The bodies of requests: the image of an upload (multipart `file` part or raw bytes) and
+the JSON object of a direct upload.
 
-HTTP-shaped parsing lives here so that app.py stays wiring and service.py sees bytes.
+HTTP-shaped parsing lives here so that app.py stays wiring and the use cases see values.
 """
 from __future__ import annotations
 
 import io
+import json
+import re
+from typing import Optional
 
+
+from chalicelib import sniff
 from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 
-# A raw body must say it is an image (or opaque bytes); the real type is sniffed later.
-RAW_TYPES = ("application/octet-stream",)
+MULTIPART = "multipart/form-data"
+JSON = "application/json"
+# Labels a raw image body may carry. The label never decides the type (the bytes do), but in
+# the cloud API Gateway passes a body through untouched only when its label is a binary media
+# type, so the route takes exactly these, and app.py lists them all as binary types.
+IMAGE_ALIASES = ("image/jpg", "image/pjpeg", "image/x-png")
+RAW_TYPES = (*sorted(sniff.ALLOWED_TYPES), *IMAGE_ALIASES, "application/octet-stream")
+BINARY_TYPES = (MULTIPART, *RAW_TYPES)
 # Room for the multipart envelope around a file at the size limit.
 MULTIPART_OVERHEAD = 64 * 1024
+# {"content_type": ..., "size": ...} is under 100 bytes; anything near this is not one.
+MAX_JSON_BYTES = 4096
+# Nesting a JSON object may have; ours has one level. Deeper bodies are refused before
+# they are parsed, so a hostile one never reaches the parser's recursion limit.
+MAX_JSON_DEPTH = 8
+
+
+# 1-255 printable ASCII characters, as the contract says, less a space at either end: HTTP
+# drops those from a header's value, so such a key could never arrive as it was sent.
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?")
+
+
+def idempotency_key(value: Optional[str]) -> Optional[str]:
+    if value is not None and not IDEMPOTENCY_KEY.fullmatch(value):
+        raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters, "
+                             "not starting or ending with a space")
+    return value
+
+
+def media_type(content_type: str) -> str:
+    """`image/JPEG; q=1` -> `image/jpeg`."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def max_request_bytes(max_upload_bytes: int) -> int:
+    """The largest body any route reads: a file at the limit in its multipart envelope."""
+    return max_upload_bytes + MULTIPART_OVERHEAD
 
 
 def image_bytes(body: bytes, content_type: str, max_bytes: int) -> bytes:
     import multipart  # here, not at the top: only uploads need it, a cold GET does not
 
     ctype, options = multipart.parse_options_header(content_type or "")
-    ctype = ctype.lower()
-    if ctype == "multipart/form-data":
+    ctype = ctype.strip().lower()
+    if ctype == MULTIPART:
         return _file_part(body, options.get("boundary", ""), max_bytes)
-    if ctype.startswith("image/") or ctype in RAW_TYPES:
+    if ctype in RAW_TYPES:
         if len(body) > max_bytes:
             raise FileTooLarge(f"The file is larger than {max_bytes} bytes")
         if not body:
             raise InvalidRequest("The request body is empty")
         return body
-    raise UnsupportedFormat("Send multipart/form-data with a 'file' part, or raw image bytes")
+    raise UnsupportedFormat("Send multipart/form-data with a 'file' part, or the image bytes "
+                            "labelled with one of: " + ", ".join(RAW_TYPES))
 
 
 def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
@@ -56,3 +96,57 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
     except multipart.MultipartError:
         raise InvalidRequest("The multipart body could not be parsed") from None
     raise InvalidRequest("The multipart body has no 'file' part")
+
+
+def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict:
+    """The JSON object of a request, with exactly the members in `fields` that it has.
+
+    A member's type is int or str. An integral number such as 1472.0 is an int: JSON has one
+    number type, and JSON Schema calls 1472.0 an integer.
+    """
+    if media_type(content_type) != JSON:
+        raise InvalidRequest("Send the body as application/json")
+    if len(body) > MAX_JSON_BYTES:
+        raise InvalidRequest(f"The JSON body is larger than {MAX_JSON_BYTES} bytes")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise InvalidRequest("The JSON body is nested too deeply")
+    try:
+        value = json.loads(body or b"")
+    except (ValueError, RecursionError):
+        raise InvalidRequest("The body is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("The body must be a JSON object")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise InvalidRequest("Unknown members: " + ", ".join(unknown)[:200])
+    return {name: _typed(name, value[name], kind) for name, kind in fields.items() if name in value}
+
+
+def _typed(name: str, value: object, kind: type):
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidRequest(f"'{name}' must be {'an integer' if kind is int else 'a string'}")
+    return value
+
+
+def _depth(body: bytes) -> int:
+    """The deepest nesting of brackets outside strings, without parsing."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest

@@ -1,5 +1,5 @@
 """`chalice local`, as its own command line runs it, tuned for many clients and kept-alive
-connections.
+connections, with problem+json for what API Gateway would answer itself (local/gateway.py).
 
 - socketserver's default listen backlog of 5 resets connections when a burst of clients
   (twenty concurrent uploads, say) connects at once; API Gateway has no such limit.
@@ -14,9 +14,12 @@ import sys
 from chalice import local as chalice_local
 from chalice.cli import main
 
+from local import gateway
+
 chalice_local.ThreadedHTTPServer.request_queue_size = 128
 chalice_local.ChaliceRequestHandler.wbufsize = -1  # io.DEFAULT_BUFFER_SIZE
 chalice_local.ChaliceRequestHandler.disable_nagle_algorithm = True
+gateway.install()
 
 if __name__ == "__main__":
     sys.argv[0] = "chalice"

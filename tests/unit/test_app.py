@@ -1,5 +1,7 @@
 """app.py's wiring and error mapping, through Chalice's test client with in-memory stores."""
 import json
+import re
+import sys
 import time
 from datetime import datetime, timezone
 
@@ -110,11 +112,91 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, svc):
     assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type"}
 
 
-def test_an_unexpected_error_is_still_a_problem_and_leaks_nothing(client, svc, monkeypatch):
+class LogRecorder:
+    """Stands in for app.py's logger: structlog may write to a stdout pytest no longer reads."""
+
+    def __init__(self):
+        self.lines = []
+
+    def exception(self, event, **fields):
+        self.lines.append({"event": event, "error": repr(sys.exc_info()[1]), **fields})
+
+
+def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(client, svc, monkeypatch):
     def boom(*_):
         raise RuntimeError("pynamodb.exceptions: table image-jobs key originals/x")
 
     monkeypatch.setattr(svc.manage, "get_job", boom)
+    log = LogRecorder()
+    monkeypatch.setattr(application, "log", log)
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
-    assert_problem(r, 503, "storage_unavailable")
+    assert r.status_code == 500 and r.headers["Content-Type"] == "application/problem+json"
+    body = json.loads(r.body)
+    assert set(body) == {"type", "title", "status", "detail", "code", "instance"}
+    assert body["code"] == "internal_error" and "Retry-After" not in r.headers
+    assert re.fullmatch(r"urn:uuid:[0-9a-f-]{36}", body["instance"])
     assert "pynamodb" not in r.body.decode() and "originals/x" not in r.body.decode()
+    (line,) = log.lines
+    assert line["event"] == "internal_error" and line["instance"] == body["instance"]
+    assert "pynamodb.exceptions" in line["error"]  # the details stay in the log
+    again = json.loads(client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0",
+                                       headers=auth()).body)
+    assert again["instance"] != body["instance"]
+
+
+def test_a_dependency_that_is_down_is_still_503_not_500(client, svc):
+    svc.ctx.jobs.down = True
+    r = client.http.delete("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
+    assert_problem(r, 503, "storage_unavailable")
+
+
+@pytest.mark.parametrize("method,path,allow", [
+    ("PUT", "/api/v1/images", "POST"),
+    ("GET", "/api/v1/uploads", "POST"),
+    ("PATCH", "/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", "DELETE, GET"),
+    ("GET", "/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/cancel", "POST"),
+])
+def test_a_method_the_route_lacks_is_405_with_allow_even_without_a_token(client, method, path, allow):
+    r = client.http.request(method, path, headers={"Content-Type": "text/x-anything"})
+    assert_problem(r, 405, "method_not_allowed")
+    assert r.headers["Allow"] == allow
+
+
+def test_routes_without_a_body_ignore_the_content_type(client):
+    r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0",
+                        headers={**auth(), "Content-Type": "text/x-evil<script>"})
+    body = assert_problem(r, 404, "job_not_found")
+    assert "evil" not in r.body.decode() and body["detail"]
+
+
+def direct(client, body: bytes, content_type="application/json"):
+    return client.http.post("/api/v1/uploads", headers={**auth(), "Content-Type": content_type}, body=body)
+
+
+def test_direct_upload_takes_an_integral_size_written_with_a_fraction(client):
+    r = direct(client, b'{"content_type": "image/png", "size": 1472.0}')
+    assert r.status_code == 202 and json.loads(r.body)["upload"]["method"] == "POST"
+
+
+@pytest.mark.parametrize("body,content_type", [
+    (b"[" * 50_000 + b"]" * 50_000, "application/json"),
+    (b'{"content_type": "image/png", "size": 1, "pad": "' + b"x" * 8000 + b'"}', "application/json"),
+    (b'{"content_type": "image/png", "size": 1}', "text/plain"),
+    (b'{"content_type": "image/png", "size": 1, "name": "a.png"}', "application/json"),
+])
+def test_direct_upload_bodies_that_are_not_the_json_object_are_400(client, body, content_type):
+    assert_problem(direct(client, body, content_type), 400, "invalid_request")
+
+
+def test_idempotency_key_with_a_space_at_an_end_is_400(client):
+    r = client.http.post("/api/v1/images", body=jpeg(),
+                         headers={**auth(), "Content-Type": "image/jpeg", "Idempotency-Key": "key "})
+    assert_problem(r, 400, "invalid_request")
+
+
+def test_every_label_the_upload_route_takes_is_a_binary_type_for_api_gateway():
+    from chalicelib import request_body, sniff
+
+    binary = set(application.app.api.binary_types)
+    assert set(request_body.BINARY_TYPES) <= binary
+    assert sniff.ALLOWED_TYPES | {"image/pjpeg", "image/x-png"} <= binary

@@ -1,13 +1,48 @@
-"""openapi.yaml says what CONTRACT.md and the app say."""
+"""openapi.yaml says what CONTRACT.md, the code and the settings say.
+
+Schemathesis (tests/api) checks the running server against the spec; these check, without a
+server, that the spec's lists and limits are the program's own.
+"""
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import jsonschema
+import pytest
 import yaml
 from openapi_spec_validator import validate
 
 import app as application
+from chalicelib import keys, problems, request_body, sniff, views
+from chalicelib.config import Settings
+from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.usecases.results import Accepted, UploadForm, Urls
 from chalicelib.vocabulary import ErrorCode
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text())
+METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+DEFAULTS = Settings()
+
+
+def operations():
+    for path, item in SPEC["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield path, method, operation
+
+
+def deref(node: dict) -> dict:
+    """Follows a local $ref (#/components/...) to what it names."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = SPEC
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def validator(schema_name: str):
+    root = {"$ref": f"#/components/schemas/{schema_name}", "components": SPEC["components"]}
+    return jsonschema.Draft202012Validator(root, format_checker=jsonschema.FormatChecker())
 
 
 def test_the_spec_is_valid_openapi():
@@ -18,14 +53,149 @@ def test_the_spec_lists_exactly_the_error_codes_of_the_program_in_order():
     assert SPEC["components"]["schemas"]["ErrorCode"]["enum"] == [code.value for code in ErrorCode]
 
 
-def test_every_route_the_app_serves_is_in_the_spec():
-    for path, methods in application.app.routes.items():
-        assert path in SPEC["paths"], path
-        for method in methods:
-            assert method.lower() in SPEC["paths"][path], (method, path)
+def test_the_spec_has_exactly_the_routes_and_methods_the_app_serves():
+    served = {(path, method.lower()) for path in application.app.routes
+              for method in application.allowed_methods(path)}
+    assert served == {(path, method) for path, method, _ in operations()}
+
+
+def test_every_other_method_of_a_path_is_the_405_the_spec_describes():
+    for path in application.app.routes:
+        others = set(application.app.routes[path]) - set(application.allowed_methods(path))
+        assert others == set(application.OTHER_METHODS) - set(application.allowed_methods(path))
+    response = SPEC["components"]["responses"]["MethodNotAllowed"]
+    assert response["headers"]["Allow"]["$ref"].endswith("/Allow")
 
 
 def test_statuses_are_the_job_statuses():
-    from chalicelib.jobs import JobStatus
-
     assert SPEC["components"]["schemas"]["Status"]["enum"] == [s.value for s in JobStatus]
+
+
+def test_every_problem_response_lists_codes_of_its_own_status():
+    documented = set()
+    for path, method, operation in operations():
+        for status, response in operation["responses"].items():
+            response = deref(response)
+            content = response.get("content", {})
+            if "application/problem+json" not in content:
+                assert int(status) < 400, (method, path, status)
+                continue
+            codes = _codes(content["application/problem+json"]["schema"])
+            assert codes, (method, path, status)
+            for code in codes:
+                assert problems.status_of(ErrorCode(code)) == int(status), (method, path, status, code)
+            documented |= codes
+    documented |= _codes(deref(SPEC["components"]["responses"]["MethodNotAllowed"])["content"]
+                         ["application/problem+json"]["schema"])
+    # Only ever a job's error, never an HTTP answer (chalicelib/problems.py).
+    job_only = {ErrorCode.UPLOAD_MISSING, ErrorCode.PROCESSING_FAILED}
+    assert documented == {code.value for code in ErrorCode} - job_only
+
+
+def _codes(schema: dict) -> set[str]:
+    for part in schema["allOf"]:
+        code = part.get("properties", {}).get("code")
+        if code:
+            return set(code["enum"]) if "enum" in code else {code["const"]}
+    return set()
+
+
+@pytest.mark.parametrize("status,headers", [
+    ("401", {"WWW-Authenticate"}), ("429", {"Retry-After"}), ("503", {"Retry-After"}),
+])
+def test_the_headers_a_problem_always_has_are_required_in_the_spec(status, headers):
+    for path, method, operation in operations():
+        response = deref(operation["responses"][status])
+        for name in headers:
+            assert deref(response["headers"][name])["required"] is True, (method, path, name)
+
+
+def test_every_202_has_location_and_retry_after_and_may_say_it_replayed():
+    for path, method, operation in operations():
+        accepted = operation["responses"].get("202")
+        if accepted:
+            assert {"Location", "Retry-After", "Idempotent-Replayed"} <= set(accepted["headers"])
+            assert {"GetJob", "CancelJob", "DeleteJob"} <= set(accepted["links"])
+
+
+def test_the_limits_in_the_spec_are_the_default_settings():
+    uploads = SPEC["paths"]["/api/v1/uploads"]["post"]["requestBody"]["content"]["application/json"]
+    assert uploads["schema"]["properties"]["size"]["maximum"] == DEFAULTS.max_direct_upload_bytes
+    images = SPEC["paths"]["/api/v1/images"]["post"]["requestBody"]["content"]
+    file_part = images["multipart/form-data"]["schema"]["properties"]["file"]
+    assert file_part["maxLength"] == DEFAULTS.max_upload_bytes
+    assert SPEC["components"]["schemas"]["ImageBytes"]["maxLength"] == DEFAULTS.max_upload_bytes
+    assert set(uploads["schema"]["properties"]["content_type"]["enum"]) == sniff.ALLOWED_TYPES
+    key = next(p for p in SPEC["components"]["parameters"].values() if p["name"] == "Idempotency-Key")
+    assert _same_language(key["schema"], request_body.IDEMPOTENCY_KEY)
+    assert SPEC["components"]["schemas"]["JobId"]["pattern"] == f"^{keys.JOB_ID.pattern}$"
+
+
+def _same_language(schema: dict, compiled) -> bool:
+    """The spec's string schema and the server's regex take the same keys."""
+    check = jsonschema.Draft202012Validator(schema)
+    samples = ["a", "a b", " a", "a ", "~" * 255, "~" * 256, "", "\t", "é", "a\x7f", "a\nb"]
+    return all(check.is_valid(s) == bool(compiled.fullmatch(s)) for s in samples)
+
+
+def test_the_upload_route_takes_exactly_the_media_types_the_spec_lists():
+    content = SPEC["paths"]["/api/v1/images"]["post"]["requestBody"]["content"]
+    assert set(content) == set(request_body.BINARY_TYPES)
+    part_types = content["multipart/form-data"]["encoding"]["file"]["contentType"]
+    assert {t.strip() for t in part_types.split(",")} == sniff.ALLOWED_TYPES
+
+
+def test_there_is_a_valid_example_body_for_every_job_status():
+    examples = SPEC["paths"]["/api/v1/image-jobs/{job_id}"]["get"]["responses"]["200"]["content"][
+        "application/json"]["examples"]
+    job = validator("Job")
+    seen = set()
+    for example in examples.values():
+        value = deref(example)["value"]
+        job.validate(value)
+        seen.add(value["status"])
+    assert seen == {s.value for s in JobStatus}
+
+
+NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+
+
+def a_job(status: JobStatus, **fields) -> Job:
+    return Job(job_id="4b0e1c52-8f0a-4d7e-9a3c-2f6b1d9e8a70", owner="alice", status=status,
+               created_at=NOW, updated_at=NOW, expires_at=NOW + timedelta(days=7),
+               original_key="originals/4b0e1c52-8f0a-4d7e-9a3c-2f6b1d9e8a70", **fields)
+
+
+@pytest.mark.parametrize("job,urls", [
+    (a_job(JobStatus.AWAITING_UPLOAD), None),
+    (a_job(JobStatus.QUEUED), None),
+    (a_job(JobStatus.PROCESSING), None),
+    (a_job(JobStatus.READY, finished_at=NOW, display=Rendition("k/d.jpg", 1280, 960),
+           thumb=Rendition("k/t.jpg", 256, 256)),
+     Urls("https://s3.example/d.jpg?X-Amz-Signature=1", "https://s3.example/t.jpg?X-Amz-Signature=2", NOW)),
+    (a_job(JobStatus.FAILED, finished_at=NOW, error_code=ErrorCode.IMAGE_TOO_COMPLEX), None),
+    (a_job(JobStatus.CANCELLED, finished_at=NOW), None),
+])
+def test_what_the_server_writes_for_each_status_is_what_the_spec_says(job, urls):
+    validator("Job").validate(views.job_body(job, urls))
+
+
+def test_what_the_server_writes_on_202_is_what_the_spec_says():
+    form = UploadForm("http://127.0.0.1:4566/image-jobs", {"key": "originals/x", "policy": "p"}, NOW)
+    validator("Accepted").validate(views.accepted_body(Accepted(a_job(JobStatus.QUEUED))))
+    awaiting = Accepted(a_job(JobStatus.AWAITING_UPLOAD), upload=form)
+    validator("DirectUpload").validate(views.accepted_body(awaiting))
+    validator("DirectUpload").validate(views.accepted_body(Accepted(a_job(JobStatus.READY), replayed=True)))
+
+
+def test_every_job_error_code_is_a_problem_with_a_safe_message():
+    for code in SPEC["components"]["schemas"]["JobErrorCode"]["enum"]:
+        assert problems.message_of(ErrorCode(code))
+
+
+def test_problems_validate_against_the_spec_with_and_without_instance():
+    problem = validator("Problem")
+    for code in ErrorCode:
+        problem.validate(problems.problem(code))
+    instance = "urn:uuid:5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"
+    problem.validate(problems.problem(ErrorCode.INTERNAL_ERROR, instance=instance))

@@ -1,0 +1,15 @@
+import pytest
+
+from tests.local_runner import local_runner
+
+
+@pytest.fixture(scope="module")
+def api_runner():
+    """A local runner of its own, started like the end-to-end tests' one. The fuzzer leaves
+    hundreds of jobs behind, and moto's TransactWriteItems deep-copies the whole table on
+    every call, racing the writes of other threads (a 500, then a 503, where DynamoDB would
+    succeed): with that many items, the end-to-end tests' concurrent uploads would hit it."""
+    # The fuzzer is one owner that makes jobs far faster than workers finish them: a quota
+    # of unfinished jobs it never meets (tests/e2e/test_hostile.py checks the real one).
+    with local_runner(MAX_ACTIVE_JOBS="100000") as started:
+        yield started

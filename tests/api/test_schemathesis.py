@@ -1,0 +1,112 @@
+"""openapi.yaml is what the server does: Schemathesis against the running local stack.
+
+Every phase (examples, coverage, fuzzing, stateful), every check, a fixed seed. The stateful
+phase follows the spec's links: it creates jobs (/images with real images, /uploads), reads,
+cancels and deletes them. By hand, against `make run`:
+
+    SCHEMATHESIS_TOKEN=$(make -s token SUB=schemathesis) .venv/bin/schemathesis \\
+        --config-file tests/api/schemathesis.toml run openapi.yaml \\
+        --url http://127.0.0.1:8000 --checks all --seed 20260715 --max-examples 25
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import yaml
+
+from chalicelib.auth import mint_token
+from chalicelib.config import Settings
+from tests.conftest import ROOT
+
+SEED = 20260715
+# Per operation and phase. 25 takes about N s on CI's two cores; the test's time is spent
+# mostly in the stateful phase, which also runs its scenarios until the links are covered.
+MAX_EXAMPLES = 25
+CONFIG = ROOT / "tests" / "api" / "schemathesis.toml"
+OWNER = "schemathesis"
+
+
+def run_schemathesis(api: str, report: str) -> subprocess.CompletedProcess:
+    token = mint_token(OWNER, Settings.from_environ(os.environ).jwt_secret, 3600, int(time.time()))
+    env = dict(os.environ, SCHEMATHESIS_TOKEN=token, PYTHONPATH=str(ROOT))
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "--no-color",
+        "run", str(ROOT / "openapi.yaml"), "--url", api,
+        "--checks", "all", "--seed", str(SEED), "--max-examples", str(MAX_EXAMPLES),
+        "--workers", "1", "--generation-database", "none",
+        "--report", "ndjson", "--report-ndjson-path", report,
+    ]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_server_does_what_openapi_yaml_says_under_every_schemathesis_check(api_runner, tmp_path):
+    runner = api_runner
+    start = len(runner.output)
+    events = tmp_path / "events.ndjson"
+    result = run_schemathesis(runner.api, str(events))
+    # On failure, Schemathesis's own report: each failure with the curl line that reproduces it.
+    assert result.returncode == 0, f"{result.stdout[-30000:]}\n{result.stderr[-3000:]}"
+
+    run = Run.read(events)
+    assert run.phases_passed >= {"examples", "coverage", "fuzzing", "stateful"}, run.phases_passed
+    # The stateful phase followed links from new jobs to every operation on a job, and the
+    # server really did the work. (Which other links it takes depends on the server's
+    # timing, for example whether a job is finished by the time it is cancelled.)
+    links = declared_links()
+    assert run.links_taken <= links
+    from_new_jobs = {link.rsplit(" -> ", 1)[1] for link in run.links_taken
+                     if link.startswith(("POST /api/v1/images ", "POST /api/v1/uploads "))}
+    assert from_new_jobs == {"GET /api/v1/image-jobs/{job_id}", "DELETE /api/v1/image-jobs/{job_id}",
+                             "POST /api/v1/image-jobs/{job_id}/cancel"}, sorted(run.links_taken)
+    print(f"links taken: {len(run.links_taken)} of {len(links)}")
+    log = "".join(runner.output[start:])
+    for event in ("upload_accepted", "direct_upload_created", "job_cancelled", "job_deleted"):
+        assert f'"event": "{event}"' in log, f"no {event} during the run"
+    assert re.search(r'"GET /api/v1/image-jobs/[0-9a-f-]{36} HTTP/1.1" 200', log), "no job was read"
+
+
+def declared_links() -> set[str]:
+    """Every link of openapi.yaml, named as Schemathesis names a transition."""
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    by_id = {op["operationId"]: f"{method.upper()} {path}"
+             for path, item in spec["paths"].items() for method, op in item.items() if "operationId" in op}
+    links = set()
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            for status, response in op["responses"].items():
+                if "$ref" in response:
+                    continue  # the shared responses are problems, which have no links
+                for name, link in response.get("links", {}).items():
+                    if "$ref" in link:
+                        link = spec["components"]["links"][link["$ref"].rsplit("/", 1)[1]]
+                    links.add(f"{method.upper()} {path} -> [{status}] {name} -> {by_id[link['operationId']]}")
+    return links
+
+
+@dataclass
+class Run:
+    phases_passed: set[str]
+    links_taken: set[str]
+
+    @classmethod
+    def read(cls, path) -> "Run":
+        """What the run's event stream (--report ndjson) says it did."""
+        phases, links = set(), set()
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            finished = event.get("PhaseFinished")
+            if finished and finished["status"] == "success":
+                phases.add(finished["phase"]["name"])
+            scenario = event.get("ScenarioFinished") or {}
+            for case in (scenario.get("recorder") or {}).get("cases", {}).values():
+                if case.get("transition"):
+                    links.add(case["transition"]["id"])
+        return cls(phases, links)
