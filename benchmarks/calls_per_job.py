@@ -88,6 +88,9 @@ def write_units(size: int) -> int:
 # -- recording ---------------------------------------------------------------------------------
 
 
+_LOGS = io.StringIO()
+
+
 class Recorder:
     """Wraps botocore's one door to AWS; the calls go through unchanged."""
 
@@ -234,12 +237,8 @@ def measure(endpoint: str) -> dict:
     (index,) = table["GlobalSecondaryIndexes"]
     index_keys = tuple(k["AttributeName"] for k in index["KeySchema"])
 
-    logs = io.StringIO()
-    real_stdout, sys.stdout = sys.stdout, logs  # structlog binds stdout when first configured
-    try:
-        service = build_use_cases(settings)
-    finally:
-        sys.stdout = real_stdout
+    logs = _LOGS
+    service = build_use_cases(settings)
     recorder = Recorder(settings.table, index_keys)
     data = photo()
     results = {}
@@ -356,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
         port = _free_port()
         process = start_moto("127.0.0.1", port)
         endpoint = f"http://127.0.0.1:{port}"
+    # The service's log lines (structlog prints to whatever sys.stdout is) are what measure()
+    # counts: they go to its buffer, never to this script's output.
+    real_stdout, sys.stdout = sys.stdout, _LOGS
     try:
         results = measure(endpoint)
     finally:
+        sys.stdout = real_stdout
         if process is not None:
             from local.services import stop
 
