@@ -16,19 +16,12 @@ import schemathesis
 from hypothesis import strategies as st
 from PIL import Image
 
+from chalicelib.sniff import PIL_FORMATS  # noqa: E402
+
 pillow_heif.register_heif_opener()
 
-# Media type -> Pillow format that writes it.
-FORMATS = {
-    "image/jpeg": "JPEG",
-    "image/png": "PNG",
-    "image/webp": "WEBP",
-    "image/gif": "GIF",
-    "image/tiff": "TIFF",
-    "image/avif": "AVIF",
-    "image/heic": "HEIF",
-    "image/heif": "HEIF",
-}
+# Media type -> Pillow format that writes it: the same table the service opens them with.
+FORMATS = PIL_FORMATS
 ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-png": "image/png"}
 
 
