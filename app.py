@@ -12,7 +12,7 @@ import uuid
 
 from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
-from chalicelib import auth, problems, request_body, views
+from chalicelib import auth, deadline, problems, request_body, views
 from chalicelib.config import Settings
 from chalicelib.errors import DomainError, PoisonMessage, TransientError
 from chalicelib.events import parse_message
@@ -82,7 +82,8 @@ def api(view):
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
         try:
-            return view(*args, **kwargs)
+            with _invocation(getattr(app, "lambda_context", None), settings.api_timeout_seconds):
+                return view(*args, **kwargs)
         except DomainError as error:
             return problem_response(error.code, error.detail, error.retry_after)
         except TransientError:
@@ -101,6 +102,13 @@ def api(view):
             return problem_response(ErrorCode.INTERNAL_ERROR, instance=instance)
 
     return wrapper
+
+
+def _invocation(lambda_context, configured_seconds: int):
+    """The time budget of one invocation (chalicelib/deadline.py): what Lambda says is left,
+    at most the function's configured timeout."""
+    return deadline.invocation(deadline.seconds_left(lambda_context, configured_seconds),
+                               deadline.SdkLimits.for_settings(settings))
 
 
 def _owner() -> str:
@@ -183,33 +191,26 @@ def delete_image_job(job_id):
                     maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""
-    deadline = _deadline(getattr(event, "context", None))
     for record in event:
         try:
-            handle_message(record.body, deadline)
+            handle_message(record.body, getattr(event, "context", None))
         except PoisonMessage as error:
             # No retry can fix it: drop it with a line, never crash-loop on it.
             log.error("poison_message_dropped", reason=str(error))
 
 
-def handle_message(body, deadline=None) -> None:
+def handle_message(body, lambda_context=None) -> None:
     """The one path from a message body to the worker, for SQS (Lambda and local) and AMQP.
 
-    `deadline` (time.monotonic()) is when this invocation will be stopped; by default the
-    worker function's timeout from now. Raises PoisonMessage for a message no retry can
-    fix, TransientError (or anything else) when the message should come back later.
+    The invocation's time is what `lambda_context` (Lambda, or the local worker's stand-in)
+    says is left, by default the worker function's timeout. Raises PoisonMessage for a
+    message no retry can fix, TransientError (or anything else) when the message should come
+    back later.
     """
-    if deadline is None:
-        deadline = time.monotonic() + settings.worker_timeout_seconds
-    for item in parse_message(body):
-        use_cases().worker.handle_object_created(item, deadline)
-
-
-def _deadline(context):
-    """When the Lambda (or the local worker's stand-in) will stop this invocation."""
-    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
-        return None
-    return time.monotonic() + context.get_remaining_time_in_millis() / 1000
+    with _invocation(lambda_context, settings.worker_timeout_seconds) as budget:
+        ends_at = time.monotonic() + budget.remaining()
+        for item in parse_message(body):
+            use_cases().worker.handle_object_created(item, ends_at)
 
 
 def _rate(seconds: int) -> Rate:
@@ -223,7 +224,8 @@ def _rate(seconds: int) -> Rate:
 @app.schedule(_rate(settings.sweep_interval_seconds))
 def sweep(event):
     """Leases, re-drives, upload deadlines and retention: see usecases/sweeper.py."""
-    use_cases().sweeper.sweep()
+    with _invocation(event.context, settings.sweep_timeout_seconds):
+        use_cases().sweeper.sweep()
 
 
 @app.schedule(_rate(settings.orphan_sweep_interval_seconds))

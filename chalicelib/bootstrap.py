@@ -3,35 +3,27 @@ from __future__ import annotations
 
 from typing import Optional
 
-from botocore.config import Config
-
+from chalicelib.adapters import sdk_limits
+from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_queue import SqsQueue
 from chalicelib.clients import Clients
 from chalicelib.config import Settings
+from chalicelib.deadline import SdkLimits
 from chalicelib.logs import configure
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 
-# Fail fast and let the caller decide: an API answers 503, a worker retries the message.
-_CLIENT_CONFIG = dict(connect_timeout=2, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
+
+def _s3_client(clients: Clients, limits: SdkLimits, endpoint_url: Optional[str]):
+    # Emulators on 127.0.0.1 have no per-bucket host names.
+    config = sdk_limits.client_config(limits, signature_version="s3v4",
+                                      s3={"addressing_style": "path" if endpoint_url else "auto"})
+    return clients.lazy("s3", endpoint_url, config, prepare=lambda c: sdk_limits.guard(c, limits))
 
 
-def _s3_config(endpoint_url: Optional[str]) -> Config:
-    return Config(
-        signature_version="s3v4",
-        # Emulators on 127.0.0.1 have no per-bucket host names.
-        s3={"addressing_style": "path" if endpoint_url else "auto"},
-        **_CLIENT_CONFIG,
-    )
-
-
-def _s3_client(settings: Settings, endpoint_url):
-    return Clients(settings.region).create("s3", endpoint_url, _s3_config(endpoint_url))
-
-
-def _queue(settings: Settings, clients: Clients):
+def _queue(settings: Settings, clients: Clients, limits: SdkLimits):
     """The events queue: what re-drives publish to and whose depth sheds uploads."""
     if settings.queue_backend == "amqp":
         from chalicelib.adapters.amqp import AmqpBacklog, AmqpChannel, AmqpPublisher, Topology
@@ -41,21 +33,30 @@ def _queue(settings: Settings, clients: Clients):
         return AmqpPublisher(channel, topology), AmqpBacklog(channel, topology)
     if settings.queue_backend != "sqs":
         raise ValueError(f"QUEUE_BACKEND must be sqs or amqp, got {settings.queue_backend!r}")
+    config = sdk_limits.client_config(limits)
     # Made now: it is small once the session is loaded, and every upload and sweep needs it.
-    sqs = clients.create("sqs", settings.endpoint_url, Config(**_CLIENT_CONFIG))
-    queue = SqsQueue(sqs, settings.queue_name)
+    sqs = sdk_limits.guard(clients.create("sqs", settings.endpoint_url, config), limits)
+    # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.
+    metrics = clients.lazy("cloudwatch", settings.endpoint_url, config,
+                           prepare=lambda c: sdk_limits.guard(c, limits))
+    queue = SqsQueue(sqs, settings.queue_name, QueueAgeMetric(metrics, settings.queue_name))
     return queue, queue
 
 
 def build_use_cases(settings: Settings) -> UseCases:
     configure()
+    # Fail fast and let the caller decide (an API answers 503, a worker retries the
+    # message): one attempt is a small part of even the shortest function's time.
+    limits = SdkLimits.for_settings(settings)
     clients = Clients(settings.region)
     # Storage's client is made on first use: most GETs (a job not ready yet) never need it.
     storage_url, presign_url = settings.storage_endpoint_url, settings.presign_endpoint_url
-    storage = clients.lazy("s3", storage_url, _s3_config(storage_url))
-    presign = storage if presign_url == storage_url else clients.lazy("s3", presign_url, _s3_config(presign_url))
+    storage = _s3_client(clients, limits, storage_url)
+    presign = storage if presign_url == storage_url else _s3_client(clients, limits, presign_url)
     objects = S3Store(storage, settings.bucket, presign_client=presign)
-    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients)
-    publisher, backlog = _queue(settings, clients)
+    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
+                          connection=sdk_limits.pynamodb_connection(limits),
+                          prepare_client=lambda c: sdk_limits.guard(c, limits))
+    publisher, backlog = _queue(settings, clients, limits)
     return UseCases(Context(settings=settings, jobs=jobs, objects=objects, publisher=publisher,
                             backlog=backlog))

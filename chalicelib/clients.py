@@ -31,8 +31,10 @@ class Clients:
                 self._session = botocore.session.Session()
             return self._session
 
-    def lazy(self, service: str, endpoint_url: Optional[str], config: Config) -> "LazyClient":
-        return LazyClient(lambda: self.create(service, endpoint_url, config), self.lock)
+    def lazy(self, service: str, endpoint_url: Optional[str], config: Config,
+             prepare: Callable[[Any], Any] = lambda client: client) -> "LazyClient":
+        """`prepare` gets the client once it is made (the time budget's hooks go on here)."""
+        return LazyClient(lambda: prepare(self.create(service, endpoint_url, config)), self.lock)
 
     def create(self, service: str, endpoint_url: Optional[str], config: Config):
         with self.lock:

@@ -6,6 +6,9 @@ from typing import Mapping, Optional
 
 MIB = 1024 * 1024
 DAY = 24 * 3600
+AUTH_MODES = ("jwt", "cognito")
+# The contract's local default: public, so it may only ever serve the local runner.
+DEFAULT_JWT_SECRET = "dev-secret-change-me"
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,11 @@ class Settings:
     originals_prefix: str = "originals/"
     renditions_prefix: str = "renditions/"
     auth_mode: str = "jwt"  # "jwt": HS256 checked by the app; "cognito": API Gateway did it
-    jwt_secret: str = "dev-secret-change-me"
+    jwt_secret: str = DEFAULT_JWT_SECRET
+    # Set by `python -m local` for itself: the only place the public default secret may serve.
+    local_runner: bool = False
+    # Lambda sets this in every function; a runner marker there is a deploy mistake.
+    lambda_function_name: Optional[str] = None
     # The user pool whose tokens API Gateway's authorizer accepts (auth_mode "cognito" only).
     cognito_user_pool_arn: Optional[str] = None
     # Where the app's routes live. API Gateway puts its stage name first in every URL, so the
@@ -55,11 +62,21 @@ class Settings:
     url_ttl_seconds: int = 3600
     retention_seconds: int = 7 * DAY
     lease_seconds: int = 120
+    # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
+    # copies them here). The SDK's timeouts and retries are derived from the shortest, and
+    # each invocation's budget from its own (chalicelib/deadline.py).
+    api_timeout_seconds: int = 25
+    worker_timeout_seconds: int = 60
+    sweep_timeout_seconds: int = 50
     max_attempts: int = 3
     upload_url_ttl_seconds: int = 900
     idempotency_ttl_seconds: int = DAY
-    # A queued job that no worker claims within this is re-driven once, then failed.
+    # How long a job may be queued before the sweeper asks whether its message is lost.
     queue_timeout_seconds: int = 600
+    # How late storage may deliver an object-created notification (S3: usually seconds).
+    event_delay_seconds: int = 60
+    # The bucket's lifecycle backstop (infra/template.yaml, ObjectExpirationDays).
+    bucket_lifecycle_days: int = 9
     # An original or rendition with no job is deleted once it is older than this.
     orphan_grace_seconds: int = 3600
     sweep_interval_seconds: int = 60
@@ -103,7 +120,29 @@ class Settings:
         return settings
 
     def _check(self) -> None:
-        """What would otherwise fail only at deploy time, or silently in the cloud."""
+        """What would otherwise fail only at deploy time, or silently in the cloud: refuse to
+        start rather than run open or lose data."""
+        if self.auth_mode not in AUTH_MODES:
+            raise ValueError(f"AUTH_MODE must be one of {', '.join(AUTH_MODES)} exactly, got "
+                             f"{self.auth_mode!r}: an unknown mode would leave the API without "
+                             "an authorizer")
+        if self.local_runner and self.lambda_function_name:
+            raise ValueError("LOCAL_RUNNER is set in a Lambda function: it belongs to "
+                             "`python -m local` only; remove it from the stage's variables")
+        if self.auth_mode == "jwt" and self.jwt_secret == DEFAULT_JWT_SECRET and not self.local_runner:
+            raise ValueError("AUTH_JWT_SECRET is the public default, which only the local runner "
+                             "(python -m local) may use: set AUTH_JWT_SECRET to a secret of your "
+                             "own, or AUTH_MODE=cognito in the cloud")
+        if self.lease_seconds <= self.worker_timeout_seconds:
+            raise ValueError(f"LEASE_SECONDS ({self.lease_seconds}) must be longer than "
+                             f"WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds}): a lease "
+                             "that ends while its worker still runs lets two attempts overlap")
+        lifecycle = self.bucket_lifecycle_days * DAY
+        if self.retention_seconds + DAY > lifecycle:
+            raise ValueError(f"RETENTION_SECONDS ({self.retention_seconds}) must end at least a "
+                             f"day before the bucket's lifecycle deletes objects "
+                             f"(BUCKET_LIFECYCLE_DAYS={self.bucket_lifecycle_days}): it would "
+                             "delete the images of jobs that are still ready")
         if self.auth_mode == "cognito" and not self.cognito_user_pool_arn:
             raise ValueError("AUTH_MODE=cognito needs COGNITO_USER_POOL_ARN, a stack output: "
                              "run python -m infra.stage_config <stage> (docs/deploy.md)")
@@ -134,6 +173,7 @@ _ENV_NAMES = {
     "table": "JOBS_TABLE",
     "queue_name": "JOBS_QUEUE",
     "jwt_secret": "AUTH_JWT_SECRET",
+    "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
 }
 
 

@@ -23,11 +23,21 @@ class ObjectKeys:
     def original(self, job_id: str) -> str:
         return f"{self.originals_prefix}{job_id}"
 
-    def rendition(self, job_id: str, name: RenditionName) -> str:
-        return f"{self.renditions_prefix}{job_id}/{RenditionName(name).value}.jpg"
+    def rendition(self, job_id: str, attempt: int, name: RenditionName) -> str:
+        """Fenced per attempt: a stale attempt can only ever write or delete its own."""
+        return f"{self.renditions_prefix}{job_id}/{attempt}/{RenditionName(name).value}.jpg"
 
-    def renditions(self, job_id: str) -> list[str]:
-        return [self.rendition(job_id, name) for name in RenditionName]
+    def renditions(self, job_id: str, attempt: int) -> list[str]:
+        return [self.rendition(job_id, attempt, name) for name in RenditionName]
+
+    def attempt_of(self, key: str) -> Optional[int]:
+        """The attempt that wrote a rendition key; None for anything else."""
+        if not key.startswith(self.renditions_prefix):
+            return None
+        parts = key[len(self.renditions_prefix):].split("/")
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        return int(parts[1])
 
     def is_original(self, key: str) -> bool:
         return key.startswith(self.originals_prefix) and self.job_id_of(key) is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator, Protocol
+from typing import Iterator, Optional, Protocol
 
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus
@@ -30,8 +30,18 @@ class PresignedPost:
     fields: dict[str, str]
 
 
+@dataclass(frozen=True)
+class StoredObject:
+    size: int
+    last_modified: datetime  # when the write completed; storage notifies after it
+
+
 class ObjectStore(Protocol):
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+    def head(self, key: str) -> Optional[StoredObject]:
+        """What is stored under key, or None when nothing is (never an error for that)."""
+        ...
 
     def get(self, key: str, max_bytes: int) -> bytes:
         """The object's bytes; raises FileTooLarge past max_bytes, KeyError if absent."""
@@ -55,6 +65,13 @@ class ObjectStore(Protocol):
 class BacklogGauge(Protocol):
     def depth(self) -> int:
         """Events waiting in the queue (approximately)."""
+        ...
+
+    def drained_before(self, now: datetime) -> Optional[datetime]:
+        """A time such that no message sent before it is still in the queue (waiting or in
+        a worker's hands): they were all deleted or dead-lettered. `now` when the queue is
+        empty; None when it cannot be known at the moment. How the sweeper tells a lost
+        message from one that is merely waiting its turn."""
         ...
 
 
@@ -81,7 +98,9 @@ class JobStore(Protocol):
         """As create, with its idempotency record in the same transaction.
 
         Raises KeyTaken when a record that has not expired by `now` holds the key (an
-        expired one is taken over, even if TTL has not deleted it yet)."""
+        expired one is taken over, even if TTL has not deleted it yet), and also when a
+        concurrent transaction on the same key made this one lose (DynamoDB's
+        TransactionConflict): either way the caller reads the key again."""
         ...
 
     def active_jobs(self, owner: str) -> set[str]:

@@ -33,6 +33,15 @@ OUTPUT_SETTINGS = {
     "UserPoolArn": "cognito_user_pool_arn",
     # The bucket's CORS origin, so that the API answers the same page (docs/web.md).
     "WebOrigin": "cors_allow_origin",
+    # The app refuses a retention the bucket's lifecycle would cut short.
+    "ObjectExpirationDays": "bucket_lifecycle_days",
+}
+# lambda_functions.<name>.lambda_timeout -> the Settings field the app budgets time with
+# (chalicelib/deadline.py); the lease must also outlast the worker's (Settings._check).
+FUNCTION_TIMEOUTS = {
+    "api_handler": "api_timeout_seconds",
+    "handle_object_created": "worker_timeout_seconds",
+    "sweep": "sweep_timeout_seconds",
 }
 # The outputs the policy names, beside those above.
 POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn")
@@ -74,12 +83,18 @@ def read_outputs_file(path: Path) -> dict[str, str]:
     return dict(data)
 
 
-def environment_for(outputs: Mapping[str, str]) -> dict[str, str]:
+def environment_for(outputs: Mapping[str, str], stage_config: Mapping | None = None) -> dict[str, str]:
     missing = [key for key in (*OUTPUT_SETTINGS, *POLICY_OUTPUTS) if not outputs.get(key)]
     if missing:
         raise StageConfigError(f"the stack has no output {', '.join(missing)}: "
                                "deploy infra/template.yaml from this checkout first")
-    return {env_name(field): outputs[key] for key, field in OUTPUT_SETTINGS.items()}
+    env = {env_name(field): outputs[key] for key, field in OUTPUT_SETTINGS.items()}
+    functions = (stage_config or {}).get("lambda_functions", {})
+    for function, field in FUNCTION_TIMEOUTS.items():
+        timeout = functions.get(function, {}).get("lambda_timeout", (stage_config or {}).get("lambda_timeout"))
+        if timeout is not None:
+            env[env_name(field)] = str(timeout)
+    return env
 
 
 def _arn_parts(arn: str) -> tuple[str, str, str]:
@@ -116,11 +131,13 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Resource": [f"{bucket_arn}/{prefix}*" for prefix in prefixes],
             },
             {
-                "Sid": "ListImagePrefixes",
+                "Sid": "ListImages",
                 "Effect": "Allow",
+                # Unconditional: S3 checks ListBucket, with no s3:prefix in the request, to
+                # decide whether a missing key reads as 404 (upload_missing) or 403 (an
+                # outage, retried until processing_failed). The bucket holds nothing else.
                 "Action": ["s3:ListBucket"],
                 "Resource": [bucket_arn],
-                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}},
             },
             {
                 "Sid": "EventsQueue",
@@ -130,6 +147,14 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Action": ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
                            "sqs:ReceiveMessage", "sqs:SendMessage"],
                 "Resource": [outputs["EventsQueueArn"]],
+            },
+            {
+                "Sid": "QueueAgeMetric",
+                "Effect": "Allow",
+                # The sweeper's test for a lost message (chalicelib/adapters/cloudwatch_age.py).
+                # CloudWatch has no resource-level permissions for reading metrics.
+                "Action": ["cloudwatch:GetMetricStatistics"],
+                "Resource": ["*"],
             },
             {
                 "Sid": "JobsTable",
@@ -150,12 +175,16 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
     }
 
 
-def check_stage(stage_config: dict, settings: Settings, outputs: Mapping[str, str]) -> None:
-    """Refuse what would deploy but then misbehave."""
+def check_stage(stage_config: dict, settings: Settings | None, outputs: Mapping[str, str]) -> None:
+    """Refuse what would deploy but then misbehave (without settings: only the variables)."""
     env = stage_config.get("environment_variables", {})
     reserved = sorted(LAMBDA_RESERVED & set(env))
     if reserved:
         raise StageConfigError(f"Lambda reserves {', '.join(reserved)}: remove them from the stage")
+    if "LOCAL_RUNNER" in env:
+        raise StageConfigError("LOCAL_RUNNER marks the local runner, never a cloud stage: remove it")
+    if settings is None:
+        return
     worker = stage_config.get("lambda_functions", {}).get(WORKER_FUNCTION, {})
     timeout = worker.get("lambda_timeout", stage_config.get("lambda_timeout", 60))
     reserved = worker.get("reserved_concurrency", stage_config.get("reserved_concurrency"))
@@ -187,8 +216,9 @@ def write_stage(project_dir: Path, stage: str, outputs: Mapping[str, str]) -> tu
         raise StageConfigError(f"stage {stage!r} is not in {config_path}")
     stage_config = config["stages"][stage]
     env = stage_config.setdefault("environment_variables", {})
-    env.update(environment_for(outputs))
-    settings = Settings.from_environ(env)
+    env.update(environment_for(outputs, stage_config))
+    check_stage(stage_config, None, outputs)
+    settings = Settings.from_environ(env)  # the app's own start-up checks, before deploying
     check_stage(stage_config, settings, outputs)
 
     policy_name = stage_config.get("iam_policy_file", f"policy-{stage}.json")

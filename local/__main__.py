@@ -35,17 +35,24 @@ def main() -> int:
     if runner.embedded_aws or not os.environ.get("AWS_ENDPOINT_URL"):
         os.environ["AWS_ENDPOINT_URL"] = f"http://{HOST}:{runner.aws_port}"
     os.environ.setdefault("AUTH_MODE", "jwt")
+    # The runner says so for itself (and its `chalice local` child): only here may the
+    # public default secret serve. Settings refuses the marker inside a Lambda function.
+    os.environ["LOCAL_RUNNER"] = "1"
 
     # Imported only now: app.py reads its settings from the environment at import.
-    from chalicelib.config import Settings
+    from chalicelib.config import DEFAULT_JWT_SECRET, Settings
     from chalicelib.logs import configure, get_logger
     from local import services
     from local.provision import provision
 
     configure()
     log = get_logger("runner")
-    settings = Settings.from_environ(os.environ)
-    if settings.jwt_secret == Settings.jwt_secret and "api" in components:
+    try:
+        settings = Settings.from_environ(os.environ)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if settings.jwt_secret == DEFAULT_JWT_SECRET and "api" in components:
         log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
     amqp = settings.queue_backend == "amqp"
     bridge_wanted = amqp and (runner.embedded_aws if runner.amqp_bridge is None else runner.amqp_bridge)

@@ -51,7 +51,7 @@ class SqsWorker(SqsPoller):
 
     def __init__(self, sqs, queue_url: str, queue_arn: str, region: str,
                  handler: Callable[[dict, Any], Any], concurrency: int,
-                 timeout_ms: int = 120_000, max_backoff: int = 300):
+                 timeout_ms: int = 60_000, max_backoff: int = 300):
         super().__init__(sqs, queue_url)
         self._queue_arn = queue_arn
         self._region = region

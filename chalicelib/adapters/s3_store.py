@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Iterator
+from typing import Iterator, Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.errors import FileTooLarge, TransientError
-from chalicelib.ports import PresignedPost
+from chalicelib.ports import PresignedPost, StoredObject
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -24,6 +24,19 @@ class S3Store:
             self._client.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType=content_type)
         except (BotoCoreError, ClientError) as error:
             raise TransientError("storage unavailable") from error
+
+    def head(self, key: str) -> Optional[StoredObject]:
+        # A missing key reads as 404 only with s3:ListBucket on the bucket; without it S3
+        # answers 403, which must stay an outage here, never "missing" (infra/stage_config.py).
+        try:
+            response = self._client.head_object(Bucket=self._bucket, Key=key)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _MISSING:
+                return None
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+        return StoredObject(size=response["ContentLength"], last_modified=response["LastModified"])
 
     def get(self, key: str, max_bytes: int) -> bytes:
         try:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from typing import Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -12,10 +14,17 @@ from chalicelib.events import ObjectCreated, aws_event
 class SqsQueue:
     """EventPublisher (the sweeper's re-drive) and BacklogGauge on the events queue."""
 
-    def __init__(self, client, queue_name: str):
+    # Waiting, in workers' hands, and delayed: a queue with none of them holds no message.
+    _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+               "ApproximateNumberOfMessagesDelayed")
+
+    def __init__(self, client, queue_name: str, oldest_message=None):
         self._client = client
         self._queue_name = queue_name
         self._queue_url = None
+        # Where the age of the oldest message comes from when the queue is not empty
+        # (CloudWatch in AWS; emulators have no such metric).
+        self._oldest_message = oldest_message
 
     def _url(self) -> str:
         if self._queue_url is None:
@@ -35,3 +44,15 @@ class SqsQueue:
             return int(attributes["ApproximateNumberOfMessages"])
         except (BotoCoreError, ClientError) as error:
             raise TransientError("queue unavailable") from error
+
+    def drained_before(self, now: datetime) -> Optional[datetime]:
+        try:
+            attributes = self._client.get_queue_attributes(
+                QueueUrl=self._url(), AttributeNames=list(self._COUNTS))["Attributes"]
+        except (BotoCoreError, ClientError) as error:
+            raise TransientError("queue unavailable") from error
+        if all(int(attributes.get(name, "0")) == 0 for name in self._COUNTS):
+            return now
+        if self._oldest_message is None:
+            return None
+        return self._oldest_message.sent_after(now)

@@ -12,6 +12,10 @@ from chalicelib.vocabulary import ErrorCode
 
 log = get_logger("lifecycle")
 
+# A job failed with one of these never had its original: it can no longer succeed, so its
+# Idempotency-Key must not keep replaying it (the sweeper frees it; a replay takes it over).
+NEVER_STORED = frozenset({ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.UPLOAD_MISSING})
+
 
 def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) -> Optional[Job]:
     """End `job` failed with `code` through `write`, the caller's guarded store operation.
@@ -46,8 +50,21 @@ def reconcile_slots(ctx: Context, owner: str) -> bool:
     return freed
 
 
-def delete_renditions(ctx: Context, job_id: str) -> None:
-    for key in ctx.keys.renditions(job_id):
+def delete_attempt_renditions(ctx: Context, job_id: str, attempt: int) -> None:
+    """One attempt's renditions: all that a worker may ever delete, since they are fenced."""
+    for key in ctx.keys.renditions(job_id, attempt):
+        ctx.objects.delete(key)
+
+
+def delete_renditions(ctx: Context, job: Job) -> None:
+    """Every attempt's renditions, and those the record names. Only once no attempt can
+    finish any more (the job is terminal): a live attempt would lose its own. Attempts are
+    numbered by their claims, so none is above `job.attempt`; one that started after this
+    read (the job was not terminal yet) is the orphan sweep's."""
+    keys = {key for attempt in range(1, job.attempt + 1)
+            for key in ctx.keys.renditions(job.job_id, attempt)}
+    keys |= {r.key for r in (job.display, job.thumb) if r is not None}
+    for key in sorted(keys):
         ctx.objects.delete(key)
 
 
@@ -55,7 +72,7 @@ def remove(ctx: Context, job: Job) -> None:
     """Objects first, then the key, then the record: a crash half-way leaves a record that
     the next attempt (or the sweeper) finishes removing."""
     ctx.objects.delete(job.original_key)
-    delete_renditions(ctx, job.job_id)
+    delete_renditions(ctx, job)
     if job.idempotency_scope:
         ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete(job.job_id)

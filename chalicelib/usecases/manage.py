@@ -52,7 +52,7 @@ class ManageJobs:
                 continue
             # A worker that wrote renditions before it noticed also removes them; this
             # covers one that died in between.
-            lifecycle.quietly(lifecycle.delete_renditions, ctx, job_id)
+            lifecycle.quietly(lifecycle.delete_renditions, ctx, cancelled)
             log.info("job_cancelled", job_id=job_id, was=job.status.value)
             lifecycle.finished(ctx, cancelled)
             return cancelled

@@ -1,12 +1,22 @@
-"""The sweeper: leases that ran out, lost notifications, upload deadlines, retention, and
+"""The sweeper: leases that ran out, lost messages, upload deadlines, retention, and
 objects left without a job. Idempotent: safe to run twice, concurrently, or after a crash
-half-way. Every write is conditional on the job as the sweep read it."""
+half-way. Every write is conditional on the job as the sweep read it.
+
+A job is never failed, nor its event sent again, merely because it waited: a message is
+re-sent only once it is known lost, that is when the queue holds no message sent before
+the job's own could have been (BacklogGauge.drained_before). Re-sending publishes first and
+marks the job after, so a crash in between costs a duplicate message (which the worker
+treats as one), never a job with no message at all.
+"""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from datetime import datetime, timedelta
+from typing import Optional
 
+from chalicelib import deadline
 from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import TERMINAL, Job, JobStatus
@@ -16,6 +26,10 @@ from chalicelib.usecases.context import Context
 from chalicelib.vocabulary import ErrorCode
 
 log = get_logger("sweeper")
+
+# The most calls one job's step makes (a head, the queue's state, a publish, a write):
+# the sweep takes the next job only while the invocation has time for them.
+_CALLS_PER_STEP = 4
 
 
 class Sweeper:
@@ -27,15 +41,19 @@ class Sweeper:
         ctx = self._ctx
         report: Counter = Counter()
         now = ctx.clock()
+        drained = _Drained(ctx, now)
         for status, act in (
-            (JobStatus.PROCESSING, lambda j: self._processing(j, now)),
-            (JobStatus.QUEUED, lambda j: self._queued(j, now)),
-            (JobStatus.AWAITING_UPLOAD, lambda j: self._awaiting(j, now)),
+            (JobStatus.PROCESSING, lambda j: self._processing(j, now, drained)),
+            (JobStatus.QUEUED, lambda j: self._queued(j, now, drained)),
+            (JobStatus.AWAITING_UPLOAD, lambda j: self._awaiting(j, now, drained)),
             *((t, lambda j: self._expired(j, now)) for t in TERMINAL),
         ):
             for _ in range(max_batches):
                 jobs = ctx.jobs.due(status, now, batch)
                 for job in jobs:
+                    if not deadline.has_time_for(_CALLS_PER_STEP):
+                        report["out_of_time"] += 1  # the next run goes on from here
+                        return self._done(report)
                     try:
                         report[act(job)] += 1
                     except TransientError:
@@ -43,13 +61,19 @@ class Sweeper:
                         report["errors"] += 1
                 if len(jobs) < batch:
                     break
+        return self._done(report)
+
+    @staticmethod
+    def _done(report: Counter) -> Counter:
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
         return report
 
     def sweep_orphans(self) -> Counter:
-        """Objects whose job is gone (deleted by TTL, say) and older than the grace period.
+        """Objects no job needs, older than the grace period: those whose job is gone
+        (deleted by TTL, say), and renditions that are not the job's result nor its live
+        attempt's (a stale attempt that died before cleaning up).
 
         Streams the listing (keys come sorted, so a job's objects are neighbours) and reads
         each job once per prefix: run it rarely (daily), since its cost grows with the
@@ -61,32 +85,71 @@ class Sweeper:
         for prefix in (s.originals_prefix, s.renditions_prefix):
             listed = ctx.objects.list_keys(prefix, grace)
             for job_id, keys in itertools.groupby(listed, ctx.keys.job_id_of):
-                if job_id is not None and ctx.jobs.get(job_id) is not None:
-                    continue
+                job = ctx.jobs.get(job_id) if job_id is not None else None
                 for key in keys:
+                    if job is not None and self._needed(job, key):
+                        continue
                     ctx.objects.delete(key)
                     report["orphans_deleted"] += 1
         if report:
             log.info("orphan_sweep_done", **report)
         return report
 
-    def _processing(self, job: Job, now: datetime) -> str:
+    def _needed(self, job: Job, key: str) -> bool:
+        if key == job.original_key:
+            return True
+        if job.status is JobStatus.READY:
+            return key in {r.key for r in (job.display, job.thumb) if r is not None}
+        # A processing job's live attempt may be writing its renditions right now.
+        return job.status is JobStatus.PROCESSING and self._ctx.keys.attempt_of(key) == job.attempt
+
+    # -- per status ------------------------------------------------------------------------
+    def _processing(self, job: Job, now: datetime, drained: "_Drained") -> str:
         s = self._ctx.settings
         if job.lease_active(now):
             return "skipped"
         if job.attempt >= s.max_attempts or job.redrives >= s.max_attempts:
             return self._fail(job, ErrorCode.PROCESSING_FAILED, "failed")
-        return self._redrive(job, now, self._ctx.lease)
+        # The lease ran out: the worker died or gave the job back, and its message comes
+        # back on its own (visibility timeout, nack) unless it was lost. It was sent before
+        # the claim or the last re-drive, both of which set updated_at.
+        return self._redrive_if_lost(job, now, drained, sent_by=job.updated_at,
+                                     look_again_after=self._ctx.lease)
 
-    def _queued(self, job: Job, now: datetime) -> str:
-        if job.redrives >= 1:  # re-driven once already, and still nobody claimed it
+    def _queued(self, job: Job, now: datetime, drained: "_Drained") -> str:
+        ctx, s = self._ctx, self._ctx.settings
+        stored = ctx.objects.head(job.original_key)
+        if stored is None:
+            # The upload died before storing the original, and so did its compensation: no
+            # event will ever come. End it, and free its key for the client's retry.
+            return self._fail(job, ErrorCode.STORAGE_UNAVAILABLE, "never_stored")
+        if job.redrives >= s.max_attempts:
+            # Its event was re-sent and lost this often: something drops it every time.
             return self._fail(job, ErrorCode.PROCESSING_FAILED, "failed")
-        return self._redrive(job, now, self._ctx.queue_timeout)
+        # Storage sent the event after the write; a worker or a re-drive that queued the
+        # job set updated_at after (or when) sending theirs.
+        return self._redrive_if_lost(job, now, drained, sent_by=max(job.updated_at, stored.last_modified),
+                                     look_again_after=ctx.queue_timeout)
 
-    def _awaiting(self, job: Job, now: datetime) -> str:
+    def _awaiting(self, job: Job, now: datetime, drained: "_Drained") -> str:
+        ctx = self._ctx
         if job.upload_expires_at is not None and now < job.upload_expires_at:
             return "skipped"
-        return self._fail(job, ErrorCode.UPLOAD_MISSING, "upload_missing")
+        stored = ctx.objects.head(job.original_key)
+        if stored is None:
+            return self._fail(job, ErrorCode.UPLOAD_MISSING, "upload_missing")
+        # The file arrived but no event moved the job: queue it as the event would have,
+        # and send the event again if it is known lost.
+        queued = job.queued(now, ctx.queue_timeout)
+        if drained.lost(stored.last_modified):
+            self._publish(job)
+            queued = queued.redriven(now, ctx.queue_timeout)
+        try:
+            ctx.jobs.update_if_unchanged(queued, seen=job)
+        except ConditionFailed:
+            return "skipped"  # the event came meanwhile, or the client cancelled
+        log.info("upload_found", job_id=job.job_id, redriven=queued.redrives > job.redrives)
+        return "upload_found"
 
     def _expired(self, job: Job, now: datetime) -> str:
         if not job.is_expired(now):
@@ -94,20 +157,63 @@ class Sweeper:
         lifecycle.remove(self._ctx, job)
         return "expired_deleted"
 
+    # -- steps -----------------------------------------------------------------------------
     def _fail(self, job: Job, code: ErrorCode, outcome: str) -> str:
-        jobs = self._ctx.jobs
-        failed = lifecycle.fail(self._ctx, job, code, lambda f: jobs.update_if_unchanged(f, seen=job))
-        return outcome if failed else "skipped"
-
-    def _redrive(self, job: Job, now: datetime, look_again_after: timedelta) -> str:
         ctx = self._ctx
+        failed = lifecycle.fail(ctx, job, code, lambda f: ctx.jobs.update_if_unchanged(f, seen=job))
+        if failed is None:
+            return "skipped"
+        if code in lifecycle.NEVER_STORED and job.idempotency_scope:
+            # A retry with the same key must make a new job, not replay this one.
+            ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
+        return outcome
+
+    def _redrive_if_lost(self, job: Job, now: datetime, drained: "_Drained", sent_by: datetime,
+                         look_again_after: timedelta) -> str:
+        ctx = self._ctx
+        if not drained.lost(sent_by):
+            # Its message may still be waiting its turn behind a backlog: look again later,
+            # without touching updated_at (the bound on when its message was sent).
+            lifecycle.quietly(ctx.jobs.update_if_unchanged,
+                              dataclasses.replace(job, sweep_at=now + look_again_after), job)
+            return "waiting"
         if ctx.publisher is None:
             return "skipped"
+        self._publish(job)
         try:
-            # Mark first: of two sweepers racing, only the one whose write lands re-sends.
             ctx.jobs.update_if_unchanged(job.redriven(now, look_again_after), seen=job)
         except ConditionFailed:
-            return "skipped"
-        ctx.publisher.publish_object_created(ObjectCreated(ctx.settings.bucket, job.original_key, 0))
+            # A worker (or another sweeper) moved it meanwhile: the extra message finds it
+            # busy or done, which the worker treats as a duplicate.
+            log.info("job_redrive_raced", job_id=job.job_id)
+            return "redrive_raced"
         log.info("job_redriven", job_id=job.job_id, status=job.status.value)
         return "redriven"
+
+    def _publish(self, job: Job) -> None:
+        ctx = self._ctx
+        if ctx.publisher is None:
+            raise TransientError("no queue to re-send the event to")
+        ctx.publisher.publish_object_created(ObjectCreated(ctx.settings.bucket, job.original_key, 0))
+
+
+class _Drained:
+    """The queue's state, read at most once per sweep and only when a job needs it."""
+
+    def __init__(self, ctx: Context, now: datetime):
+        self._ctx = ctx
+        self._now = now
+        self._read = False
+        self._before: Optional[datetime] = None
+
+    def lost(self, sent_by: datetime) -> bool:
+        """Whether a message sent by `sent_by` (at the latest) has certainly left the queue."""
+        if not self._read:
+            gauge = self._ctx.backlog
+            self._before = gauge.drained_before(self._now) if gauge is not None else None
+            self._read = True
+        if self._before is None:
+            return False
+        # Storage may deliver late, and the queue's counts lag: allow for both.
+        delay = timedelta(seconds=self._ctx.settings.event_delay_seconds)
+        return sent_by + delay < self._before

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import time
 from datetime import datetime, timedelta
 from typing import Optional
 
-from chalicelib import imaging, sniff
+from chalicelib import deadline, imaging, sniff
 from chalicelib.errors import (
     FileTooLarge,
     IdempotencyKeyReused,
@@ -33,6 +34,10 @@ from chalicelib.vocabulary import ErrorCode
 log = get_logger("uploads")
 
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+# Reads of a key that keeps changing hands before giving up with a 503.
+_KEY_TURNS = 4
+# Pauses before a key's missing job is taken for gone (seconds).
+_GONE_PAUSES = (0.05, 0.1, 0.2)
 
 
 class Uploads:
@@ -53,19 +58,55 @@ class Uploads:
         job = self._new_job(owner, JobStatus.QUEUED, now)
         accepted = self._create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
-            return accepted
+            return self._repair(accepted, data, info.content_type)
         job = accepted.job
         try:
             ctx.objects.put(job.original_key, data, info.content_type)
         except TransientError:
             log.warning("original_store_failed", job_id=job.job_id)
-            lifecycle.fail(ctx, job, ErrorCode.STORAGE_UNAVAILABLE,
-                           lambda failed: ctx.jobs.move(failed, JobStatus.QUEUED))
-            if job.idempotency_scope:
-                lifecycle.quietly(ctx.jobs.release_idempotency, job.idempotency_scope, job.job_id)
+            with deadline.compensating():
+                going_on = self._compensate(job)
+            if going_on is not None:
+                return dataclasses.replace(accepted, job=going_on)
             raise StorageUnavailable(retry_after=s.retry_after_seconds) from None
         log.info("upload_accepted", job_id=job.job_id, content_type=info.content_type,
                  width=info.width, height=info.height, bytes=len(data))
+        return accepted
+
+    def _compensate(self, job: Job) -> Optional[Job]:
+        """After a failed put: end the job and free its key, unless the put landed after
+        all (a timeout is ambiguous) and a worker already took the job. Then the job may
+        still succeed: the key stays, and the job is returned to be answered as accepted.
+
+        If the table is down too this raises, and the key stays with a queued job that has
+        no original: a replay stores the bytes, or the sweeper ends it and frees the key."""
+        ctx = self._ctx
+        failed = lifecycle.fail(ctx, job, ErrorCode.STORAGE_UNAVAILABLE,
+                                lambda f: ctx.jobs.move(f, JobStatus.QUEUED))
+        if failed is None:
+            current = ctx.jobs.get(job.job_id)
+            if current is not None and not _doomed(current):
+                log.info("original_stored_after_all", job_id=job.job_id, status=current.status.value)
+                return current
+        if job.idempotency_scope:
+            lifecycle.quietly(ctx.jobs.release_idempotency, job.idempotency_scope, job.job_id)
+        return None
+
+    def _repair(self, accepted: Accepted, data: bytes, content_type: str) -> Accepted:
+        """A replay whose first request died before storing the original: the fingerprint
+        proves these bytes identical, so store them and the job goes on (the contract)."""
+        ctx = self._ctx
+        job = accepted.job
+        if job.status is not JobStatus.QUEUED:
+            return accepted  # a claimed job had its original: only queued ones may lack it
+        try:
+            if ctx.objects.head(job.original_key) is not None:
+                return accepted
+            ctx.objects.put(job.original_key, data, content_type)
+        except TransientError:
+            # The job keeps waiting for its bytes: the next retry, or the sweeper, ends it.
+            raise StorageUnavailable(retry_after=ctx.settings.retry_after_seconds) from None
+        log.info("original_stored_by_replay", job_id=job.job_id)
         return accepted
 
     # -- POST /uploads -----------------------------------------------------------------------
@@ -116,22 +157,27 @@ class Uploads:
             self._within_quota(lambda quota: jobs.create(job, quota), job.owner)
             return Accepted(job)
         scope = hashlib.sha256(f"{job.owner}\n{operation}\n{key}".encode()).hexdigest()
-        held = jobs.get_idempotency(scope)
-        if held is not None and now < held.expires_at:
-            return self._replay(held, fingerprint, job.owner)
         job = dataclasses.replace(job, idempotency_scope=scope)
         ttl = timedelta(seconds=self._ctx.settings.idempotency_ttl_seconds)
         record = IdempotencyRecord(scope=scope, fingerprint=fingerprint, job_id=job.job_id,
                                    expires_at=now + ttl)
-        try:
-            self._within_quota(lambda quota: jobs.create_with_key(job, record, now, quota), job.owner)
-        except KeyTaken:
-            # A concurrent identical request won the race: answer with its job.
+        # Each turn either answers or sees the key change hands (a concurrent request took
+        # it, or a doomed job gave it up): look again, a few times. The key is read only when
+        # the write loses, so a first request costs one transaction.
+        for _ in range(_KEY_TURNS):
+            try:
+                self._within_quota(lambda quota: jobs.create_with_key(job, record, now, quota),
+                                   job.owner)
+                return Accepted(job)
+            except KeyTaken:
+                pass  # held, or a concurrent identical request's transaction was in flight
             held = jobs.get_idempotency(scope)
-            if held is None:
-                raise TransientError("idempotency record vanished") from None
-            return self._replay(held, fingerprint, job.owner)
-        return Accepted(job)
+            if held is None or now >= held.expires_at:
+                continue  # freed or expired meanwhile: take it
+            replayed = self._replay(held, fingerprint, job.owner)
+            if replayed is not None:
+                return replayed
+        raise TransientError("the idempotency key kept changing hands")
 
     def _within_quota(self, create, owner: str) -> None:
         """Create within the owner's quota of unfinished jobs (429 rate_limited past it).
@@ -149,14 +195,36 @@ class Uploads:
         raise RateLimited(f"You already have {s.max_active_jobs} unfinished jobs; try again when "
                           "one has finished", retry_after=max(s.retry_after_seconds, 5))
 
-    def _replay(self, held: IdempotencyRecord, fingerprint: str, owner: str) -> Accepted:
+    def _replay(self, held: IdempotencyRecord, fingerprint: str, owner: str) -> Optional[Accepted]:
+        """The held key's job, or None after freeing a key whose job can no longer succeed
+        (it never got its original, or it is gone): the caller then takes the key."""
         if held.fingerprint != fingerprint:
             raise IdempotencyKeyReused("This Idempotency-Key was used for a different request")
-        job = self._ctx.jobs.get(held.job_id)
-        if job is None or job.owner != owner:
+        job = self._job_of(held)
+        if job is not None and job.owner != owner:
             raise JobNotFound()
+        if job is None or _doomed(job):
+            log.info("idempotency_key_taken_over", job_id=held.job_id)
+            self._ctx.jobs.release_idempotency(held.scope, held.job_id)
+            return None
         log.info("idempotent_replay", job_id=job.job_id)
         return Accepted(job, replayed=True)
+
+    def _job_of(self, held: IdempotencyRecord) -> Optional[Job]:
+        """The key's job. DynamoDB writes the key and the job in one atomic transaction, but
+        an emulator may show the key a moment before the job: look again briefly before
+        calling it gone."""
+        for pause in _GONE_PAUSES:
+            job = self._ctx.jobs.get(held.job_id)
+            if job is not None:
+                return job
+            time.sleep(pause)
+        return self._ctx.jobs.get(held.job_id)
+
+
+def _doomed(job: Job) -> bool:
+    """A job that can no longer succeed because its original never arrived."""
+    return job.status is JobStatus.FAILED and job.error_code in lifecycle.NEVER_STORED
 
 
 def check_idempotency_key(key: Optional[str]) -> None:

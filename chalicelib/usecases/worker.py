@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from chalicelib import imaging
+from chalicelib import deadline, imaging
 from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessage, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus, Rendition
@@ -28,8 +28,8 @@ class Worker:
     def __init__(self, ctx: Context):
         self._ctx = ctx
 
-    def handle_object_created(self, event: ObjectCreated, deadline: Optional[float] = None) -> Outcome:
-        """Process one object-created event, by `deadline` (time.monotonic()) if given: the
+    def handle_object_created(self, event: ObjectCreated, ends_at: Optional[float] = None) -> Outcome:
+        """Process one object-created event, by `ends_at` (time.monotonic()) if given: the
         time the worker function has before it is stopped.
 
         Returns normally when nothing is left to do for this event (done, duplicate, not
@@ -59,7 +59,7 @@ class Worker:
             return Outcome.FAILED
         if job.status is not JobStatus.PROCESSING:
             return Outcome.DUPLICATE
-        return self._process(job, deadline)
+        return self._process(job, ends_at)
 
     def _uploaded(self, job: Job) -> Job:
         ctx = self._ctx
@@ -91,7 +91,7 @@ class Worker:
             return failed or ctx.jobs.get(job.job_id) or current
         raise JobBusy(f"job {job.job_id} could not be claimed")
 
-    def _process(self, job: Job, deadline: Optional[float]) -> Outcome:
+    def _process(self, job: Job, ends_at: Optional[float]) -> Outcome:
         ctx, s = self._ctx, self._ctx.settings
         log.info("job_claimed", job_id=job.job_id, attempt=job.attempt)
         # The declared size of a direct upload: an emulator may not enforce the POST policy.
@@ -100,12 +100,12 @@ class Worker:
             data = ctx.objects.get(job.original_key, limit)
             if not self._still_ours(job):
                 return Outcome.ABANDONED
-            outputs = self._renditions(data, deadline)
+            outputs = self._renditions(data, ends_at)
             if not self._still_ours(job):
                 return Outcome.ABANDONED
             stored: dict[RenditionName, Rendition] = {}
             for out in outputs:
-                key = ctx.keys.rendition(job.job_id, out.name)
+                key = ctx.keys.rendition(job.job_id, job.attempt, out.name)
                 ctx.objects.put(key, out.data, out.content_type)
                 stored[out.name] = Rendition(key, out.width, out.height, out.content_type)
         except KeyError:
@@ -116,25 +116,39 @@ class Worker:
             # Transient or unexpected: give the lease back so a redelivery can try again;
             # the attempt count bounds how often.
             log.exception("job_attempt_failed", job_id=job.job_id, attempt=job.attempt)
-            lifecycle.quietly(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
+            with deadline.compensating():
+                lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                lifecycle.quietly(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
         display, thumb = stored[RenditionName.DISPLAY], stored[RenditionName.THUMB]
         done = job.ready(ctx.clock(), display, thumb, ctx.retention)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
-            current = ctx.jobs.get(job.job_id)
-            # Another attempt's ready result shares these keys; anything else must not keep them.
-            if current is None or current.status is not JobStatus.READY:
-                lifecycle.quietly(lifecycle.delete_renditions, ctx, job.job_id)
-            log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
-            return Outcome.LOST
+            if not self._landed(done):
+                # This attempt lost (cancelled, deleted, or a newer attempt): its renditions
+                # are its own, so removing them can never touch the winner's.
+                lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
+                return Outcome.LOST
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
                  width=display.width, height=display.height)
         lifecycle.finished(ctx, done)
+        # Earlier attempts of this job are over (their leases ended before this claim); what
+        # one left behind goes now, and the orphan sweep covers a crash before this line.
+        for attempt in range(1, job.attempt):
+            lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, attempt)
         return Outcome.READY
 
-    def _renditions(self, data: bytes, deadline: Optional[float]) -> tuple:
+    def _landed(self, done: Job) -> bool:
+        """Whether our finishing write is in the table after all: the SDK retried it after a
+        lost answer, and the retry failed on the write itself. Only this attempt writes a
+        result with its own attempt number."""
+        current = self._ctx.jobs.get(done.job_id)
+        return (current is not None and current.status is done.status
+                and current.attempt == done.attempt)
+
+    def _renditions(self, data: bytes, ends_at: Optional[float]) -> tuple:
         """Decode in a child with a CPU limit, so that no image can hold a worker for more
         than decode_cpu_seconds; the wall clock allows for a busy machine, within the time
         the worker function has left."""
@@ -145,8 +159,8 @@ class Worker:
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
         # less: the wall clock only catches a child that hangs without using its CPU.
         wall = 4.0 * s.decode_cpu_seconds + 5.0
-        if deadline is not None:
-            wall = min(wall, deadline - time.monotonic() - _TIME_TO_FINISH)
+        if ends_at is not None:
+            wall = min(wall, ends_at - time.monotonic() - _TIME_TO_FINISH)
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
         return run_limited(imaging.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,

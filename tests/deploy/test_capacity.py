@@ -24,7 +24,8 @@ def stage(name: str) -> dict:
 def test_each_stage_deploys_the_sizes_its_design_load_gives(name):
     sizes = cap.stage_sizes(cap.STAGE_DESIGNS[name])
     config = stage(name)
-    settings = Settings.from_environ({**config["environment_variables"], "AUTH_MODE": "jwt"})
+    settings = Settings.from_environ({**config["environment_variables"], "AUTH_MODE": "jwt",
+                                      "AUTH_JWT_SECRET": "a-stage-secret"})
     assert settings.worker_max_concurrency == sizes.max_concurrency
     assert settings.max_backlog == sizes.max_backlog
     assert config["lambda_functions"][WORKER_FUNCTION].get("reserved_concurrency") == sizes.reserved_concurrency

@@ -34,8 +34,10 @@ from infra.stage_config import stage_policy
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ROOT / "chalicelib" / "adapters"
 # Adapter module -> the AWS service of the boto3 client bootstrap.py hands it.
-BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs"}
+BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "cloudwatch_age.py": "cloudwatch"}
 PYNAMODB_ADAPTERS = {"dynamo_jobs.py"}
+# Configure clients (timeouts, the time budget's hook) but call no operation.
+SDK_HOOKS = {"sdk_limits.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config).
 OTHER_ADAPTERS = {"amqp.py"}
 SDKS = {"boto3", "botocore", "pynamodb"}
@@ -59,7 +61,8 @@ NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 def test_only_adapters_and_the_composition_root_touch_an_sdk():
     """Otherwise a call could hide outside what this test reads."""
     allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS)}
-    builders = [ROOT / "chalicelib" / "bootstrap.py", ROOT / "chalicelib" / "clients.py"]
+    builders = [ROOT / "chalicelib" / "bootstrap.py", ROOT / "chalicelib" / "clients.py",
+                *(ADAPTERS / name for name in SDK_HOOKS)]
     allowed.update(builders)
     for path in [ROOT / "app.py", *(ROOT / "chalicelib").rglob("*.py")]:
         if path in allowed:
@@ -71,9 +74,10 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert not imported & SDKS, f"{path.relative_to(ROOT)} imports {imported & SDKS}"
-    # The composition root and the client factory build clients but call no operation.
+    # The composition root, the client factory and the hooks build or configure clients but
+    # call no operation themselves.
     operations = set()
-    for service in ("s3", "sqs", "dynamodb"):
+    for service in ("s3", "sqs", "dynamodb", "cloudwatch"):
         client = boto3.session.Session(region_name="us-east-1").client(service)
         operations |= set(client.meta.method_to_api_mapping)
     for path in builders:
@@ -81,7 +85,7 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
         assert not called & operations, f"{path.name} calls {called & operations}"
     modules = {p.name for p in ADAPTERS.glob("*.py") if p.name != "__init__.py"}
-    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS, (
+    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS | SDK_HOOKS, (
         "a new adapter: teach this test which AWS service it calls, if any")
 
 
@@ -227,6 +231,8 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
         action = IAM_ACTION.get(f"{service}:{operation}", f"{service}:{operation}")
         if service == "sqs":
             needed.add((action, queue))
+        elif service == "cloudwatch":
+            needed.add((action, "*"))  # reading metrics has no resource-level permissions
         elif action == "s3:ListBucket":
             needed.add((action, bucket))
         else:
@@ -236,7 +242,7 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
 
     for source in application.app.event_sources:
         if isinstance(source, SQSEventConfig):
-            assert source.queue == Settings.from_environ({}).queue_name  # wired by name
+            assert source.queue == Settings().queue_name  # wired by name
             needed |= {(action, queue) for action in SQS_EVENT_SOURCE}
     return needed
 
@@ -282,9 +288,57 @@ def test_logs_only_for_the_stages_own_functions(outputs):
         assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
 
 
-def test_listing_is_limited_to_the_apps_prefixes(outputs):
-    settings = Settings()
-    policy = stage_policy(outputs, settings, "image-jobs", "dev")
-    (listing,) = [s for s in policy["Statement"] if s["Action"] == ["s3:ListBucket"]]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [
-        settings.originals_prefix + "*", settings.renditions_prefix + "*"]}}
+# ---------------------------------------------------------------- a missing key reads as 404
+
+
+def allows(policy: dict, action: str, resource: str, context: dict[str, str]) -> bool:
+    """IAM's evaluation for our policies' shape (Allow statements; StringLike/StringEquals
+    conditions): a condition on a key the request does not carry never matches."""
+    operators = {"StringLike": fnmatch.fnmatchcase, "StringEquals": str.__eq__}
+    for statement in policy["Statement"]:
+        actions, resources = statement["Action"], statement["Resource"]
+        if action not in ([actions] if isinstance(actions, str) else actions):
+            continue
+        if not any(fnmatch.fnmatchcase(resource, r) for r in ([resources] if isinstance(resources, str) else resources)):
+            continue
+        conditions = statement.get("Condition", {})
+        if all(key in context and any(operators[op](context[key], v) for v in ([values] if isinstance(values, str) else values))
+               for op, keyed in conditions.items() for key, values in keyed.items()):
+            return True
+    return False
+
+
+# S3, for a GetObject or HeadObject of a key that does not exist, answers 404 only if the
+# caller may s3:ListBucket the bucket, checked for a request that carries no s3:prefix;
+# otherwise 403, which the adapters rightly treat as an outage (retried, then
+# processing_failed) instead of upload_missing.
+MISSING_KEY_CHECK = ("s3:ListBucket", {})
+
+
+def test_a_missing_original_reads_as_404_under_the_stage_policy(outputs):
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
+    action, context = MISSING_KEY_CHECK
+    assert allows(policy, action, outputs["ImagesBucketArn"], context)
+    # And the reads themselves, on the objects.
+    original = f"{outputs['ImagesBucketArn']}/{Settings().originals_prefix}5a3e2c1d"
+    assert allows(policy, "s3:GetObject", original, {})
+
+
+def test_a_prefix_condition_on_listing_would_make_it_403():
+    """Guards the evaluator above: the statement this project used to grant is refused."""
+    bucket = "arn:aws:s3:::b"
+    old = {"Statement": [{"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket],
+                          "Condition": {"StringLike": {"s3:prefix": ["originals/*", "renditions/*"]}}}]}
+    action, context = MISSING_KEY_CHECK
+    assert not allows(old, action, bucket, context)
+    assert allows(old, action, bucket, {"s3:prefix": "originals/x"})  # a listing would pass
+
+
+def test_the_worker_and_sweeper_ask_for_a_missing_original_with_calls_the_policy_allows(outputs):
+    """HeadObject (the sweeper) and GetObject (the worker) are both authorized as
+    s3:GetObject; the 404 comes with the listing permission above."""
+    calls = boto3_calls()
+    assert {("s3", "HeadObject"), ("s3", "GetObject")} <= calls
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
+    (listing,) = [st for st in policy["Statement"] if st["Action"] == ["s3:ListBucket"]]
+    assert "Condition" not in listing and listing["Resource"] == [outputs["ImagesBucketArn"]]

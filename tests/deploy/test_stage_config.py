@@ -8,7 +8,7 @@ import pytest
 
 from chalicelib.config import Settings, env_name
 from infra.stage_config import (
-    LAMBDA_RESERVED, OUTPUT_SETTINGS, StageConfigError, write_stage,
+    FUNCTION_TIMEOUTS, LAMBDA_RESERVED, OUTPUT_SETTINGS, StageConfigError, write_stage,
 )
 from tests.deploy.conftest import copy_project
 
@@ -66,7 +66,14 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.cognito_user_pool_arn == outputs["UserPoolArn"]
     assert settings.auth_mode == "cognito"
     assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY", "MAX_BACKLOG",
-                        *map(env_name, OUTPUT_SETTINGS.values())}
+                        *map(env_name, OUTPUT_SETTINGS.values()),
+                        *map(env_name, FUNCTION_TIMEOUTS.values())}
+    # The app budgets each function's time with the timeout Lambda enforces on it.
+    functions = stage["lambda_functions"]
+    assert settings.api_timeout_seconds == functions["api_handler"]["lambda_timeout"]
+    assert settings.worker_timeout_seconds == functions["handle_object_created"]["lambda_timeout"]
+    assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
+    assert settings.bucket_lifecycle_days == int(outputs["ObjectExpirationDays"])
     assert stage["lambda_functions"] == config()["stages"]["dev"]["lambda_functions"]
     # The other stage is untouched.
     assert json.loads(config_path.read_text())["stages"]["prod"] == config()["stages"]["prod"]
@@ -92,7 +99,7 @@ def test_refuses_a_queue_shorter_than_the_job_lease(tmp_path, outputs):
     project = copy_project(tmp_path / "p")
     path = project / ".chalice" / "config.json"
     edited = json.loads(path.read_text())
-    edited["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"] = 10
+    edited["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"] = 13
     path.write_text(json.dumps(edited))
     with pytest.raises(StageConfigError, match="lease"):
         write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "90"})
@@ -123,6 +130,35 @@ def test_settings_that_would_break_a_deploy_are_refused_at_import():
     with pytest.raises(ValueError, match="COGNITO_USER_POOL_ARN"):
         Settings.from_environ({"AUTH_MODE": "cognito"})
     with pytest.raises(ValueError, match="WORKER_MAX_CONCURRENCY"):
-        Settings.from_environ({"WORKER_MAX_CONCURRENCY": "1"})
+        Settings.from_environ({"WORKER_MAX_CONCURRENCY": "1", "LOCAL_RUNNER": "1"})
     with pytest.raises(ValueError, match="ROUTE_PREFIX"):
-        Settings.from_environ({"ROUTE_PREFIX": "v1/"})
+        Settings.from_environ({"ROUTE_PREFIX": "v1/", "LOCAL_RUNNER": "1"})
+
+
+def _edit_stage(project, stage, edit):
+    path = project / ".chalice" / "config.json"
+    config = json.loads(path.read_text())
+    edit(config["stages"][stage])
+    path.write_text(json.dumps(config))
+
+
+def test_refuses_a_stage_that_sets_the_local_runner_marker(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    _edit_stage(project, "dev", lambda st: st["environment_variables"].update(LOCAL_RUNNER="1"))
+    with pytest.raises(StageConfigError, match="LOCAL_RUNNER"):
+        write_stage(project, "dev", outputs)
+
+
+def test_refuses_a_worker_that_may_outlive_its_lease(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    _edit_stage(project, "dev", lambda st: st["lambda_functions"]["handle_object_created"].update(
+        lambda_timeout=150))  # still within the queue's 180 s visibility timeout
+    with pytest.raises(ValueError, match="LEASE_SECONDS"):
+        write_stage(project, "dev", outputs)
+    assert not (project / ".chalice" / "policy-dev.json").exists()
+
+
+def test_refuses_a_retention_the_bucket_lifecycle_would_cut_short(tmp_path, outputs):
+    project = copy_project(tmp_path / "p")
+    with pytest.raises(ValueError, match="RETENTION_SECONDS"):
+        write_stage(project, "dev", {**outputs, "ObjectExpirationDays": "7"})

@@ -48,14 +48,21 @@ def test_the_bucket_is_private_and_encrypted():
 
 
 def test_lifecycle_rules_expire_after_the_sweeper_would_have():
-    """A backstop: never before a finished job's retention has run out."""
-    (bucket,) = resources(load_template(), "AWS::S3::Bucket").values()
+    """A backstop: never before a finished job's retention has run out. The app knows the
+    value (it refuses a retention past it), from the stack's output."""
+    template = load_template()
+    (bucket,) = resources(template, "AWS::S3::Bucket").values()
     settings = Settings()
     rules = {r["Prefix"]: r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
     assert set(rules) == {settings.originals_prefix, settings.renditions_prefix}
+    days = template["Parameters"]["ObjectExpirationDays"]["Default"]
+    assert days == settings.bucket_lifecycle_days
+    assert template["Outputs"]["ObjectExpirationDays"]["Value"] == {"Ref": "ObjectExpirationDays"}
+    assert OUTPUT_SETTINGS["ObjectExpirationDays"] == "bucket_lifecycle_days"
     for rule in rules.values():
         assert rule["Status"] == "Enabled"
-        assert rule["ExpirationInDays"] * 86400 > settings.retention_seconds + 86400
+        assert rule["ExpirationInDays"] == {"Ref": "ObjectExpirationDays"}
+        assert days * 86400 > settings.retention_seconds + 86400
 
 
 def test_alarms_watch_the_dead_letter_queue_and_the_oldest_event():

@@ -81,7 +81,14 @@ class World:
             "JOBS_QUEUE": f"events-{suffix}", "QUEUE_BACKEND": backend,
             "AMQP_URL": AMQP_URL, "AMQP_EXCHANGE": f"x-{suffix}", "AMQP_QUEUE": f"q-{suffix}",
             "AMQP_ROUTING_KEY": f"k-{suffix}", "AMQP_BRIDGE": "1",
-            "LEASE_SECONDS": "2", "MAX_ATTEMPTS": "3", "MAX_UPLOAD_BYTES": str(8 * 1024 * 1024),
+            # A killed worker's job is claimed again once its lease ends, and the lease must
+            # outlast the worker's timeout (Settings refuses anything else). Not shorter than
+            # the API's 25 s: the SDK's timeouts follow the shortest function, and a loaded
+            # machine's moto needs the production ones.
+            "WORKER_TIMEOUT_SECONDS": "25", "LEASE_SECONDS": "26", "LOCAL_RUNNER": "1",
+            # RabbitMQ's counts are exact: a message missing for a second is lost.
+            "EVENT_DELAY_SECONDS": "1",
+            "MAX_ATTEMPTS": "3", "MAX_UPLOAD_BYTES": str(8 * 1024 * 1024),
             "PYTHONUNBUFFERED": "1",
         }
         self.env.update({k: str(v) for k, v in overrides.items()})
@@ -189,9 +196,11 @@ class World:
             if expected is not None:
                 assert status is expected, (job_id, status, self.service.ctx.jobs.get(job_id))
             if status is JobStatus.READY:
-                assert self.renditions(job_id) == ["display.jpg", "thumb.jpg"], job_id
+                # Exactly the finishing attempt's pair: no other attempt's leftovers.
                 job = self.service.ctx.jobs.get(job_id)
-                assert job.display.key.endswith("display.jpg") and job.thumb.key.endswith("thumb.jpg")
+                assert self.renditions(job_id) == [f"{job.attempt}/display.jpg", f"{job.attempt}/thumb.jpg"], job_id
+                assert job.display.key.endswith(f"/{job.attempt}/display.jpg")
+                assert job.thumb.key.endswith(f"/{job.attempt}/thumb.jpg")
             else:
                 assert self.renditions(job_id) == [], job_id
         return statuses

@@ -11,7 +11,9 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     job_id = world.upload(1)[0]  # no bridge and no worker: the event stays in storage's SQS queue
     svc = world.service
     svc.ctx.jobs.claim(job_id, svc.ctx.clock(), timedelta(seconds=1), 3)  # a worker took it and died
-    time.sleep(1.1)
+    # ... and its message is gone from the (empty) exchange queue: lost, once the lease and the
+    # allowance for a late delivery have passed.
+    time.sleep(1 + world.settings.event_delay_seconds + 0.2)
     assert svc.sweeper.sweep()["redriven"] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import time
+from datetime import datetime, timezone
 from urllib.parse import urlparse
 
 import pytest
@@ -45,7 +46,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost(world):
     caught = [j for j, s in world.statuses(jobs).items() if s is JobStatus.PROCESSING]
     assert caught, "the kill did not land in the middle of a job"
     world.start("worker", WORKER_CONCURRENCY=1)
-    world.assert_promise(jobs)
+    world.assert_promise(jobs, timeout=120)  # the killed attempt's lease (26 s) must run out first
     assert all(world.service.ctx.jobs.get(j).attempt == 2 for j in caught)
     assert world.dead_letters() == []
 
@@ -80,7 +81,12 @@ def test_storage_failing_for_a_while_is_retried_then_done(flaky_storage):
     world, proxy = flaky_storage
     proxy.down()
     jobs = world.upload(3)  # the test writes straight to storage; the worker's path is cut
-    time.sleep(2.5)
+    # Down until an attempt has failed and given its lease back (the SDK's own retries of one
+    # call may outlast any fixed pause), then up again.
+    deadline = time.monotonic() + 60
+    while not any(_gave_back(world.service.ctx.jobs.get(j)) for j in jobs):
+        assert time.monotonic() < deadline, "no attempt ever failed"
+        time.sleep(0.2)
     proxy.up()
     world.assert_promise(jobs)
     assert max(world.service.ctx.jobs.get(j).attempt for j in jobs) > 1  # it did fail, and retried
@@ -138,3 +144,10 @@ def test_sigterm_lets_the_job_in_hand_finish(world):
     assert worker.process.wait(30) == 0
     assert world.statuses(jobs)[jobs[0]] is JobStatus.READY
     world.assert_promise(jobs)
+
+
+def _gave_back(job) -> bool:
+    """An attempt failed: its lease was ended early (it waits for a retry), or a retry began."""
+    now = datetime.now(timezone.utc)
+    return job is not None and job.status is JobStatus.PROCESSING and (
+        not job.lease_active(now) or job.attempt > 1)

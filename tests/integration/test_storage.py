@@ -1,12 +1,12 @@
 """S3Store and the bucket's notification, against moto's server."""
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import requests
 
-from chalicelib.adapters.s3_store import S3Store
-from chalicelib.bootstrap import _s3_client
+from chalicelib.bootstrap import build_use_cases
 from chalicelib.events import parse_message
 from chalicelib.errors import FileTooLarge, TransientError
 
@@ -14,7 +14,14 @@ from chalicelib.errors import FileTooLarge, TransientError
 @pytest.fixture
 def store(stack):
     settings, _, _ = stack
-    return S3Store(_s3_client(settings, settings.endpoint_url), settings.bucket)
+    return build_use_cases(settings).ctx.objects
+
+
+def test_head_tells_a_stored_object_from_a_missing_one(store):
+    assert store.head("originals/nothing-here") is None  # 404 is an answer, not an outage
+    store.put("originals/h", b"12345", "image/jpeg")
+    stored = store.head("originals/h")
+    assert stored.size == 5 and stored.last_modified.tzinfo is not None
 
 
 def test_put_get_delete_round_trip(store):
@@ -40,7 +47,9 @@ def test_presigned_url_serves_the_bytes(store):
 
 def test_dead_endpoint_is_a_transient_error(stack):
     settings, _, _ = stack
-    dead = S3Store(_s3_client(settings, "http://127.0.0.1:9"), settings.bucket)
+    dead = build_use_cases(replace(settings, s3_endpoint_url="http://127.0.0.1:9")).ctx.objects
+    with pytest.raises(TransientError):
+        dead.head("originals/a")  # a refused connection is an outage, never "missing"
     with pytest.raises(TransientError):
         dead.put("originals/a", b"x", "image/jpeg")
     with pytest.raises(TransientError):

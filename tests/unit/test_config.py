@@ -4,7 +4,7 @@ from chalicelib.config import Settings
 
 
 def test_defaults_follow_the_contract():
-    s = Settings.from_environ({})
+    s = Settings.from_environ({"LOCAL_RUNNER": "1"})
     assert s.max_upload_bytes == 4 * 1024 * 1024
     assert s.max_direct_upload_bytes == 50 * 1024 * 1024
     assert s.max_pixels == 50_000_000
@@ -17,12 +17,63 @@ def test_environment_overrides_with_aws_names():
     s = Settings.from_environ({
         "AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
         "IMAGES_BUCKET": "b", "JOBS_TABLE": "t", "JOBS_QUEUE": "q",
-        "AUTH_JWT_SECRET": "x", "MAX_UPLOAD_BYTES": "100", "LEASE_SECONDS": "5",
+        "AUTH_JWT_SECRET": "x", "MAX_UPLOAD_BYTES": "100", "LEASE_SECONDS": "65",
     })
     assert (s.region, s.endpoint_url, s.bucket, s.table, s.queue_name) == (
         "eu-west-1", "http://127.0.0.1:4566", "b", "t", "q")
-    assert s.jwt_secret == "x" and s.max_upload_bytes == 100 and s.lease_seconds == 5
+    assert s.jwt_secret == "x" and s.max_upload_bytes == 100 and s.lease_seconds == 65
     assert s.presign_endpoint_url == "http://127.0.0.1:4566"
+
+
+# -- fail closed: each refusal names the variable and says why ---------------------------------
+SECRET = {"AUTH_JWT_SECRET": "a-secret-of-this-deployment-only-0123456789"}
+
+
+@pytest.mark.parametrize("mode", ["Cognito", "cognito ", "COGNITO", "none", "jwt\n"])
+def test_an_unknown_auth_mode_refuses_to_start(mode):
+    with pytest.raises(ValueError, match="AUTH_MODE must be one of jwt, cognito exactly"):
+        Settings.from_environ({**SECRET, "AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": "arn:x"})
+
+
+def test_the_default_secret_refuses_to_start_outside_the_local_runner():
+    with pytest.raises(ValueError, match="AUTH_JWT_SECRET is the public default"):
+        Settings.from_environ({})
+    with pytest.raises(ValueError, match="AUTH_JWT_SECRET is the public default"):
+        Settings.from_environ({"AUTH_JWT_SECRET": "dev-secret-change-me", "AUTH_MODE": "jwt"})
+    # A stage that lacks AUTH_MODE gets jwt, hence the same refusal (no open API by omission).
+    with pytest.raises(ValueError, match="AUTH_JWT_SECRET"):
+        Settings.from_environ({"AWS_LAMBDA_FUNCTION_NAME": "image-jobs-dev"})
+
+
+def test_the_default_secret_serves_the_local_runner_only():
+    assert Settings.from_environ({"LOCAL_RUNNER": "1"}).jwt_secret == "dev-secret-change-me"
+    assert Settings.from_environ(SECRET).jwt_secret == SECRET["AUTH_JWT_SECRET"]
+    # Cognito checks tokens at the gateway: the app's secret is never used there.
+    Settings.from_environ({"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:x"})
+
+
+def test_the_runner_marker_is_refused_inside_lambda():
+    with pytest.raises(ValueError, match="LOCAL_RUNNER is set in a Lambda function"):
+        Settings.from_environ({"LOCAL_RUNNER": "1", "AWS_LAMBDA_FUNCTION_NAME": "image-jobs-dev"})
+
+
+@pytest.mark.parametrize("lease, timeout", [(60, 60), (30, 60), (120, 300)])
+def test_a_lease_not_longer_than_the_workers_timeout_refuses_to_start(lease, timeout):
+    with pytest.raises(ValueError, match="LEASE_SECONDS .* must be longer than WORKER_TIMEOUT_SECONDS"):
+        Settings.from_environ({**SECRET, "LEASE_SECONDS": str(lease), "WORKER_TIMEOUT_SECONDS": str(timeout)})
+    Settings.from_environ({**SECRET, "LEASE_SECONDS": str(timeout + 1), "WORKER_TIMEOUT_SECONDS": str(timeout)})
+
+
+@pytest.mark.parametrize("retention_days, lifecycle_days", [(9, 9), (8.5, 9), (30, 9), (7, 7)])
+def test_retention_beyond_the_bucket_lifecycle_refuses_to_start(retention_days, lifecycle_days):
+    env = {**SECRET, "RETENTION_SECONDS": str(int(retention_days * 86400)),
+           "BUCKET_LIFECYCLE_DAYS": str(lifecycle_days)}
+    with pytest.raises(ValueError, match="RETENTION_SECONDS .* lifecycle"):
+        Settings.from_environ(env)
+
+
+def test_retention_a_day_inside_the_lifecycle_starts():
+    Settings.from_environ({**SECRET, "RETENTION_SECONDS": str(8 * 86400), "BUCKET_LIFECYCLE_DAYS": "9"})
 
 
 @pytest.mark.parametrize("value", ["ten", "0", "-3"])
@@ -48,3 +99,19 @@ def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
 
     with pytest.raises(ValueError, match=next(iter(env))):
         RunnerSettings.from_environ(env)
+
+
+def test_the_local_runner_refuses_to_start_on_a_bad_setting_before_serving_anything():
+    """The issue's case: AUTH_MODE=Cognito used to serve with no check of the token at all."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, free_port
+
+    env = dict(os.environ, AUTH_MODE="Cognito", API_PORT=str(free_port()), AWS_PORT=str(free_port()))
+    done = subprocess.run([sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "AUTH_MODE must be one of jwt, cognito exactly" in done.stderr
+    assert "ready" not in done.stdout

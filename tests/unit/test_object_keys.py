@@ -23,7 +23,7 @@ def test_the_character_after_each_fixed_prefix_is_uniformly_random_hex():
     ids = [new_job_id() for _ in range(16_000)]
     keys = {
         settings.originals_prefix: [object_keys.original(i) for i in ids],
-        settings.renditions_prefix: [object_keys.rendition(i, RenditionName.DISPLAY) for i in ids],
+        settings.renditions_prefix: [object_keys.rendition(i, 1, RenditionName.DISPLAY) for i in ids],
     }
     for prefix, names in keys.items():
         first = Counter(name[len(prefix)] for name in names)

@@ -86,7 +86,7 @@ def test_worker_makes_both_renditions_and_the_job_ready(svc):
     assert (done.thumb.width, done.thumb.height) == (256, 256)
     assert size_of(svc.ctx.objects.objects[done.display.key][0]) == (1280, 960)
     assert size_of(svc.ctx.objects.objects[done.thumb.key][0]) == (256, 256)
-    assert done.display.key == f"renditions/{job.job_id}/display.jpg"
+    assert done.display.key == f"renditions/{job.job_id}/1/display.jpg"  # fenced by attempt
     urls = svc.manage.urls(done)
     assert done.display.key in urls.display and done.thumb.key in urls.thumb
 

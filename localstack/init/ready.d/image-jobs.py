@@ -25,7 +25,9 @@ def _provision_image_jobs():
         from chalicelib.config import Settings
         from local.provision import provision
 
-        settings = Settings.from_environ({**os.environ, "AWS_ENDPOINT_URL": ENDPOINT})
+        # Local set-up only: it provisions, and never checks a token.
+        settings = Settings.from_environ({**os.environ, "AWS_ENDPOINT_URL": ENDPOINT,
+                                          "LOCAL_RUNNER": "1"})
         # LocalStack takes any credentials; explicit ones keep its own environment out of it.
         session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
                                         region_name=settings.region)

@@ -1,0 +1,166 @@
+"""An Idempotency-Key never replays a job that cannot succeed, and is never released while
+its job still may: replays repair a job that has no original, take over the key of a doomed
+job, and an ambiguous put keeps the key of a job that went on."""
+from datetime import datetime, timezone
+
+import pytest
+
+from chalicelib.config import Settings
+from chalicelib.errors import KeyTaken, StorageUnavailable, TransientError
+from chalicelib.events import ObjectCreated
+from chalicelib.jobs import JobStatus
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.images import jpeg
+
+START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+
+
+class Killed(BaseException):
+    """Lambda's timeout: nothing after it runs."""
+
+
+@pytest.fixture
+def svc():
+    clock = Clock(START)
+    queue = FakeQueue(clock)
+
+    def notify(key):
+        if key.startswith("originals/"):
+            queue.publish_object_created(ObjectCreated("images", key, 0))
+
+    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                            objects=FakeObjectStore(clock, on_created=notify),
+                            publisher=queue, backlog=queue, clock=clock))
+
+
+def deliver(svc):
+    return [svc.worker.handle_object_created(e) for e in svc.ctx.backlog.take()]
+
+
+def test_a_replay_stores_the_original_the_first_request_died_before_storing(svc):
+    real_put = svc.ctx.objects.put
+
+    def killed(*args):
+        raise Killed()
+
+    svc.ctx.objects.put = killed
+    with pytest.raises(Killed):
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    svc.ctx.objects.put = real_put
+    (job,) = svc.ctx.jobs.items.values()
+    assert svc.ctx.objects.objects == {}
+    again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert again.replayed and again.job.job_id == job.job_id
+    assert svc.ctx.objects.objects[job.original_key][0] == jpeg()
+    assert deliver(svc) == ["ready"]
+    # A further replay stores nothing new.
+    objects = dict(svc.ctx.objects.objects)
+    assert svc.uploads.accept_upload("alice", jpeg(), "key-1").job.status is JobStatus.READY
+    assert svc.ctx.objects.objects == objects
+
+
+def test_a_replay_whose_repair_fails_answers_503_and_keeps_the_job_waiting(svc):
+    svc.ctx.objects.put = lambda *a: (_ for _ in ()).throw(Killed())
+    with pytest.raises(Killed):
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    del svc.ctx.objects.put
+    svc.ctx.objects.down = True
+    with pytest.raises(StorageUnavailable):
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    (job,) = svc.ctx.jobs.items.values()
+    assert job.status is JobStatus.QUEUED
+    svc.ctx.objects.down = False
+    assert svc.uploads.accept_upload("alice", jpeg(), "key-1").replayed
+    assert deliver(svc) == ["ready"]
+
+
+def test_a_key_whose_job_failed_for_storage_is_taken_over_by_the_retry(svc):
+    svc.ctx.objects.down = True
+    real_release = svc.ctx.jobs.release_idempotency
+
+    def table_blinks(*args):
+        raise TransientError("job table unavailable")
+
+    svc.ctx.jobs.release_idempotency = table_blinks  # the compensation cannot free the key
+    with pytest.raises(StorageUnavailable):
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    svc.ctx.jobs.release_idempotency = real_release
+    (first,) = svc.ctx.jobs.items.values()
+    assert first.error_code == "storage_unavailable" and svc.ctx.jobs.keys  # a doomed job holds it
+    svc.ctx.objects.down = False
+    retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert not retried.replayed and retried.job.job_id != first.job_id
+    assert svc.ctx.jobs.keys[first.idempotency_scope].job_id == retried.job.job_id
+    assert deliver(svc) == ["ready"]
+
+
+def test_a_key_whose_job_is_gone_is_taken_over(svc):
+    first = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
+    del svc.ctx.jobs.items[first.job_id]  # a delete that died after removing the record
+    retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert not retried.replayed and retried.job.job_id != first.job_id
+
+
+def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(svc):
+    """The put timed out, but it landed: the event arrived and a worker took the job before
+    the compensation. The job may still succeed, so the key stays and the client gets it."""
+    real_put = svc.ctx.objects.put
+
+    def put_then_time_out(key, data, content_type):
+        real_put(key, data, content_type)
+        job_id = svc.ctx.keys.job_id_of(key)
+        svc.ctx.jobs.claim(job_id, svc.ctx.clock(), svc.ctx.lease, 3)  # a fast worker
+        raise TransientError("read timeout")
+
+    svc.ctx.objects.put = put_then_time_out
+    accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    svc.ctx.objects.put = real_put
+    assert accepted.job.status is JobStatus.PROCESSING and not accepted.replayed
+    assert svc.ctx.jobs.keys[accepted.job.idempotency_scope].job_id == accepted.job.job_id
+    again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert again.replayed and again.job.job_id == accepted.job.job_id
+    assert len(svc.ctx.jobs.items) == 1
+
+
+def test_a_put_that_failed_for_sure_still_fails_the_job_and_frees_the_key(svc):
+    svc.ctx.objects.down = True
+    with pytest.raises(StorageUnavailable):
+        svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    (job,) = svc.ctx.jobs.items.values()
+    assert job.status is JobStatus.FAILED and job.error_code == "storage_unavailable"
+    assert svc.ctx.jobs.keys == {}
+
+
+class ConflictOnce(FakeJobStore):
+    """DynamoDB's TransactionConflict: the concurrent identical request's transaction was in
+    flight. Its write lands just after ours is cancelled."""
+
+    def __init__(self, winner):
+        super().__init__()
+        self.winner = winner
+
+    def create_with_key(self, job, record, now, quota):
+        if self.winner is not None:
+            winner, self.winner = self.winner, None
+            super().create_with_key(winner(job), winner_record(record, winner(job)), now, quota)
+            raise KeyTaken()
+        super().create_with_key(job, record, now, quota)
+
+
+def winner_record(record, job):
+    from dataclasses import replace
+
+    return replace(record, job_id=job.job_id)
+
+
+def test_a_transaction_conflict_replays_the_concurrent_requests_job(svc):
+    from dataclasses import replace
+
+    store = ConflictOnce(lambda job: replace(job, job_id="7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f",
+                                             original_key="originals/7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f"))
+    svc.ctx.jobs = store
+    accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert accepted.replayed and accepted.job.job_id == "7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f"
+    assert len(store.items) == 1
