@@ -43,23 +43,34 @@ class Worker:
             log.warning("event_ignored", reason="not_an_original")
             return Outcome.IGNORED
         job_id = ctx.keys.job_id_of(event.key)
-        job = ctx.jobs.get(job_id)
-        if job is None:
+        claimed = self._claim(job_id)
+        if isinstance(claimed, Outcome):
+            return claimed
+        return self._process(claimed, ends_at)
+
+    def _claim(self, job_id: str) -> Job | Outcome:
+        """The claimed job, or what became of the event. The claim is tried first: nearly
+        every event finds its job queued, so the job is read only when the claim loses."""
+        ctx = self._ctx
+        try:
+            return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
+        except ConditionFailed:
+            pass
+        current = ctx.jobs.get(job_id)
+        if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
+            current = self._uploaded(current)  # a direct upload's bytes arrived: queue it
+            if current.status is JobStatus.QUEUED:
+                try:
+                    return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
+                except ConditionFailed:
+                    current = ctx.jobs.get(job_id)
+        if current is None:
             log.warning("event_ignored", reason="no_job", job_id=job_id)
             return Outcome.IGNORED
-        if job.status.terminal:
-            log.info("event_duplicate", job_id=job_id, status=job.status.value)
+        if current.status.terminal or current.status is JobStatus.AWAITING_UPLOAD:
+            log.info("event_duplicate", job_id=job_id, status=current.status.value)
             return Outcome.DUPLICATE
-        if job.status is JobStatus.AWAITING_UPLOAD:
-            job = self._uploaded(job)
-            if job.status.terminal:
-                return Outcome.DUPLICATE
-        job = self._claim(job)
-        if job.status is JobStatus.FAILED:
-            return Outcome.FAILED
-        if job.status is not JobStatus.PROCESSING:
-            return Outcome.DUPLICATE
-        return self._process(job, ends_at)
+        return self._unclaimable(current)
 
     def _uploaded(self, job: Job) -> Job:
         ctx = self._ctx
@@ -71,25 +82,20 @@ class Worker:
         except ConditionFailed:
             return ctx.jobs.get(job.job_id) or job
 
-    def _claim(self, job: Job) -> Job:
+    def _unclaimable(self, current: Job) -> Outcome:
+        """A queued or processing job whose claim lost: leased by another worker (the event
+        comes back later), or out of attempts (it ends failed)."""
         ctx, s = self._ctx, self._ctx.settings
         now = ctx.clock()
-        try:
-            return ctx.jobs.claim(job.job_id, now, ctx.lease, s.max_attempts)
-        except ConditionFailed:
-            pass
-        current = ctx.jobs.get(job.job_id)
-        if current is None or current.status.terminal:
-            return current or job
         if current.lease_active(now):
             remaining = (current.lease_expires_at - now).total_seconds()
-            raise JobBusy(f"job {job.job_id} is leased by another worker", retry_in=remaining)
+            raise JobBusy(f"job {current.job_id} is leased by another worker", retry_in=remaining)
         if current.attempt >= s.max_attempts:
-            log.warning("attempts_exhausted", job_id=job.job_id, attempt=current.attempt)
+            log.warning("attempts_exhausted", job_id=current.job_id, attempt=current.attempt)
             failed = lifecycle.fail(ctx, current, ErrorCode.PROCESSING_FAILED,
                                     lambda f: ctx.jobs.update_if_unchanged(f, seen=current))
-            return failed or ctx.jobs.get(job.job_id) or current
-        raise JobBusy(f"job {job.job_id} could not be claimed")
+            return Outcome.FAILED if failed else Outcome.LOST
+        raise JobBusy(f"job {current.job_id} could not be claimed")
 
     def _process(self, job: Job, ends_at: Optional[float]) -> Outcome:
         ctx, s = self._ctx, self._ctx.settings
@@ -98,11 +104,12 @@ class Worker:
         limit = job.declared_size if job.declared_size is not None else s.max_upload_bytes
         try:
             data = ctx.objects.get(job.original_key, limit)
+            # The one "still ours" read: it spares the resize of a job cancelled meanwhile.
             if not self._still_ours(job):
                 return Outcome.ABANDONED
+            # No check after the resize: the finishing write is conditional on this attempt,
+            # so a job cancelled, deleted or taken over meanwhile keeps none of it.
             outputs = self._renditions(data, ends_at)
-            if not self._still_ours(job):
-                return Outcome.ABANDONED
             stored: dict[RenditionName, Rendition] = {}
             for out in outputs:
                 key = ctx.keys.rendition(job.job_id, job.attempt, out.name)
