@@ -247,7 +247,7 @@ def cold_child(root: str, aws_url: str, token: str, job_id: str, owner: str) -> 
 
 def measure(root: Path, image: Path, rounds: int, cold: int) -> dict:
     with stack.Runner(root, "api", {"AUTH_MODE": "jwt"}) as runner:
-        api_pid, aws_pid = runner.pid_of("chalice_local"), runner.pid_of("moto.server")
+        api_pid, aws_pid = runner.pid_of("chalice_local"), runner.pid_of("moto_server")
         token = mint(root)
         load_before = stack.load_average()
         result = stack.run_child(SCRIPT, root, [

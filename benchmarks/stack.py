@@ -31,12 +31,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, children: bool = False) -> float:
     """User + system CPU of every thread of the process so far, from /proc/<pid>/stat
-    (fields 14 and 15, in clock ticks; the name field may hold spaces, so split after it)."""
+    (fields 14 and 15, in clock ticks; the name field may hold spaces, so split after it).
+    With `children`, also that of the children it has waited for (fields 16 and 17): the
+    worker's forked decode children."""
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / TICKS_PER_SECOND
 
 
 def children(pid: int) -> list[int]:
@@ -109,7 +114,7 @@ class Runner:
         return self
 
     def pid_of(self, marker: str) -> int:
-        """The runner's child whose command line holds marker (moto.server, chalice_local)."""
+        """The runner's child whose command line holds marker (moto_server, chalice_local)."""
         for child in children(self.process.pid):
             if marker in cmdline(child):
                 return child

@@ -14,7 +14,8 @@ For each checkout (`--root`, repeatable; default this one):
    imaging.make_renditions note each call with the calling thread's CPU time
    (time.thread_time). After two warm-up jobs, --jobs uploads go through the API on one
    kept-alive connection and the benchmark waits for as many `job_ready` lines.
-   Process CPU is user + system time of every thread of each process, read from
+   Process CPU is user + system time of every thread of each process and of the children it
+   reaped (the worker decodes in a forked child: its CPU counts as the worker's), read from
    /proc/<pid>/stat before and after the batch and divided by the jobs: the runner (which is
    the worker), `chalice local` (the API) and moto's server (the emulator).
    The ratio is worker CPU per job over the CPU make_renditions took inside the worker for
@@ -160,7 +161,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path) -> dict
     with runner:
         token = mint(root)
         pids = {"worker": runner.process.pid, "API": runner.pid_of("chalice_local"),
-                "emulator": runner.pid_of("moto.server")}
+                "emulator": runner.pid_of("moto_server")}
         upload_all(runner, images, 2, token)  # warm-up: imports, clients, codecs
         wait_ready(runner, 2)
         time.sleep(1.5)  # the warm-up's queue deletes
@@ -168,13 +169,14 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path) -> dict
         time.sleep(3)
         idle = {name: (stack.cpu_seconds(pid) - idle0[name]) / 3 * 1000 for name, pid in pids.items()}
         skip = len(calls_path.read_text().splitlines())
-        before = {name: stack.cpu_seconds(pid) for name, pid in pids.items()}
+        before = {name: stack.cpu_seconds(pid, children=True) for name, pid in pids.items()}
         started = time.perf_counter()
         upload_all(runner, images, jobs, token)
         wait_ready(runner, 2 + jobs)
         time.sleep(1.0)  # the last job's queue delete
         seconds = time.perf_counter() - started
-        per_job = {name: (stack.cpu_seconds(pid) - before[name]) * 1000 / jobs for name, pid in pids.items()}
+        per_job = {name: (stack.cpu_seconds(pid, children=True) - before[name]) * 1000 / jobs
+                   for name, pid in pids.items()}
         emulator = emulator_cost(runner)
     noted = [json.loads(line) for line in calls_path.read_text().splitlines()[skip:]]
     resize = [c["cpu_ms"] for c in noted if c["op"] == "make_renditions"]
@@ -204,7 +206,7 @@ def emulator_cost(runner: stack.Runner, repeat: int = 40) -> dict:
                                 aws_access_key_id="test", aws_secret_access_key="test")
     table = ddb.list_tables()["TableNames"][0]
     pk = ddb.scan(TableName=table, Limit=1)["Items"][0]["pk"]
-    moto = runner.pid_of("moto.server")
+    moto = runner.pid_of("moto_server")
     before = stack.cpu_seconds(moto)
     for _ in range(repeat):
         ddb.get_item(TableName=table, Key={"pk": pk}, ConsistentRead=True)
