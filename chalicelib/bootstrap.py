@@ -6,11 +6,16 @@ from typing import Optional
 from botocore.config import Config
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_store import S3Store
+from chalicelib.adapters.sqs_depth import SqsDepth
 from chalicelib.adapters.sqs_queue import SqsQueue
+from chalicelib.adapters.sqs_webhooks import SqsWebhookQueue
 from chalicelib.clients import Clients
 from chalicelib.config import Settings
 from chalicelib.logs import configure
+from chalicelib.metrics import EmfMetrics, Metric, QueueName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 
@@ -57,5 +62,21 @@ def build_use_cases(settings: Settings) -> UseCases:
     objects = S3Store(storage, settings.bucket, presign_client=presign)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients)
     publisher, backlog = _queue(settings, clients)
-    return UseCases(Context(settings=settings, jobs=jobs, objects=objects, publisher=publisher,
-                            backlog=backlog))
+    # Webhooks and the dead-letter gauges are on SQS whatever carries the storage events.
+    # Made on first use: only job endings, deliveries and sweeps need it, never a GET.
+    sqs = clients.lazy("sqs", settings.endpoint_url, Config(**_CLIENT_CONFIG))
+    gauges = {
+        (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhooks_dlq_name),
+        (Metric.QUEUE_DEPTH, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_queue_name),
+    }
+    if settings.queue_backend == "sqs":
+        gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dlq_name)
+        gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
+    return UseCases(Context(
+        settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
+        metrics=EmfMetrics(settings.metrics_service),
+        webhooks=DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url, clients),
+        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name),
+        webhook_sender=HttpWebhookSender(),
+        gauges=gauges,
+    ))

@@ -11,6 +11,7 @@ from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import TERMINAL, Job, JobStatus
 from chalicelib.logs import get_logger
+from chalicelib.metrics import Dimension, Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.vocabulary import ErrorCode
@@ -46,7 +47,18 @@ class Sweeper:
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
+        if report["redriven"]:
+            ctx.metrics.emit({Metric.REDRIVES: report["redriven"]})
+        self._report_queues()
         return report
+
+    def _report_queues(self) -> None:
+        """Queue and dead-letter depths as metrics: every minute in the cloud, and locally."""
+        for (metric, queue), gauge in self._ctx.gauges.items():
+            try:
+                self._ctx.metrics.emit({metric: gauge.depth()}, {Dimension.QUEUE: queue})
+            except TransientError:
+                log.warning("queue_depth_unavailable", queue=queue.value)
 
     def sweep_orphans(self) -> Counter:
         """Objects whose job is gone (deleted by TTL, say) and older than the grace period.

@@ -14,6 +14,7 @@ from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessa
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.logs import get_logger
+from chalicelib.metrics import Metric
 from chalicelib.sandbox import run_limited
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -59,7 +60,17 @@ class Worker:
             return Outcome.FAILED
         if job.status is not JobStatus.PROCESSING:
             return Outcome.DUPLICATE
-        return self._process(job, deadline)
+        started, timings = time.monotonic(), {}
+        if job.attempt == 1:
+            timings[Metric.QUEUE_WAIT] = (ctx.clock() - job.created_at).total_seconds() * 1000
+        outcome = None
+        try:
+            outcome = self._process(job, deadline)
+            return outcome
+        finally:  # one metric line for both
+            if outcome in (Outcome.READY, Outcome.FAILED):
+                timings[Metric.PROCESSING_TIME] = (time.monotonic() - started) * 1000
+            ctx.metrics.emit(timings)
 
     def _uploaded(self, job: Job) -> Job:
         ctx = self._ctx

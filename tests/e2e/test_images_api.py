@@ -16,7 +16,8 @@ from chalicelib.config import Settings
 from tests.images import jpeg, png, size_of
 
 SECRET = Settings().jwt_secret
-PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
+# `instance`: the request's correlation id (chalicelib/correlation.py).
+PROBLEM_FIELDS = {"type", "title", "status", "detail", "code", "instance"}
 
 
 def headers(owner="alice", **extra):
