@@ -248,9 +248,9 @@ def test_every_log_line_is_json_and_a_jobs_lines_carry_its_id(run, story):
         if line.startswith("{"):
             assert json.loads(line)
     # The local server's own answers (no such route) are logged in the same shape.
-    assert requests.get(f"{run.api}/nothing/here", timeout=10).status_code == 403
+    assert requests.get(f"{run.api}/nothing/here", timeout=10).status_code == 400  # as API Gateway answers (local/gateway.py)
     wait_for("the server's own access line", lambda: any(
-        r.get("event") == "http_request" and r.get("route") == "/nothing/here" and r.get("status") == 403
+        r.get("event") == "http_request" and r.get("route") == "/nothing/here" and r.get("status") == 400
         for r in run.records()), 10)
 
 
