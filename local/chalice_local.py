@@ -33,16 +33,22 @@ log = get_logger("http")
 
 
 class AccessLogHandler(gateway.ProblemRequestHandler):
-    def parse_request(self) -> bool:
+    def handle_one_request(self) -> None:
         correlation.end()  # a kept-alive connection's last request is done
-        self._started = time.monotonic()
+        self._started = None
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        self._started = time.monotonic()  # from its request line, not from the idle wait
         return super().parse_request()
 
     def log_request(self, code="-", size="-") -> None:
         if correlation.current() is not None:
             return  # the app answered, and wrote the line itself if it was to be written
         started = getattr(self, "_started", None)
-        log.info("http_request", method=self.command, route=urlsplit(self.path or "").path,
+        # A request line http.server could not read leaves no method or path.
+        log.info("http_request", method=getattr(self, "command", None),
+                 route=urlsplit(getattr(self, "path", None) or "").path,
                  status=int(code) if str(code).isdigit() else code,
                  ms=round((time.monotonic() - started) * 1000, 1) if started else None)
 
