@@ -175,3 +175,31 @@ def test_a_fault_counts_as_a_server_error_and_its_instance_is_the_logged_correla
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     events = {r["event"] for r in logged if r.get("correlation_id") == request_id}
     assert {"backend_unavailable", "http_request"} <= events
+
+
+class _Lines:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, event, **fields):
+        self.lines.append({"event": event, **fields})
+
+
+@pytest.mark.parametrize("log_every_request,expected", [(False, [404]), (True, [202, 404])])
+def test_the_access_line_is_written_for_errors_and_for_every_request_only_when_asked(
+        api, monkeypatch, log_every_request, expected):
+    """The cloud's default writes no line for a success, so a cold GET never loads structlog;
+    the local runner sets LOG_EVERY_REQUEST. Every request is counted either way."""
+    client, metrics, _ = api
+    lines = _Lines()
+    monkeypatch.setattr(application, "access_log", lines)
+    monkeypatch.setattr(application, "settings",
+                        Settings.from_environ({"LOG_EVERY_REQUEST": "1" if log_every_request else "0"}))
+    token = mint_token("alice", application.settings.jwt_secret, 300, int(time.time()))
+    auth = {"Authorization": f"Bearer {token}"}
+    assert client.http.post("/api/v1/images", headers={**auth, "Content-Type": "image/jpeg"},
+                            body=jpeg()).status_code == 202
+    client.http.get("/api/v1/image-jobs/00000000-0000-4000-8000-000000000000", headers=auth)  # 404
+    assert [line["status"] for line in lines.lines] == expected
+    assert all(line["event"] == "http_request" for line in lines.lines)
+    assert metrics.total("ApiRequests") == 2
