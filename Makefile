@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run localstack localstack-install test chromium token bench deploy clean
+.PHONY: run localstack localstack-install test chromium token bench stats trace deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ chromium:
 
 token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
 	@$(PY) -m local.token $(or $(SUB),alice)
+
+stats: $(VENV)/.installed  ## what the local run did: its metrics and warnings (make stats LOG=path)
+	@$(PY) -m local.stats $(LOG)
+
+trace: $(VENV)/.installed  ## one job's log lines, in order: make trace JOB=<job_id>
+	@$(PY) -m local.stats $(LOG) --job $(JOB)
 
 bench: $(VENV)/.installed  ## the resize benchmark
 	$(PY) benchmarks/resize.py

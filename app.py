@@ -12,11 +12,12 @@ import uuid
 
 from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Response
 
-from chalicelib import auth, deadline, problems, request_body, views
+from chalicelib import access, auth, correlation, deadline, problems, request_body, views
 from chalicelib.config import Settings
 from chalicelib.errors import DomainError, PoisonMessage, TransientError
 from chalicelib.events import parse_message
 from chalicelib.logs import get_logger
+from chalicelib.metrics import EmfMetrics
 from chalicelib.vocabulary import ErrorCode
 
 settings = Settings.from_environ(os.environ)
@@ -70,10 +71,29 @@ def problem_response(code: ErrorCode, detail: str = "", retry_after=None, allow=
     if allow:
         headers["Allow"] = ", ".join(allow)
     return Response(
-        body=problems.problem(code, detail or None, instance),
+        body=problems.problem(code, detail or None, instance or correlation.instance()),
         status_code=problems.status_of(code),
         headers=headers,
     )
+
+
+api_metrics = EmfMetrics(settings.metrics_service)
+access_log = get_logger("http")  # the component of the local server's access lines too
+
+
+@app.middleware("http")
+def observe(request, get_response):
+    """Every request: a correlation id (the Lambda request id) on its log lines, in problem
+    bodies as `instance` and in the X-Request-Id header; then its metrics, and its access
+    line if it was an error or LOG_EVERY_REQUEST is set (the local runner)."""
+    request_id = correlation.begin(correlation.of_context(request.lambda_context))
+    started = time.monotonic()
+    response = get_response(request)
+    response.headers["X-Request-Id"] = request_id
+    access.request_done(api_metrics, access_log, request.method, request.path, request.uri_params,
+                        response.status_code, response.body, (time.monotonic() - started) * 1000,
+                        log_success=settings.log_every_request)
+    return response
 
 
 def api(view):
@@ -95,10 +115,10 @@ def api(view):
         except Exception:
             # Our own fault. The client gets an id to quote; the log line has the same id
             # beside the details, which never leave the service.
-            instance = f"urn:uuid:{uuid.uuid4()}"
-            context = getattr(app, "lambda_context", None)
-            log.exception("internal_error", instance=instance,
-                          aws_request_id=getattr(context, "aws_request_id", None))
+            # The request's correlation id (the Lambda request id in the cloud), which every
+            # other line of this request carries too.
+            instance = correlation.instance() or f"urn:uuid:{uuid.uuid4()}"
+            log.exception("internal_error", instance=instance)
             return problem_response(ErrorCode.INTERNAL_ERROR, instance=instance)
 
     return wrapper
@@ -191,6 +211,7 @@ def delete_image_job(job_id):
                     maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""
+    correlation.begin(correlation.of_context(event.context))
     for record in event:
         try:
             handle_message(record.body, getattr(event, "context", None))
@@ -224,6 +245,7 @@ def _rate(seconds: int) -> Rate:
 @app.schedule(_rate(settings.sweep_interval_seconds))
 def sweep(event):
     """Leases, re-drives, upload deadlines and retention: see usecases/sweeper.py."""
+    correlation.begin(correlation.of_context(event.context))
     with _invocation(event.context, settings.sweep_timeout_seconds):
         use_cases().sweeper.sweep()
 
@@ -231,7 +253,61 @@ def sweep(event):
 @app.schedule(_rate(settings.orphan_sweep_interval_seconds))
 def sweep_orphans(event):
     """Objects left without a job: see usecases/sweeper.py."""
+    correlation.begin(correlation.of_context(event.context))
     use_cases().sweeper.sweep_orphans()
+
+
+# -- webhooks: CONTRACT.md "Notifications"; the rules are in chalicelib/usecases/webhooks.py --
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+@app.route(ROOT + "/webhook", methods=["PUT"], content_types=ANY, authorizer=authorizer)
+@api
+def put_webhook():
+    owner = _owner()
+    request = app.current_request
+    url = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
+                                   {"url": str}).get("url")
+    registration = use_cases().webhooks.register(owner, url)
+    return Response(status_code=200, headers=_NO_STORE,
+                    body=views.webhook_body(registration.webhook, registration.show_secret))
+
+
+@app.route(ROOT + "/webhook", methods=["GET"], content_types=ANY, authorizer=authorizer)
+@api
+def get_webhook():
+    return Response(status_code=200, headers=_NO_STORE,
+                    body=views.webhook_body(use_cases().webhooks.show(_owner())))
+
+
+@app.route(ROOT + "/webhook", methods=["DELETE"], content_types=ANY, authorizer=authorizer)
+@api
+def delete_webhook():
+    use_cases().webhooks.remove(_owner())
+    return Response(status_code=204, body="", headers=_NO_STORE)
+
+
+@app.route(ROOT + "/webhook/rotate-secret", methods=["POST"], content_types=ANY,
+           authorizer=authorizer)
+@api
+def rotate_webhook_secret():
+    hook = use_cases().webhooks.rotate(_owner())
+    return Response(status_code=200, headers=_NO_STORE, body=views.webhook_body(hook, show_secret=True))
+
+
+@app.on_sqs_message(queue=settings.webhook_queue_name, batch_size=1,
+                    maximum_concurrency=settings.webhook_max_concurrency)
+def deliver_webhook(event):
+    """One webhook event. A failed attempt has already set its message to come back after the
+    backoff; raising RetryLater keeps Lambda (or the local worker) from deleting it."""
+    correlation.begin(correlation.of_context(event.context))
+    for record in event:
+        attributes = record.to_dict().get("attributes") or {}
+        count = int(attributes.get("ApproximateReceiveCount", "1"))
+        try:
+            use_cases().webhooks.deliver(record.body, count, record.receipt_handle)
+        except PoisonMessage:
+            log.error("poison_message_dropped", queue="webhooks")
 
 
 # Methods a route may be asked for that it does not have. Their answer is 405 with `Allow`,

@@ -42,8 +42,17 @@ import botocore.client  # noqa: E402
 KB = 1024
 PHASES = ("upload", "upload_with_key", "direct_upload", "direct_worker", "poll", "worker", "expiry")
 # What a sweep run costs once, however many jobs it handles: a query per status, a summary line.
-RUN_CALLS = {"dynamodb:Query"}
-RUN_EVENTS = {"sweep_done"}
+# The sweeper also reports the queues' depths once a run: their calls and metric lines.
+RUN_CALLS = {"dynamodb:Query", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+RUN_EVENTS = {"sweep_done", "metric:QueueDepth", "metric:DeadLetters", "metric:Redrives"}
+
+
+def _event(line: str) -> str:
+    """A log line's event; a metric line's first metric ("metric:JobsReady")."""
+    record = json.loads(line)
+    if "_aws" in record:
+        return "metric:" + record["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"]
+    return record["event"]
 
 
 # -- DynamoDB's size rules -------------------------------------------------------------------
@@ -222,6 +231,7 @@ def measure(endpoint: str) -> dict:
     from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
     from chalicelib.events import parse_message
+    from chalicelib.metrics import EmfMetrics
     from local.provision import load_template, provision
     from local.services import aws_client
 
@@ -239,6 +249,8 @@ def measure(endpoint: str) -> dict:
 
     logs = _LOGS
     service = build_use_cases(settings)
+    # Metric (EMF) lines are written to stdout as they happen: log lines in the cloud too.
+    service.ctx.metrics = EmfMetrics(settings.metrics_service, write=lambda line: logs.write(line + "\n"))
     recorder = Recorder(settings.table, index_keys)
     data = photo()
     results = {}
@@ -253,7 +265,7 @@ def measure(endpoint: str) -> dict:
         finally:
             recorder.uninstall()
         lines = [line for line in logs.getvalue().splitlines() if line.strip()]
-        run_lines = [line for line in lines if json.loads(line)["event"] in RUN_EVENTS]
+        run_lines = [line for line in lines if _event(line) in RUN_EVENTS]
         lines = [line for line in lines if line not in run_lines]
         queries = {op: recorder.calls.pop(op) for op in list(recorder.calls) if op in RUN_CALLS}
         results[name] = {
@@ -264,7 +276,7 @@ def measure(endpoint: str) -> dict:
             "rcu": float(recorder.rcu),
             "log_lines": len(lines),
             "log_bytes": sum(len(line.encode()) + 1 for line in lines),
-            "log_events": sorted(json.loads(line)["event"] for line in lines),
+            "log_events": sorted(_event(line) for line in lines),
         }
         if queries or run_lines:
             results[name]["per_run"] = {

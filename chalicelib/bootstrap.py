@@ -6,12 +6,17 @@ from typing import Optional
 from chalicelib.adapters import sdk_limits
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_store import S3Store
+from chalicelib.adapters.sqs_depth import SqsDepth
 from chalicelib.adapters.sqs_queue import SqsQueue
+from chalicelib.adapters.sqs_webhooks import SqsWebhookQueue
 from chalicelib.clients import Clients
 from chalicelib.config import Settings
 from chalicelib.deadline import SdkLimits
 from chalicelib.logs import configure
+from chalicelib.metrics import EmfMetrics, Metric, QueueName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 
@@ -54,9 +59,27 @@ def build_use_cases(settings: Settings) -> UseCases:
     storage = _s3_client(clients, limits, storage_url)
     presign = storage if presign_url == storage_url else _s3_client(clients, limits, presign_url)
     objects = S3Store(storage, settings.bucket, presign_client=presign)
+    guard = lambda client: sdk_limits.guard(client, limits)  # noqa: E731
+    pynamodb = sdk_limits.pynamodb_connection(limits)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
-                          connection=sdk_limits.pynamodb_connection(limits),
-                          prepare_client=lambda c: sdk_limits.guard(c, limits))
+                          connection=pynamodb, prepare_client=guard)
     publisher, backlog = _queue(settings, clients, limits)
-    return UseCases(Context(settings=settings, jobs=jobs, objects=objects, publisher=publisher,
-                            backlog=backlog))
+    # Webhooks and the dead-letter gauges are on SQS whatever carries the storage events.
+    # Made on first use: only job endings, deliveries and sweeps need it, never a GET.
+    sqs = clients.lazy("sqs", settings.endpoint_url, sdk_limits.client_config(limits), prepare=guard)
+    gauges = {
+        (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhooks_dlq_name),
+        (Metric.QUEUE_DEPTH, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_queue_name),
+    }
+    if settings.queue_backend == "sqs":
+        gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dlq_name)
+        gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
+    return UseCases(Context(
+        settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
+        metrics=EmfMetrics(settings.metrics_service),
+        webhooks=DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url, clients,
+                                    connection=pynamodb, prepare_client=guard),
+        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name),
+        webhook_sender=HttpWebhookSender(),
+        gauges=gauges,
+    ))

@@ -106,6 +106,27 @@ class Settings:
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85
+    # Observability: the `service` dimension of every metric (the stack's name in the cloud,
+    # so that two stages in one account never mix), and where dead letters are counted.
+    metrics_service: str = "image-jobs"
+    # An `http_request` log line for every API request (the local runner's access log), or
+    # only for error answers: then a cold GET that logs nothing never loads structlog; every
+    # request is counted and timed in the metrics either way.
+    log_every_request: bool = False
+    dlq_name: Optional[str] = None  # default: <queue_name>-dlq, as the local stack names it
+    # Webhooks (chalicelib/usecases/webhooks.py): their own queue and dead-letter queue.
+    webhook_queue_name: str = "image-jobs-webhooks"
+    webhook_dlq_name: Optional[str] = None  # default: <webhook_queue_name>-dlq
+    # Loopback receivers, over plain http too: the local runner's default, never the cloud's.
+    webhook_allow_loopback: bool = False
+    # One delivery attempt, connecting and answering together, is cut off after this.
+    webhook_timeout_seconds: int = 5
+    # Seconds to wait after each failed attempt (Standard Webhooks' schedule, about 27 hours
+    # in all); one attempt more than delays, then the queue dead-letters the event. The
+    # template's maxReceiveCount for the webhook queue must be len(delays) + 1.
+    webhook_retry_delays: str = "5,300,1800,7200,18000,36000,36000"
+    # Delivery Lambdas reading the webhook queue at once (the event source's maximum).
+    webhook_max_concurrency: int = 5
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
@@ -155,6 +176,33 @@ class Settings:
         if not 2 <= self.worker_max_concurrency <= 1000:
             raise ValueError("WORKER_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.worker_max_concurrency}")
+        if not 2 <= self.webhook_max_concurrency <= 1000:
+            raise ValueError("WEBHOOK_MAX_CONCURRENCY must be between 2 and 1000, "
+                             f"got {self.webhook_max_concurrency}")
+        try:
+            delays = self.webhook_delays
+        except ValueError:
+            delays = ()
+        # SQS holds a message back for at most 12 hours.
+        if not delays or not all(0 < d <= 43200 for d in delays):
+            raise ValueError("WEBHOOK_RETRY_DELAYS must be seconds, comma-separated, each 1 to "
+                             f"43200, got {self.webhook_retry_delays!r}")
+
+    @property
+    def webhook_delays(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in self.webhook_retry_delays.split(","))
+
+    @property
+    def webhook_attempts(self) -> int:
+        return len(self.webhook_delays) + 1
+
+    @property
+    def events_dlq_name(self) -> str:
+        return self.dlq_name or f"{self.queue_name}-dlq"
+
+    @property
+    def webhooks_dlq_name(self) -> str:
+        return self.webhook_dlq_name or f"{self.webhook_queue_name}-dlq"
 
     @property
     def storage_endpoint_url(self) -> Optional[str]:
@@ -174,6 +222,9 @@ _ENV_NAMES = {
     "queue_name": "JOBS_QUEUE",
     "jwt_secret": "AUTH_JWT_SECRET",
     "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
+    "dlq_name": "JOBS_DLQ",
+    "webhook_queue_name": "WEBHOOK_QUEUE",
+    "webhook_dlq_name": "WEBHOOK_DLQ",
 }
 
 
@@ -185,7 +236,7 @@ def env_name(field_name: str) -> str:
     return _ENV_NAMES.get(field_name, field_name.upper())
 
 
-LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge")
+LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks")
 
 
 @dataclass(frozen=True)
@@ -204,6 +255,10 @@ class RunnerSettings:
     local_components: str = ",".join(LOCAL_COMPONENTS)
     # Jobs processed in parallel; 0: one per core.
     worker_concurrency: int = 0
+    # Webhook deliveries in parallel: mostly waiting on receivers, so more than the cores.
+    webhook_concurrency: int = 4
+    # Every line the runner and its API print also goes here, for `make stats` (local/stats.py).
+    log_file: str = ".local/runner.log"
     # Forward storage's SQS events to RabbitMQ in MinIO's shape; None: only on the embedded
     # stack with QUEUE_BACKEND=amqp (which has no MinIO to notify RabbitMQ itself).
     amqp_bridge: Optional[bool] = None

@@ -119,3 +119,17 @@ class IllegalTransition(Exception):
         super().__init__(f"{source.value} -> {target.value}")
         self.source = source
         self.target = target
+
+
+class DeliveryFailed(Exception):
+    """A webhook attempt got no HTTP answer. `reason` is a short word for logs and metrics."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RetryLater(TransientError):
+    """The webhook delivery should be tried again in `retry_in` seconds; its message has
+    already been set to come back then."""
+

@@ -23,6 +23,15 @@ def configure(level: int = logging.INFO) -> None:
     _level = level
 
 
+def _with_correlation_id(_logger, _method: str, event: dict) -> dict:
+    from chalicelib import correlation
+
+    correlation_id = correlation.current()
+    if correlation_id is not None:
+        event.setdefault(correlation.KEY, correlation_id)
+    return event
+
+
 def _setup():
     global _configured
     import structlog
@@ -32,6 +41,7 @@ def _setup():
             return structlog
         structlog.configure(
             processors=[
+                _with_correlation_id,
                 structlog.contextvars.merge_contextvars,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),

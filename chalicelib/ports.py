@@ -6,6 +6,7 @@ Errors are in chalicelib/errors.py, events in chalicelib/events.py.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterator, Optional, Protocol
@@ -161,4 +162,91 @@ class JobStore(Protocol):
 
     def delete(self, job_id: str) -> None:
         """Remove the job; a missing one is fine."""
+        ...
+
+
+# -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
+@dataclass(frozen=True)
+class Webhook:
+    """An owner's registered endpoint. `secret` signs deliveries (whsec_ + base64); after a
+    rotation the previous secret also signs until `previous_until`, so a receiver can switch
+    over without rejecting anything."""
+
+    owner: str
+    url: str
+    secret: str
+    created_at: datetime
+    previous_secret: str | None = None
+    previous_until: datetime | None = None
+    # While the endpoint is failing, deliveries wait until then instead of calling it.
+    failing_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WebhookEvent:
+    """One event to deliver: `event_id` is the webhook-id, the same on every retry."""
+
+    event_id: str
+    owner: str
+    job_id: str
+
+    def to_json(self) -> str:
+        return json.dumps({"event_id": self.event_id, "owner": self.owner, "job_id": self.job_id})
+
+    @classmethod
+    def from_json(cls, body: str) -> "WebhookEvent":
+        """ValueError for a body that is no webhook event."""
+        data = json.loads(body)
+        if not isinstance(data, dict) or not all(
+                isinstance(data.get(k), str) and data[k] for k in ("event_id", "owner", "job_id")):
+            raise ValueError("not a webhook event")
+        return cls(event_id=data["event_id"], owner=data["owner"], job_id=data["job_id"])
+
+
+class WebhookStore(Protocol):
+    """At most one webhook per owner. TransientError when the store is unavailable."""
+
+    def get_webhook(self, owner: str) -> Webhook | None: ...
+
+    def create_webhook(self, webhook: Webhook) -> None:
+        """Precondition: the owner has no webhook (else ConditionFailed)."""
+        ...
+
+    def update_webhook(self, webhook: Webhook, seen: Webhook) -> None:
+        """Replace the owner's webhook. Precondition: the stored one still has the secret of
+        `seen`, so that of a rotation and a change racing, neither undoes the other."""
+        ...
+
+    def delete_webhook(self, owner: str) -> None:
+        """A missing one is fine."""
+        ...
+
+    def mark_failing(self, owner: str, until: datetime | None) -> None:
+        """Set (or clear, with None) when deliveries to the owner's endpoint may resume; does
+        nothing if the owner has no webhook any more."""
+        ...
+
+
+class WebhookQueue(Protocol):
+    def send(self, event: WebhookEvent) -> None: ...
+
+    def retry_later(self, receipt: str, seconds: int) -> None:
+        """Show the received message `receipt` again after `seconds` (at most 12 hours)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Address:
+    """A resolved address to connect to: what the SSRF guard vetted is what is dialled."""
+
+    ip: str
+    port: int
+
+
+class WebhookSender(Protocol):
+    def post(self, url: str, addresses: tuple[Address, ...], headers: dict[str, str], body: bytes,
+             timeout: float) -> int:
+        """POST `body` to `url`, connecting only to `addresses` (the vetted ones, in order;
+        never resolving the name again), following no redirect, all within `timeout`
+        seconds; the HTTP status. Raises DeliveryFailed when there is none."""
         ...

@@ -6,6 +6,7 @@ from typing import Optional
 
 from chalicelib import problems
 from chalicelib.jobs import Job, JobStatus
+from chalicelib.ports import Webhook
 from chalicelib.usecases.results import Accepted, Urls
 from chalicelib.vocabulary import PUBLIC_PREFIX, ErrorCode, RenditionName
 
@@ -54,3 +55,14 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
 
 def _rendition(url: str, r) -> dict:
     return {"url": url, "width": r.width, "height": r.height, "content_type": r.content_type}
+
+
+def webhook_body(webhook: Optional[Webhook], show_secret: bool = False) -> dict:
+    """The owner's webhook; `secret` only right after it was made (created or rotated)."""
+    if webhook is None:
+        return {"url": None}
+    body = {"url": webhook.url}
+    if show_secret:
+        body["secret"] = webhook.secret
+    body["created_at"] = rfc3339(webhook.created_at)
+    return body

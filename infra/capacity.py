@@ -56,25 +56,27 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # under 1 KB (a ready job is 544-632 B), so every write is one unit. "expiry" is the sweeper
 # removing one job; a sweep run also costs one query per status and a summary line. Creating a
 # job is a transaction with its owner's quota slot (2 items, 2 units each); the slot is given
-# back with one small update when the job finishes.
+# back with one small update when the job finishes. A finished job's owner is looked up for a
+# webhook (one GetItem); metric lines (EMF) are log lines too: one per upload, two per worker
+# run. Not measured here: each API request's access line and metric line (about 500 B).
 MEASURED = {
     "upload": {"calls": {"dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
-        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 1, "log_bytes": 242,
+        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
         "index_writes": {"put:queued": 1}},
     "upload_with_key": {"calls": {"dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
-        "wcu": 6, "index_wcu": 1, "rcu": 0, "log_lines": 1, "log_bytes": 242,
+        "wcu": 6, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
         "index_writes": {"put:queued": 1}},
     "direct_upload": {"calls": {"dynamodb:TransactWriteItems": 1},
-        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 1, "log_bytes": 189,
+        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 434,
         "index_writes": {"put:awaiting_upload": 1}},
-    "direct_worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 2},
-        "wcu": 4, "index_wcu": 6, "rcu": 2, "log_lines": 3, "log_bytes": 536,
+    "direct_worker": {"calls": {"dynamodb:GetItem": 3, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 2},
+        "wcu": 4, "index_wcu": 6, "rcu": 3, "log_lines": 5, "log_bytes": 1158,
         "index_writes": {"delete:awaiting_upload": 1, "delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:queued": 1, "put:ready": 1}},
     "poll": {"calls": {"dynamodb:GetItem": 1},
         "wcu": 0, "index_wcu": 0, "rcu": 1, "log_lines": 0, "log_bytes": 0,
         "index_writes": {}},
-    "worker": {"calls": {"dynamodb:GetItem": 1, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 2},
-        "wcu": 3, "index_wcu": 4, "rcu": 1, "log_lines": 2, "log_bytes": 374,
+    "worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 2},
+        "wcu": 3, "index_wcu": 4, "rcu": 2, "log_lines": 4, "log_bytes": 990,
         "index_writes": {"delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:ready": 1}},
     "expiry": {"calls": {"dynamodb:DeleteItem": 1, "dynamodb:UpdateItem": 1, "s3:DeleteObject": 3},
         "wcu": 2, "index_wcu": 1, "rcu": 0, "log_lines": 0, "log_bytes": 0,
@@ -82,6 +84,7 @@ MEASURED = {
 }
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
 SWEEP_RUN_QUERIES = 6  # one per status, each run
+SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
 ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # the daily scan reads each job once per prefix
 OBJECTS_PER_JOB = 3  # original, display, thumb
 

@@ -30,6 +30,10 @@ OUTPUT_SETTINGS = {
     "ImagesBucket": "bucket",
     "JobsTable": "table",
     "EventsQueueName": "queue_name",
+    "DeadLetterQueueName": "dlq_name",
+    "WebhookQueueName": "webhook_queue_name",
+    "WebhookDeadLetterQueueName": "webhook_dlq_name",
+    "MetricsService": "metrics_service",
     "UserPoolArn": "cognito_user_pool_arn",
     # The bucket's CORS origin, so that the API answers the same page (docs/web.md).
     "WebOrigin": "cors_allow_origin",
@@ -44,8 +48,10 @@ FUNCTION_TIMEOUTS = {
     "sweep": "sweep_timeout_seconds",
 }
 # The outputs the policy names, beside those above.
-POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn")
+POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn", "DeadLetterQueueArn",
+                  "WebhookQueueArn", "WebhookDeadLetterQueueArn")
 WORKER_FUNCTION = "handle_object_created"
+WEBHOOK_FUNCTION = "deliver_webhook"
 # Lambda sets these itself and refuses a function that sets them.
 LAMBDA_RESERVED = {
     "_HANDLER", "_X_AMZN_TRACE_ID", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_EXECUTION_ENV",
@@ -157,6 +163,23 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Resource": ["*"],
             },
             {
+                "Sid": "WebhookQueue",
+                "Effect": "Allow",
+                # Send: a job became terminal. ChangeMessageVisibility: a failed delivery's
+                # backoff. Receive, Delete, GetQueueAttributes: the event source, and its depth.
+                "Action": ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
+                           "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
+                           "sqs:SendMessage"],
+                "Resource": [outputs["WebhookQueueArn"]],
+            },
+            {
+                "Sid": "DeadLetterDepths",
+                "Effect": "Allow",
+                # The sweeper reports how many messages are dead-lettered.
+                "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                "Resource": [outputs["DeadLetterQueueArn"], outputs["WebhookDeadLetterQueueArn"]],
+            },
+            {
                 "Sid": "JobsTable",
                 "Effect": "Allow",
                 # The idempotent create is a TransactWriteItems of two conditional puts;
@@ -206,6 +229,13 @@ def check_stage(stage_config: dict, settings: Settings | None, outputs: Mapping[
             raise StageConfigError(
                 f"the queue's visibility timeout ({visibility} s) is shorter than the job lease "
                 f"({settings.lease_seconds} s): redeliveries would find the job still leased")
+    delivery = stage_config.get("lambda_functions", {}).get(WEBHOOK_FUNCTION, {})
+    delivery_timeout = delivery.get("lambda_timeout", stage_config.get("lambda_timeout", 60))
+    # Resolving the name, reading the job and signing come on top of the HTTP attempt itself.
+    if delivery_timeout < settings.webhook_timeout_seconds + 10:
+        raise StageConfigError(
+            f"{WEBHOOK_FUNCTION}'s lambda_timeout ({delivery_timeout} s) leaves too little room "
+            f"around a delivery attempt of WEBHOOK_TIMEOUT_SECONDS ({settings.webhook_timeout_seconds} s)")
 
 
 def write_stage(project_dir: Path, stage: str, outputs: Mapping[str, str]) -> tuple[Path, Path]:

@@ -3,8 +3,9 @@
 Environment (all optional): the runner's own settings are RunnerSettings in
 chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0: use the services at
 AWS_ENDPOINT_URL, default http://127.0.0.1:$AWS_PORT, where `make localstack` listens),
-LOCAL_COMPONENTS of api,web,worker,sweeper,bridge, WORKER_CONCURRENCY, AMQP_BRIDGE), and the
-service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET, ...).
+LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks, WORKER_CONCURRENCY,
+WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE), and the service's are Settings there
+(QUEUE_BACKEND, AUTH_JWT_SECRET, WEBHOOK_ALLOW_LOOPBACK, ...).
 """
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ def main() -> int:
     # The runner says so for itself (and its `chalice local` child): only here may the
     # public default secret serve. Settings refuses the marker inside a Lambda function.
     os.environ["LOCAL_RUNNER"] = "1"
+    # Receivers on this machine: the local runner's default (CONTRACT.md "Notifications").
+    os.environ.setdefault("WEBHOOK_ALLOW_LOOPBACK", "1")
+    # The API's access log: a line for every request, not only for errors as in the cloud.
+    os.environ.setdefault("LOG_EVERY_REQUEST", "1")
+    from local.runlog import Tee, open_run_log
+
+    try:
+        sys.stdout = Tee(sys.stdout, open_run_log(runner.log_file))
+    except OSError as error:
+        print(f"not keeping the run's log in {runner.log_file} ({error}); `make stats` needs it",
+              file=sys.stderr)
 
     # Imported only now: app.py reads its settings from the environment at import.
     from chalicelib.config import DEFAULT_JWT_SECRET, Settings
@@ -79,11 +91,18 @@ def main() -> int:
         log.info("stack_provisioned", bucket=stack.bucket, table=stack.table, queue=stack.queue_url)
 
         if "api" in components:
-            api = services.start_api(HOST, api_port, services.child_env({}))
+            api = services.start_api(HOST, api_port, services.child_env({}), pipe=True)
+            services.relay(api, sys.stdout.write)
         import app as application
 
         if "worker" in components:
             running.append(_start_worker(settings, application, clients["sqs"], stack, concurrency))
+        if "webhooks" in components:
+            if stack.webhook_queue_url is None:
+                log.warning("webhooks_not_delivered", reason="no SQS here for the webhook queue")
+            else:
+                running.append(_start_webhooks(settings, application, clients["sqs"], stack,
+                                               runner.webhook_concurrency))
         if "bridge" in components:
             running.append(_start_bridge(settings, clients["sqs"], stack))
         if "sweeper" in components:
@@ -152,6 +171,18 @@ def _start_page(settings, runner, log):
         return None
     page.start()
     return page
+
+
+def _start_webhooks(settings, application, sqs, stack, concurrency: int):
+    """Deliveries from their own queue, as Lambda's deliver_webhook gets them; a failed one
+    has set its own backoff (up to SQS's 12 hours), which the loop must not shorten."""
+    from local.sqs_worker import SqsWorker
+
+    worker = SqsWorker(sqs, stack.webhook_queue_url, stack.webhook_queue_arn, settings.region,
+                       application.deliver_webhook, concurrency, max_backoff=43200,
+                       name="webhooks")
+    worker.start()
+    return worker
 
 
 def _start_bridge(settings, sqs, stack):

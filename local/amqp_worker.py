@@ -19,6 +19,7 @@ from typing import Callable
 import pika
 import pika.exceptions
 
+from chalicelib import correlation
 from chalicelib.adapters.amqp import Topology, connection_parameters, declare
 from chalicelib.errors import PoisonMessage, TransientError
 from chalicelib.logs import get_logger
@@ -114,6 +115,7 @@ class AmqpWorker:
 
     # -- worker threads ------------------------------------------------------------------------
     def _work(self, connection, channel, tag: int, properties, body: bytes) -> None:
+        correlation.begin()  # one id per message, as Lambda's request id is in the cloud
         try:
             self._handle(body)
         except PoisonMessage as error:

@@ -121,12 +121,15 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
 
 
 class LocalDevServer(chalice_local.LocalDevServer):
+    handler_cls: type = ProblemRequestHandler
+
     def __init__(self, app_object, config, host: str, port: int, **kwargs) -> None:
-        kwargs.setdefault("handler_cls", ProblemRequestHandler)
+        kwargs.setdefault("handler_cls", self.handler_cls)
         super().__init__(app_object, config, host, port, **kwargs)
 
 
-def install() -> None:
-    """Make `chalice local` serve through ProblemRequestHandler."""
+def install(handler_cls: type = ProblemRequestHandler) -> None:
+    """Make `chalice local` serve through ProblemRequestHandler (or a subclass of it)."""
+    LocalDevServer.handler_cls = handler_cls
     chalice_local.LocalDevServer = LocalDevServer
 

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from chalicelib.config import Settings
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
+WEBHOOK_QUEUE = "WebhookQueue"
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -53,6 +54,9 @@ class Stack:
     queue_url: Optional[str]
     queue_arn: Optional[str]
     dlq_url: Optional[str]
+    webhook_queue_url: Optional[str] = None
+    webhook_queue_arn: Optional[str] = None
+    webhook_dlq_url: Optional[str] = None
 
 
 def _resources(template: dict, kind: str) -> dict[str, dict]:
@@ -73,8 +77,8 @@ def _plain_value(value: Any, template: dict) -> Any:
 def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = None,
               sqs_notifications: bool = True, visibility_timeout: Optional[int] = None) -> Stack:
     """sqs_notifications=False: storage notifies elsewhere (MinIO -> AMQP, set up by
-    localstack/minio); only the bucket and the table are made here.
-    visibility_timeout: tests shorten the template's, to see redeliveries quickly."""
+    localstack/minio); only the bucket and the table are made here (and no webhook queue).
+    visibility_timeout: tests shorten the events queue's, to see redeliveries quickly."""
     template = template or load_template()
     (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
     if not sqs_notifications:
@@ -84,24 +88,15 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
         _ensure_table(dynamodb, settings.table, table_props)
         return Stack(settings.bucket, settings.table, None, None, None)
     queues = _resources(template, "AWS::SQS::Queue")
-    # The queue that names a dead-letter target is the events queue; the target is the DLQ.
-    (events_name, events_props), = [(n, p) for n, p in queues.items() if "RedrivePolicy" in p]
-    dlq_name = events_props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
-    dlq_props = queues[dlq_name]
-
-    dlq_url = _ensure_queue(sqs, f"{settings.queue_name}-dlq", _queue_attributes(dlq_props, template))
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
-    attributes = _queue_attributes(events_props, template)
-    attributes["RedrivePolicy"] = json.dumps({
-        "deadLetterTargetArn": dlq_arn,
-        "maxReceiveCount": str(events_props["RedrivePolicy"]["maxReceiveCount"]),
-    })
-    if visibility_timeout is not None:
-        attributes["VisibilityTimeout"] = str(visibility_timeout)
-    queue_url = _ensure_queue(sqs, settings.queue_name, attributes)
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
+    # The events queue is the one the bucket notifies; the webhook queue is named so.
+    (events_name,) = {qc["Queue"]["Fn::GetAtt"][0]
+                      for qc in bucket_props["NotificationConfiguration"]["QueueConfigurations"]}
+    queue_url, queue_arn, dlq_url = _ensure_queue_pair(
+        sqs, template, queues, events_name, settings.queue_name, settings.events_dlq_name,
+        visibility_timeout)
+    webhook_url, webhook_arn, webhook_dlq_url = _ensure_queue_pair(
+        sqs, template, queues, WEBHOOK_QUEUE, settings.webhook_queue_name,
+        settings.webhooks_dlq_name, None)
 
     _ensure_bucket(s3, settings)
     _ensure_cors(s3, settings.bucket, bucket_props, template)
@@ -125,7 +120,28 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
 
     (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
     _ensure_table(dynamodb, settings.table, table_props)
-    return Stack(settings.bucket, settings.table, queue_url, queue_arn, dlq_url)
+    return Stack(settings.bucket, settings.table, queue_url, queue_arn, dlq_url,
+                 webhook_url, webhook_arn, webhook_dlq_url)
+
+
+def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, dlq_name: str,
+                       visibility_timeout: Optional[int]) -> tuple[str, str, str]:
+    """A queue and the dead-letter queue its redrive policy names: (url, arn, dlq url)."""
+    props = queues[logical]
+    dlq_props = queues[props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+    dlq_url = _ensure_queue(sqs, dlq_name, _queue_attributes(dlq_props, template))
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    attributes = _queue_attributes(props, template)
+    attributes["RedrivePolicy"] = json.dumps({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": str(props["RedrivePolicy"]["maxReceiveCount"]),
+    })
+    if visibility_timeout is not None:
+        attributes["VisibilityTimeout"] = str(visibility_timeout)
+    url = _ensure_queue(sqs, name, attributes)
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, arn, dlq_url
 
 
 def _comparable(configurations: list[dict]) -> list[tuple]:

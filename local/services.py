@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,15 +49,26 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
     return process
 
 
-def start_api(host: str, port: int, env: dict[str, str]) -> subprocess.Popen:
-    """`chalice local` serving app.py, as the README promises; no reloader child."""
+def start_api(host: str, port: int, env: dict[str, str], pipe: bool = False) -> subprocess.Popen:
+    """`chalice local` serving app.py, as the README promises; no reloader child. pipe: its
+    output (stdout and stderr) comes to the caller, who passes it on (relay)."""
     if port_in_use(host, port):
         raise RuntimeError(f"port {port} is taken: set API_PORT to a free one")
+    output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) if pipe else {}
     return subprocess.Popen(
         [sys.executable, "-m", "local.chalice_local", "local", "--no-autoreload", "--stage", "local",
          "--host", host, "--port", str(port)],
-        cwd=ROOT, env=env,
+        cwd=ROOT, env=env, **output,
     )
+
+
+def relay(process: subprocess.Popen, write) -> None:
+    """Pass a child's output on, line by line, until it closes (in a thread of its own)."""
+    def pump():
+        for line in process.stdout:
+            write(line)
+
+    threading.Thread(target=pump, name="relay", daemon=True).start()
 
 
 def aws_client(service: str, region: str, endpoint_url: str | None):

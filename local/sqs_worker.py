@@ -51,7 +51,8 @@ class SqsWorker(SqsPoller):
 
     def __init__(self, sqs, queue_url: str, queue_arn: str, region: str,
                  handler: Callable[[dict, Any], Any], concurrency: int,
-                 timeout_ms: int = 60_000, max_backoff: int = 300):
+                 timeout_ms: int = 60_000, max_backoff: int = 300, name: str = "sqs-worker"):
+        self.name = name
         super().__init__(sqs, queue_url)
         self._queue_arn = queue_arn
         self._region = region
@@ -60,7 +61,7 @@ class SqsWorker(SqsPoller):
         self._timeout_ms = timeout_ms
         self._max_backoff = max_backoff
         self._slots = threading.Semaphore(concurrency)
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=name)
 
     def stop(self) -> None:
         """Take no more messages; let the ones in hand finish."""

@@ -9,7 +9,7 @@ from typing import Optional
 from chalicelib.jobs import Job, JobStatus
 from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
 from chalicelib.events import ObjectCreated
-from chalicelib.ports import IdempotencyRecord, PresignedPost, StoredObject
+from chalicelib.ports import IdempotencyRecord, PresignedPost, StoredObject, Webhook, WebhookEvent
 
 
 class FakeJobStore:
@@ -243,3 +243,109 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+class FakeWebhookStore:
+    """WebhookStore in memory, with the same preconditions as DynamoWebhookStore."""
+
+    def __init__(self):
+        self.hooks: dict[str, Webhook] = {}
+        self._lock = threading.Lock()
+        self.down = False
+
+    def _check(self):
+        if self.down:
+            raise TransientError("webhook store unavailable")
+
+    def get_webhook(self, owner: str) -> Optional[Webhook]:
+        self._check()
+        return self.hooks.get(owner)
+
+    def create_webhook(self, webhook: Webhook) -> None:
+        with self._lock:
+            self._check()
+            if webhook.owner in self.hooks:
+                raise ConditionFailed()
+            self.hooks[webhook.owner] = webhook
+
+    def update_webhook(self, webhook: Webhook, seen: Webhook) -> None:
+        with self._lock:
+            self._check()
+            current = self.hooks.get(webhook.owner)
+            if current is None or current.secret != seen.secret:
+                raise ConditionFailed()
+            self.hooks[webhook.owner] = webhook
+
+    def delete_webhook(self, owner: str) -> None:
+        with self._lock:
+            self._check()
+            self.hooks.pop(owner, None)
+
+    def mark_failing(self, owner: str, until: Optional[datetime]) -> None:
+        with self._lock:
+            self._check()
+            if owner in self.hooks:
+                self.hooks[owner] = dataclasses.replace(self.hooks[owner], failing_until=until)
+
+
+class FakeWebhookQueue:
+    def __init__(self):
+        self.sent: list[WebhookEvent] = []
+        self.delays: list[tuple[str, int]] = []  # (receipt, seconds) of retry_later
+        self.down = False
+
+    def send(self, event: WebhookEvent) -> None:
+        if self.down:
+            raise TransientError("webhook queue unavailable")
+        self.sent.append(event)
+
+    def retry_later(self, receipt: str, seconds: int) -> None:
+        self.delays.append((receipt, seconds))
+
+
+class FakeSender:
+    """Answers with the statuses given, in turn (the last one from then on), or raises an
+    Exception given in their place; records every call."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers) or [200]
+        self.calls: list[dict] = []
+
+    def post(self, url, addresses, headers, body, timeout) -> int:
+        self.calls.append({"url": url, "addresses": addresses, "headers": headers, "body": body,
+                           "timeout": timeout})
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class ListMetrics:
+    """EmfMetrics writing into a list: tests read the very EMF lines the service prints."""
+
+    def __init__(self, service: str = "image-jobs"):
+        from chalicelib.metrics import EmfMetrics
+
+        self.lines: list[str] = []
+        self._emf = EmfMetrics(service, write=self.lines.append, strict=True)
+
+    def emit(self, values, dimensions=None) -> None:
+        self._emf.emit(values, dimensions)
+
+    def points(self) -> list[tuple[str, dict, float]]:
+        """(metric, dimensions but service, value) of every line so far."""
+        import json
+
+        found = []
+        for line in self.lines:
+            record = json.loads(line)
+            (directive,) = record["_aws"]["CloudWatchMetrics"]
+            names = {n for dims in directive["Dimensions"] for n in dims} - {"service"}
+            dims = {n: record[n] for n in names}
+            for metric in directive["Metrics"]:
+                for value in record[metric["Name"]]:
+                    found.append((metric["Name"], dims, value))
+        return found
+
+    def total(self, metric: str, **dims) -> float:
+        return sum(v for name, d, v in self.points() if name == metric and all(d.get(k) == x for k, x in dims.items()))

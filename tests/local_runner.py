@@ -5,9 +5,11 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +46,8 @@ class Proc:
 def start_local(env: dict[str, str], what: str = "python -m local", timeout: float = 120) -> Proc:
     """Start the runner with exactly `env` and wait for its ready line; fail loudly if it
     exits or stays silent. Its output is kept (and the pipe drained) for the test to read."""
+    # Each runner keeps its log apart: the default, .local/runner.log, is the user's.
+    env = {"LOG_FILE": str(Path(tempfile.mkdtemp(prefix="image-jobs-run-")) / "runner.log"), **env}
     process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc = Proc(process)

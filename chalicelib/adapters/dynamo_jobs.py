@@ -119,7 +119,7 @@ def make_idempotency_model(table: str, region: str, host: Optional[str],
                 {"Meta": _meta(table, region, host, connection)})
 
 
-class _SharedConnection(Connection):
+class SharedConnection(Connection):
     """PynamoDB's connection with its botocore client made from the shared session.
 
     PynamoDB would start a botocore session for each model, for transactions and for each
@@ -158,7 +158,7 @@ class DynamoJobStore:
         self._model = make_job_model(table, region, host, settings)
         self._keys = make_idempotency_model(table, region, host, settings)
         self._owners = make_owner_model(table, region, host, settings)
-        self._connection = _SharedConnection(clients or Clients(region), prepare_client,
+        self._connection = SharedConnection(clients or Clients(region), prepare_client,
                                              region=region, host=host, **settings)
         # One connection, so one botocore client, for both models and for transactions.
         # PynamoDB 6.1 has no public way to hand a model its connection (its issue #1245).

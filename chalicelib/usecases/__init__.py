@@ -4,8 +4,9 @@
   manage.ManageJobs     read, cancel and delete an owner's job
   worker.Worker         object-created event -> renditions -> ready or failed
   sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
+  webhooks.Webhooks     an owner's webhook, and delivering its events
   capacity.Capacity     per-owner request rate, backlog shedding
-  lifecycle             the steps they share (fail, remove, quota slots, clean up)
+  lifecycle             the steps they share (fail, finish, remove, quota slots, clean up)
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ if TYPE_CHECKING:
     from chalicelib.usecases.manage import ManageJobs
     from chalicelib.usecases.sweeper import Sweeper
     from chalicelib.usecases.uploads import Uploads
+    from chalicelib.usecases.webhooks import Webhooks
     from chalicelib.usecases.worker import Worker
 
 
 class UseCases:
-    """The four use cases over one Context, each built (and its module imported) on first
+    """The use cases over one Context, each built (and its module imported) on first
     use: a GET never loads the imaging stack that uploads and the worker need (Pillow,
     pillow-heif, LittleCMS), which would cost a cold start about a third of its time."""
 
@@ -57,3 +59,9 @@ class UseCases:
         from chalicelib.usecases.sweeper import Sweeper
 
         return Sweeper(self.ctx)
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        from chalicelib.usecases.webhooks import Webhooks
+
+        return Webhooks(self.ctx, self.manage.urls)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import Callable, Optional
@@ -10,7 +10,17 @@ from typing import Callable, Optional
 from chalicelib.budget import DecodeBudget
 from chalicelib.config import Settings
 from chalicelib.keys import ObjectKeys
-from chalicelib.ports import BacklogGauge, EventPublisher, JobStore, ObjectStore
+from chalicelib.metrics import EmfMetrics, Metric, Metrics, QueueName
+from chalicelib.ports import (
+    BacklogGauge,
+    EventPublisher,
+    JobStore,
+    ObjectStore,
+    WebhookQueue,
+    WebhookSender,
+    WebhookStore,
+)
+from chalicelib.webhook_urls import Resolver, system_resolver
 
 
 def utcnow() -> datetime:
@@ -30,6 +40,18 @@ class Context:
     backlog: Optional[BacklogGauge] = None
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
+    metrics: Optional[Metrics] = None  # None: EMF lines on stdout
+    # Webhooks: None where they are not set up (the webhook routes then answer 503).
+    webhooks: Optional[WebhookStore] = None
+    webhook_queue: Optional[WebhookQueue] = None
+    webhook_sender: Optional[WebhookSender] = None
+    resolve: Resolver = system_resolver
+    # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
+    gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.metrics is None:
+            self.metrics = EmfMetrics(self.settings.metrics_service)
 
     @cached_property
     def keys(self) -> ObjectKeys:

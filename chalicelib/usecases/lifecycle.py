@@ -7,6 +7,7 @@ from typing import Callable, Optional
 from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.jobs import Job
 from chalicelib.logs import get_logger
+from chalicelib.usecases import announce
 from chalicelib.usecases.context import Context
 from chalicelib.vocabulary import ErrorCode
 
@@ -32,9 +33,13 @@ def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) 
 
 
 def finished(ctx: Context, job: Job) -> None:
-    """The job is terminal (or gone): it no longer counts toward its owner's quota. Best
-    effort; reconcile_slots gives back any slot whose release was lost."""
+    """`job` has just become terminal, by the one write that made it so: it no longer counts
+    toward its owner's quota, it is counted, and its owner's webhook is told. Best effort;
+    never fails the job. Call it for that write only (not when a finished job is removed),
+    or the job is counted and announced twice; reconcile_slots gives back any slot whose
+    release was lost."""
     quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+    announce.job_finished(ctx, job)
 
 
 def reconcile_slots(ctx: Context, owner: str) -> bool:
@@ -76,7 +81,9 @@ def remove(ctx: Context, job: Job) -> None:
     if job.idempotency_scope:
         ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete(job.job_id)
-    finished(ctx, job)
+    # Gone, so no longer in the quota; not finished() again: it was counted and announced
+    # when it became terminal.
+    quietly(ctx.jobs.release_slot, job.owner, job.job_id)
 
 
 def quietly(call: Callable, *args) -> None:

@@ -21,6 +21,7 @@ from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import TERMINAL, Job, JobStatus
 from chalicelib.logs import get_logger
+from chalicelib.metrics import Dimension, Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.vocabulary import ErrorCode
@@ -63,12 +64,22 @@ class Sweeper:
                     break
         return self._done(report)
 
-    @staticmethod
-    def _done(report: Counter) -> Counter:
+    def _done(self, report: Counter) -> Counter:
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
+        if report["redriven"]:
+            self._ctx.metrics.emit({Metric.REDRIVES: report["redriven"]})
+        self._report_queues()
         return report
+
+    def _report_queues(self) -> None:
+        """Queue and dead-letter depths as metrics: every minute in the cloud, and locally."""
+        for (metric, queue), gauge in self._ctx.gauges.items():
+            try:
+                self._ctx.metrics.emit({metric: gauge.depth()}, {Dimension.QUEUE: queue})
+            except TransientError:
+                log.warning("queue_depth_unavailable", queue=queue.value)
 
     def sweep_orphans(self) -> Counter:
         """Objects no job needs, older than the grace period: those whose job is gone

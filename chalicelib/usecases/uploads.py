@@ -24,6 +24,7 @@ from chalicelib.errors import (
 )
 from chalicelib.jobs import Job, JobStatus
 from chalicelib.logs import get_logger
+from chalicelib.metrics import Dimension, Metric, Route
 from chalicelib.ports import IdempotencyRecord
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.capacity import Capacity
@@ -71,6 +72,7 @@ class Uploads:
             raise StorageUnavailable(retry_after=s.retry_after_seconds) from None
         log.info("upload_accepted", job_id=job.job_id, content_type=info.content_type,
                  width=info.width, height=info.height, bytes=len(data))
+        ctx.metrics.emit({Metric.JOBS_ACCEPTED: 1}, {Dimension.ROUTE: Route.IMAGES})
         return accepted
 
     def _compensate(self, job: Job) -> Optional[Job]:
@@ -130,6 +132,8 @@ class Uploads:
                             sweep_at=upload_expires_at)
         fingerprint = _fingerprint(b"uploads", f"{content_type}\n{size}".encode())
         accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
+        if not accepted.replayed:
+            ctx.metrics.emit({Metric.JOBS_ACCEPTED: 1}, {Dimension.ROUTE: Route.UPLOADS})
         job = accepted.job
         if job.status is not JobStatus.AWAITING_UPLOAD or job.upload_expires_at is None:
             return accepted

@@ -14,6 +14,7 @@ from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessa
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.logs import get_logger
+from chalicelib.metrics import Metric
 from chalicelib.sandbox import run_limited
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -43,10 +44,20 @@ class Worker:
             log.warning("event_ignored", reason="not_an_original")
             return Outcome.IGNORED
         job_id = ctx.keys.job_id_of(event.key)
-        claimed = self._claim(job_id)
-        if isinstance(claimed, Outcome):
-            return claimed
-        return self._process(claimed, ends_at)
+        job = self._claim(job_id)
+        if isinstance(job, Outcome):
+            return job
+        started, timings = time.monotonic(), {}
+        if job.attempt == 1:
+            timings[Metric.QUEUE_WAIT] = (ctx.clock() - job.created_at).total_seconds() * 1000
+        outcome = None
+        try:
+            outcome = self._process(job, ends_at)
+            return outcome
+        finally:  # one metric line for both
+            if outcome in (Outcome.READY, Outcome.FAILED):
+                timings[Metric.PROCESSING_TIME] = (time.monotonic() - started) * 1000
+            ctx.metrics.emit(timings)
 
     def _claim(self, job_id: str) -> Job | Outcome:
         """The claimed job, or what became of the event. The claim is tried first: nearly

@@ -101,6 +101,18 @@ def test_sqs_event_source_is_the_stacks_queue_one_message_at_a_time(packaged, ou
     assert properties["ScalingConfig"] == {"MaximumConcurrency": int(env["WORKER_MAX_CONCURRENCY"])}
 
 
+def test_webhook_deliveries_come_from_the_stacks_webhook_queue(packaged, outputs):
+    delivery = functions(packaged.sam)["deliver_webhook"]
+    ((_, event),) = delivery["Events"].items()
+    assert event["Type"] == "SQS"
+    properties = event["Properties"]
+    queue = properties["Queue"]["Fn::Sub"]
+    assert queue == "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + outputs["WebhookQueueName"]
+    assert properties["BatchSize"] == 1
+    env = packaged.stage_config["environment_variables"]
+    assert properties["ScalingConfig"] == {"MaximumConcurrency": int(env["WEBHOOK_MAX_CONCURRENCY"])}
+
+
 def test_the_sweeper_runs_on_its_schedule(packaged):
     from chalicelib.config import Settings
 
@@ -141,7 +153,7 @@ def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
                   for method, op in item.items() if method not in ("parameters", "options")]
     served = [(path, method, op) for path, method, op in operations
               if method in spec["paths"][f"/{stage}{path}"]]
-    assert len(served) == 5
+    assert len(served) == 9  # the five job routes and the four webhook ones
     for path, method, op in served:
         assert op.get("security") == [{name: []}], f"{method.upper()} {path} has no authorizer"
     # The methods a path lacks reach the app, which answers 405 with Allow, token or not.
@@ -189,7 +201,8 @@ def test_clients_see_the_contracts_paths_behind_the_api_gateway_stage(packaged):
 def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
     stage = packaged.stage_config
     named = functions(packaged.sam)
-    assert set(named) == {"api_handler", "handle_object_created", "sweep", "sweep_orphans"}
+    assert set(named) == {"api_handler", "handle_object_created", "sweep", "sweep_orphans",
+                          "deliver_webhook"}
     for name, properties in named.items():
         wanted = stage["lambda_functions"][name]
         assert properties["MemorySize"] == wanted["lambda_memory_size"], name
@@ -207,7 +220,7 @@ def test_every_functions_logs_expire_after_the_stages_retention(packaged):
 
 def test_roles_carry_exactly_the_stage_policy(packaged):
     roles = [r["Properties"] for r in packaged.sam["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
-    assert len(roles) == 4  # one per function, as autogen_policy false makes them
+    assert len(roles) == 5  # one per function, as autogen_policy false makes them
     for role in roles:
         (policy,) = role["Policies"]
         assert policy["PolicyDocument"] == packaged.policy

@@ -14,6 +14,7 @@ Each call is mapped to the IAM action and resource AWS authorizes it by.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import inspect
 from datetime import datetime, timedelta, timezone
@@ -25,21 +26,27 @@ import pytest
 from chalice.app import SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.errors import ConditionFailed, KeyTaken
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.ports import IdempotencyRecord, Webhook
 from infra.stage_config import stage_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ROOT / "chalicelib" / "adapters"
 # Adapter module -> the AWS service of the boto3 client bootstrap.py hands it.
-BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "cloudwatch_age.py": "cloudwatch"}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py"}
+BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "sqs_webhooks.py": "sqs",
+                  "sqs_depth.py": "sqs", "cloudwatch_age.py": "cloudwatch"}
+# SQS adapter module -> the stack outputs of the queues bootstrap.py points it at.
+SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQueueArn",),
+              "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py"}
 # Configure clients (timeouts, the time budget's hook) but call no operation.
 SDK_HOOKS = {"sdk_limits.py"}
-# Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config).
-OTHER_ADAPTERS = {"amqp.py"}
+# Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
+# http_webhooks.py calls the owners' receivers.
+OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}
 SDKS = {"boto3", "botocore", "pynamodb"}
 # Where IAM's action is not the operation's own name.
 IAM_ACTION = {
@@ -120,26 +127,27 @@ def boto3_operations(path: Path) -> set[str]:
     return operations
 
 
-def boto3_calls() -> set[tuple[str, str]]:
-    """(service, API operation) of every boto3 call in the adapters."""
+def boto3_calls() -> set[tuple[str, str, str]]:
+    """(module, service, API operation) of every boto3 call in the adapters."""
     calls = set()
     for module, service in BOTO3_ADAPTERS.items():
         client = boto3.session.Session(region_name="us-east-1").client(service)
         for operation in boto3_operations(ADAPTERS / module):
             assert operation in client.meta.method_to_api_mapping, f"{module}: {service}.{operation}?"
-            calls.add((service, client.meta.method_to_api_mapping[operation]))
+            calls.add((module, service, client.meta.method_to_api_mapping[operation]))
     return calls
 
 
 def test_the_boto3_reading_finds_the_calls_we_know_of():
     """A guard on the ast reading itself, not the list the policy is checked against."""
-    calls = boto3_calls()
-    assert {("s3", "PutObject"), ("s3", "ListObjectsV2"), ("sqs", "SendMessage")} <= calls
+    calls = {(service, operation) for _, service, operation in boto3_calls()}
+    assert {("s3", "PutObject"), ("s3", "ListObjectsV2"), ("sqs", "SendMessage"),
+            ("sqs", "ChangeMessageVisibility")} <= calls
 
 
 @pytest.fixture
 def recorded_dynamodb_calls(stack, monkeypatch):
-    """Run every public DynamoJobStore method against moto; record each botocore request."""
+    """Run every public method of the PynamoDB stores against moto; record each botocore request."""
     settings, _, _ = stack
     calls = []
     make_api_call = botocore.client.BaseClient._make_api_call
@@ -149,12 +157,32 @@ def recorded_dynamodb_calls(stack, monkeypatch):
         return make_api_call(client, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
-    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
-    exercised = exercise(store)
-    public = {name for name, _ in inspect.getmembers(DynamoJobStore, inspect.isfunction)
-              if not name.startswith("_")}
-    assert exercised == public, "exercise() must call every public method of DynamoJobStore"
+    for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks)):
+        exercised = run(cls(settings.table, settings.region, settings.endpoint_url))
+        public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
+                  if not name.startswith("_")}
+        assert exercised == public, f"the exercise must call every public method of {cls.__name__}"
     return settings, calls
+
+
+def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
+    called = set()
+
+    def call(name, *args, **kwargs):
+        called.add(name)
+        return getattr(store, name)(*args, **kwargs)
+
+    hook = Webhook(owner="alice", url="https://example.com/h", secret="whsec_AAAA", created_at=NOW)
+    call("create_webhook", hook)
+    with pytest.raises(ConditionFailed):
+        call("create_webhook", hook)
+    call("get_webhook", "alice")
+    call("update_webhook", dataclasses.replace(hook, secret="whsec_BBBB"), seen=hook)
+    call("mark_failing", "alice", NOW)
+    call("mark_failing", "alice", None)
+    call("delete_webhook", "alice")
+    call("mark_failing", "alice", NOW)  # gone: a no-op
+    return called
 
 
 def exercise(store: DynamoJobStore) -> set[str]:
@@ -224,13 +252,13 @@ def dynamodb_permissions(calls, test_table: str, table_arn: str) -> set[tuple[st
 
 def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, str]]:
     settings = Settings()
-    bucket, queue = outputs["ImagesBucketArn"], outputs["EventsQueueArn"]
+    bucket = outputs["ImagesBucketArn"]
     objects = [f"{bucket}/{prefix}*" for prefix in (settings.originals_prefix, settings.renditions_prefix)]
     needed = set()
-    for service, operation in boto3_calls():
+    for module, service, operation in boto3_calls():
         action = IAM_ACTION.get(f"{service}:{operation}", f"{service}:{operation}")
         if service == "sqs":
-            needed.add((action, queue))
+            needed |= {(action, outputs[queue]) for queue in SQS_QUEUES[module]}
         elif service == "cloudwatch":
             needed.add((action, "*"))  # reading metrics has no resource-level permissions
         elif action == "s3:ListBucket":
@@ -240,10 +268,16 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
     needed |= dynamodb_permissions(dynamodb_calls, test_table, outputs["JobsTableArn"])
     import app as application
 
+    # Each SQS event source is wired by a queue name that a stack output replaces.
+    sources = {settings.queue_name: outputs["EventsQueueArn"],
+               settings.webhook_queue_name: outputs["WebhookQueueArn"]}
+    seen = set()
     for source in application.app.event_sources:
         if isinstance(source, SQSEventConfig):
-            assert source.queue == Settings().queue_name  # wired by name
-            needed |= {(action, queue) for action in SQS_EVENT_SOURCE}
+            assert source.queue in sources, source.queue
+            seen.add(source.queue)
+            needed |= {(action, sources[source.queue]) for action in SQS_EVENT_SOURCE}
+    assert seen == set(sources)
     return needed
 
 
@@ -284,7 +318,7 @@ def test_logs_only_for_the_stages_own_functions(outputs):
     (resource,) = {r for _, r in logs}
     assert resource == "arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/image-jobs-dev*"
     for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep",
-                     "image-jobs-dev-sweep_orphans"):
+                     "image-jobs-dev-sweep_orphans", "image-jobs-dev-deliver_webhook"):
         assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
 
 
@@ -337,7 +371,7 @@ def test_a_prefix_condition_on_listing_would_make_it_403():
 def test_the_worker_and_sweeper_ask_for_a_missing_original_with_calls_the_policy_allows(outputs):
     """HeadObject (the sweeper) and GetObject (the worker) are both authorized as
     s3:GetObject; the 404 comes with the listing permission above."""
-    calls = boto3_calls()
+    calls = {(service, operation) for _, service, operation in boto3_calls()}
     assert {("s3", "HeadObject"), ("s3", "GetObject")} <= calls
     policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
     (listing,) = [st for st in policy["Statement"] if st["Action"] == ["s3:ListBucket"]]

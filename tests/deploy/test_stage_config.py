@@ -14,7 +14,7 @@ from tests.deploy.conftest import copy_project
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOUD_STAGES = ("dev", "prod")
-FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans"}
+FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans", "deliver_webhook"}
 
 
 def config():
@@ -46,7 +46,10 @@ def test_cloud_stages_size_every_function_and_use_cognito(stage):
     # Lambda's worker is the SQS event source; the policy knows no other queue.
     assert env.get("QUEUE_BACKEND", "sqs") == "sqs"
     assert 2 <= int(env["WORKER_MAX_CONCURRENCY"]) <= 1000
+    assert 2 <= int(env["WEBHOOK_MAX_CONCURRENCY"]) <= 1000
     assert not LAMBDA_RESERVED & set(env)
+    # Never in the cloud: loopback receivers are for the local runner.
+    assert env.get("WEBHOOK_ALLOW_LOOPBACK", "0") == "0"
 
 
 def test_the_local_stage_keeps_the_apps_own_hs256_check():
@@ -66,6 +69,7 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.cognito_user_pool_arn == outputs["UserPoolArn"]
     assert settings.auth_mode == "cognito"
     assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY", "MAX_BACKLOG",
+                        "WEBHOOK_MAX_CONCURRENCY",
                         *map(env_name, OUTPUT_SETTINGS.values()),
                         *map(env_name, FUNCTION_TIMEOUTS.values())}
     # The app budgets each function's time with the timeout Lambda enforces on it.
@@ -74,6 +78,10 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.worker_timeout_seconds == functions["handle_object_created"]["lambda_timeout"]
     assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
     assert settings.bucket_lifecycle_days == int(outputs["ObjectExpirationDays"])
+    assert settings.metrics_service == outputs["MetricsService"]
+    assert settings.webhook_queue_name == outputs["WebhookQueueName"]
+    assert settings.webhooks_dlq_name == outputs["WebhookDeadLetterQueueName"]
+    assert settings.events_dlq_name == outputs["DeadLetterQueueName"]
     assert stage["lambda_functions"] == config()["stages"]["dev"]["lambda_functions"]
     # The other stage is untouched.
     assert json.loads(config_path.read_text())["stages"]["prod"] == config()["stages"]["prod"]

@@ -67,15 +67,17 @@ def test_lifecycle_rules_expire_after_the_sweeper_would_have():
 
 def test_alarms_watch_the_dead_letter_queue_and_the_oldest_event():
     template = load_template()
-    alarms = {a["Properties"]["MetricName"]: a["Properties"]
-              for a in resources(template, "AWS::CloudWatch::Alarm").values()}
-    depth = alarms["ApproximateNumberOfMessagesVisible"]
+    alarms = {name: a["Properties"] for name, a in resources(template, "AWS::CloudWatch::Alarm").items()}
+    depth = alarms["DeadLetterQueueDepthAlarm"]
+    assert depth["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert depth["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}}]
     assert (depth["Threshold"], depth["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
-    age = alarms["ApproximateAgeOfOldestMessage"]
+    age = alarms["OldestMessageAgeAlarm"]
+    assert age["MetricName"] == "ApproximateAgeOfOldestMessage"
     assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["EventsQueue", "QueueName"]}}]
-    for alarm in alarms.values():
+    for alarm in (depth, age):
         assert alarm["Namespace"] == "AWS/SQS"
+    for alarm in alarms.values():
         assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
     # The events queue is the one whose redrive names the DLQ the depth alarm watches.
     redrive = template["Resources"]["EventsQueue"]["Properties"]["RedrivePolicy"]

@@ -50,7 +50,13 @@ def assert_problem(r, status, code):
     assert r.status_code == status, r.text
     assert r.headers["Content-Type"] == "application/problem+json"
     body = r.json()
-    assert set(body) == PROBLEM_FIELDS and body["code"] == code and body["status"] == status
+    # `instance`: the request's correlation id (chalicelib/correlation.py), on every problem
+    # the app answers, as X-Request-Id is; what the gateway answers itself has neither.
+    request_id = r.headers.get("X-Request-Id")
+    fields = PROBLEM_FIELDS | {"instance"} if request_id else PROBLEM_FIELDS
+    assert set(body) == fields and body["code"] == code and body["status"] == status
+    if request_id:
+        assert body["instance"] == f"urn:uuid:{request_id}"
     return body
 
 

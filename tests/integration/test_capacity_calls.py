@@ -37,8 +37,12 @@ def test_each_phase_costs_what_the_model_says(measured, phase):
     assert now["log_bytes"] == pytest.approx(model["log_bytes"], abs=12)
 
 
-def test_a_sweep_run_queries_each_status_once(measured):
-    assert measured["expiry"]["per_run"]["calls"] == {"dynamodb:Query": cap.SWEEP_RUN_QUERIES}
+def test_a_sweep_run_queries_each_status_once_and_reads_the_queue_depths(measured):
+    calls = measured["expiry"]["per_run"]["calls"]
+    assert calls["dynamodb:Query"] == cap.SWEEP_RUN_QUERIES
+    assert calls["sqs:GetQueueAttributes"] == cap.SWEEP_RUN_QUEUE_READS
+    # A queue's URL is looked up once per process, not per run.
+    assert set(calls) <= {"dynamodb:Query", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 
 
 def test_job_items_stay_under_one_write_unit(measured):

@@ -42,8 +42,10 @@ def assert_problem(response, status, code):
     assert response.status_code == status
     assert response.headers["Content-Type"] == "application/problem+json"
     body = json.loads(response.body)
-    assert set(body) == {"type", "title", "status", "detail", "code"}
+    assert set(body) == {"type", "title", "status", "detail", "code", "instance"}
     assert body["code"] == code and body["status"] == status
+    # The request's correlation id, as the X-Request-Id header and the log lines carry it.
+    assert body["instance"] == f"urn:uuid:{response.headers['X-Request-Id']}"
     text = body["title"] + body["detail"]
     for word in FORBIDDEN_IN_ERRORS:
         assert word not in text

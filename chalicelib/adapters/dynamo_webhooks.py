@@ -1,0 +1,101 @@
+"""WebhookStore on DynamoDB through PynamoDB: one item per owner, `webhook#<owner>`, in the
+jobs table (it has no status or sweep_at, so the sweep index never sees it).
+
+The signing secret is stored as it is, because signing needs it: the table is encrypted
+at rest (SSESpecification in infra/template.yaml), only the delivery and the registration
+routes read it, and the API shows it only when it is created or rotated.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.exceptions import DoesNotExist, PynamoDBException
+from pynamodb.models import Model
+
+from chalicelib.adapters.dynamo_jobs import SharedConnection
+from chalicelib.clients import Clients
+from chalicelib.errors import ConditionFailed, TransientError
+from chalicelib.ports import Webhook
+
+WEBHOOK_PREFIX = "webhook#"
+_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
+
+
+class WebhookItem(Model):
+    """Unbound: DynamoWebhookStore binds a subclass to a table and endpoint."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    url = UnicodeAttribute()
+    secret = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+    previous_secret = UnicodeAttribute(null=True)
+    previous_until = UTCDateTimeAttribute(null=True)
+    failing_until = UTCDateTimeAttribute(null=True)
+
+
+def _condition_failed(error: PynamoDBException) -> bool:
+    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
+
+
+class DynamoWebhookStore:
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
+                 connection: Optional[dict] = None,
+                 prepare_client: Callable[[Any], Any] = lambda client: client):
+        """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
+        settings = connection or _CONNECTION
+        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
+        self._model = type("BoundWebhookItem", (WebhookItem,), {"Meta": meta})
+        # Its botocore client from the shared session too, made on first use (as the job
+        # store's): PynamoDB would otherwise start a session of its own.
+        connection = SharedConnection(clients or Clients(region), prepare_client, region=region,
+                                      host=host, **settings)
+        table_connection = self._model._get_connection()
+        connection.add_meta_table(table_connection.get_meta_table())
+        table_connection.connection = connection
+
+    def get_webhook(self, owner: str) -> Optional[Webhook]:
+        try:
+            item = self._model.get(WEBHOOK_PREFIX + owner, consistent_read=True)
+        except DoesNotExist:
+            return None
+        except PynamoDBException as error:
+            raise TransientError("webhook store unavailable") from error
+        return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
+                       previous_secret=item.previous_secret, previous_until=item.previous_until,
+                       failing_until=item.failing_until)
+
+    def create_webhook(self, webhook: Webhook) -> None:
+        self._save(webhook, self._model.pk.does_not_exist())
+
+    def update_webhook(self, webhook: Webhook, seen: Webhook) -> None:
+        m = self._model
+        self._save(webhook, m.pk.exists() & (m.secret == seen.secret))
+
+    def _save(self, webhook: Webhook, condition) -> None:
+        item = self._model(WEBHOOK_PREFIX + webhook.owner, url=webhook.url, secret=webhook.secret,
+                           created_at=webhook.created_at, previous_secret=webhook.previous_secret,
+                           previous_until=webhook.previous_until, failing_until=webhook.failing_until)
+        try:
+            item.save(condition=condition)
+        except PynamoDBException as error:
+            if _condition_failed(error):
+                raise ConditionFailed() from error
+            raise TransientError("webhook store unavailable") from error
+
+    def delete_webhook(self, owner: str) -> None:
+        try:
+            self._model(WEBHOOK_PREFIX + owner).delete()
+        except PynamoDBException as error:
+            raise TransientError("webhook store unavailable") from error
+
+    def mark_failing(self, owner: str, until: Optional[datetime]) -> None:
+        m = self._model
+        action = m.failing_until.remove() if until is None else m.failing_until.set(until)
+        try:
+            m(WEBHOOK_PREFIX + owner).update(actions=[action], condition=m.pk.exists())
+        except PynamoDBException as error:
+            if _condition_failed(error):
+                return  # deleted meanwhile: nothing to mark
+            raise TransientError("webhook store unavailable") from error

@@ -1,0 +1,75 @@
+"""The WebhookStore contract, run against the in-memory fake and against DynamoDB on moto's
+server (the jobs table, where the webhook items live beside the jobs)."""
+import dataclasses
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+from chalicelib.errors import ConditionFailed
+from chalicelib.jobs import JobStatus
+from chalicelib.ports import Webhook
+from tests.fakes import FakeWebhookStore
+
+NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+HOOK = Webhook(owner="alice", url="https://hooks.example.com/h", secret="whsec_MDEyMzQ1Njc4OQ==",
+               created_at=NOW)
+
+
+@pytest.fixture(params=["fake", "dynamo"])
+def store(request):
+    if request.param == "fake":
+        return FakeWebhookStore()
+    settings, _, _ = request.getfixturevalue("stack")
+    return DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url)
+
+
+def test_create_then_get_round_trips_every_field(store):
+    store.create_webhook(HOOK)
+    assert store.get_webhook("alice") == HOOK
+    full = dataclasses.replace(HOOK, owner="bob", previous_secret="whsec_b2xk",
+                               previous_until=NOW + timedelta(hours=24), failing_until=NOW)
+    store.create_webhook(full)
+    assert store.get_webhook("bob") == full
+    assert store.get_webhook("carol") is None
+
+
+def test_create_is_conditional_on_the_owner_having_none(store):
+    store.create_webhook(HOOK)
+    with pytest.raises(ConditionFailed):
+        store.create_webhook(dataclasses.replace(HOOK, secret="whsec_other"))
+    assert store.get_webhook("alice").secret == HOOK.secret
+
+
+def test_update_is_conditional_on_the_secret_it_saw(store):
+    store.create_webhook(HOOK)
+    rotated = dataclasses.replace(HOOK, secret="whsec_new", previous_secret=HOOK.secret)
+    store.update_webhook(rotated, seen=HOOK)
+    # A change based on the webhook before the rotation loses: it would undo the rotation.
+    with pytest.raises(ConditionFailed):
+        store.update_webhook(dataclasses.replace(HOOK, url="https://hooks.example.com/x"), seen=HOOK)
+    with pytest.raises(ConditionFailed):
+        store.update_webhook(dataclasses.replace(HOOK, owner="nobody"), seen=HOOK)
+    assert store.get_webhook("alice") == rotated
+
+
+def test_failing_until_is_set_and_cleared_and_a_removed_webhook_stays_removed(store):
+    store.create_webhook(HOOK)
+    store.mark_failing("alice", NOW + timedelta(minutes=5))
+    assert store.get_webhook("alice").failing_until == NOW + timedelta(minutes=5)
+    store.mark_failing("alice", None)
+    assert store.get_webhook("alice").failing_until is None
+    store.delete_webhook("alice")
+    store.delete_webhook("alice")
+    store.mark_failing("alice", NOW)  # must not bring it back
+    assert store.get_webhook("alice") is None
+
+
+def test_webhook_items_stay_out_of_the_sweepers_index(stack):
+    from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+
+    settings, _, _ = stack
+    DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url).create_webhook(HOOK)
+    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    far = NOW + timedelta(days=3650)
+    assert all(jobs.due(status, far, 10) == [] for status in JobStatus)
