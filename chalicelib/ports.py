@@ -67,7 +67,9 @@ class EventPublisher(Protocol):
 class JobStore(Protocol):
     """Jobs and idempotency records. Every write that changes a job is conditional; each
     method names its precondition and raises ConditionFailed when it does not hold, and
-    TransientError when the table is unavailable."""
+    TransientError when the table is unavailable. Every write that sets a job's status also
+    sets its sweep_key, sweep_key(status, job_id), so `due` finds it in its shard. Safe to
+    call from several threads at once (the sweeper's pool)."""
 
     # -- creating --------------------------------------------------------------------------
     def create(self, job: Job, quota: int) -> None:
@@ -104,8 +106,12 @@ class JobStore(Protocol):
         """A strongly consistent read."""
         ...
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
-        """Jobs in `status` whose sweep_at has come, soonest first."""
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int | None) -> list[Job]:
+        """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
+        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/jobs.py).
+
+        shard None: the jobs written before sweep_key was, which only the old unsharded
+        index finds; none once its rollout is over (docs/scale.md §6.1)."""
         ...
 
     # -- the API and the storage events: moves named by the status they leave -------------

@@ -6,7 +6,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Optional
 
-from chalicelib.jobs import Job, JobStatus
+from chalicelib.jobs import Job, JobStatus, shard_key, sweep_key
 from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.ports import IdempotencyRecord, PresignedPost
@@ -76,10 +76,17 @@ class FakeJobStore:
         self._check()
         return self.items.get(job_id)
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
+        """As the table's index: the shard's key derived from status and id as the table's
+        writes derive it. shard None finds nothing: every job here has a sweep_key."""
         self._check()
-        found = [j for j in self.items.values()
-                 if j.status is status and j.sweep_at is not None and j.sweep_at <= now]
+        if shard is None:
+            return []
+        key = shard_key(status, shard)
+        with self._lock:
+            jobs = list(self.items.values())
+        found = [j for j in jobs
+                 if sweep_key(j.status, j.job_id) == key and j.sweep_at is not None and j.sweep_at <= now]
         return sorted(found, key=lambda j: j.sweep_at)[:limit]
 
     def move(self, job: Job, from_status: JobStatus) -> None:

@@ -27,14 +27,19 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.clients import Clients
 from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.jobs import Job, JobStatus, Rendition, shard_key, sweep_key
 from chalicelib.ports import IdempotencyRecord
 from chalicelib.vocabulary import ErrorCode
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
+# The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
+# `sweep_at`. SWEEP_INDEX, keyed by the status alone, is the one it replaces: the sweeper
+# still asks it, during the rollout, for jobs written before sweep_key (docs/scale.md §6.1).
+SWEEP_SHARDED_INDEX = "sweep_sharded"
 SWEEP_INDEX = "sweep"
+SWEEP_INDEXES = (SWEEP_SHARDED_INDEX, SWEEP_INDEX)
 # Fail fast so an API call can answer 503 instead of hanging a client.
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
@@ -65,6 +70,8 @@ class JobItem(Model):
     finished_at = UTCDateTimeAttribute(null=True)
     # The sweep index's sort key: when the sweeper should look at this job next.
     sweep_at = UTCDateTimeAttribute(null=True)
+    # The sweep index's partition key, sweep_key(status, job id): set with every status.
+    sweep_key = UnicodeAttribute(null=True)
     redrives = NumberAttribute(default=0)
     declared_type = UnicodeAttribute(null=True)
     declared_size = NumberAttribute(null=True)
@@ -96,12 +103,18 @@ def _meta(table: str, region: str, host: Optional[str]) -> type:
 
 def make_job_model(table: str, region: str, host: Optional[str]) -> type[JobItem]:
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
-    index = type("SweepIndex", (GlobalSecondaryIndex,), {
-        "Meta": type("Meta", (), {"index_name": SWEEP_INDEX, "projection": AllProjection()}),
-        "status": UnicodeAttribute(hash_key=True),
-        "sweep_at": UTCDateTimeAttribute(range_key=True),
+    def index(name: str, hash_key: str):
+        return type("SweepIndex", (GlobalSecondaryIndex,), {
+            "Meta": type("Meta", (), {"index_name": name, "projection": AllProjection()}),
+            hash_key: UnicodeAttribute(hash_key=True),
+            "sweep_at": UTCDateTimeAttribute(range_key=True),
+        })()
+
+    return type("BoundJobItem", (JobItem,), {
+        "Meta": _meta(table, region, host),
+        "sweep_sharded_index": index(SWEEP_SHARDED_INDEX, "sweep_key"),
+        "sweep_index": index(SWEEP_INDEX, "status"),
     })
-    return type("BoundJobItem", (JobItem,), {"Meta": _meta(table, region, host), "sweep_index": index()})
 
 
 def make_owner_model(table: str, region: str, host: Optional[str]) -> type[OwnerItem]:
@@ -156,6 +169,7 @@ class DynamoJobStore:
         return self._model(
             JOB_PREFIX + job.job_id,
             status=job.status.value,
+            sweep_key=sweep_key(job.status, job.job_id),
             error_code=None if job.error_code is None else job.error_code.value,
             display=_rendition_attr(job.display),
             thumb=_rendition_attr(job.thumb),
@@ -255,10 +269,16 @@ class DynamoJobStore:
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
         m = self._model
         try:
-            items = m.sweep_index.query(status.value, m.sweep_at <= now, limit=limit)
+            if shard is None:
+                # The old index holds every job; only those without sweep_key are left to it.
+                # PynamoDB pages on until `limit` pass the filter, or the due ones run out.
+                items = m.sweep_index.query(status.value, m.sweep_at <= now,
+                                            filter_condition=m.sweep_key.does_not_exist(), limit=limit)
+            else:
+                items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
@@ -277,6 +297,7 @@ class DynamoJobStore:
         self._write(lambda: item.update(
             actions=[
                 m.status.set(JobStatus.PROCESSING.value),
+                m.sweep_key.set(sweep_key(JobStatus.PROCESSING, job_id)),
                 m.attempt.add(1),
                 m.lease_expires_at.set(lease_end),
                 m.sweep_at.set(lease_end),

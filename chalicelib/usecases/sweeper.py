@@ -4,12 +4,16 @@ half-way. Every write is conditional on the job as the sweep read it."""
 from __future__ import annotations
 
 import itertools
+import random
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+from typing import Callable, Optional, Sequence
 
 from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.events import ObjectCreated
-from chalicelib.jobs import TERMINAL, Job, JobStatus
+from chalicelib.jobs import SWEEP_SHARDS, TERMINAL, Job, JobStatus
 from chalicelib.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -18,34 +22,76 @@ from chalicelib.vocabulary import ErrorCode
 log = get_logger("sweeper")
 
 
+Act = Callable[[Job], str]
+
+
 class Sweeper:
     def __init__(self, ctx: Context):
         self._ctx = ctx
+        # The shard the next run starts at: where the last one ran out of time. A new
+        # process starts anywhere, so that no shard always comes last.
+        self._start = random.randrange(SWEEP_SHARDS)
+        self._start_lock = threading.Lock()
 
     def sweep(self, batch: int = 100, max_batches: int = 10) -> Counter:
-        """One pass over the jobs that are due, status by status."""
-        ctx = self._ctx
+        """One pass over the jobs that are due: every shard of the sweep index, each shard
+        status by status, the shards in a thread pool (docs/scale.md §6.1, §6.2).
+
+        Takes no new shard, nor a shard's next batch, once the run's time budget is spent:
+        what is left stays due, and the next run starts at the first shard this one left.
+        Two runs at once act once per job: every action is a conditional write."""
+        ctx, s = self._ctx, self._ctx.settings
         report: Counter = Counter()
         now = ctx.clock()
-        for status, act in (
+        acts = (
             (JobStatus.PROCESSING, lambda j: self._processing(j, now)),
             (JobStatus.QUEUED, lambda j: self._queued(j, now)),
             (JobStatus.AWAITING_UPLOAD, lambda j: self._awaiting(j, now)),
             *((t, lambda j: self._expired(j, now)) for t in TERMINAL),
-        ):
-            for _ in range(max_batches):
-                jobs = ctx.jobs.due(status, now, batch)
-                for job in jobs:
-                    try:
-                        report[act(job)] += 1
-                    except TransientError:
-                        log.exception("sweep_step_failed", job_id=job.job_id)
-                        report["errors"] += 1
-                if len(jobs) < batch:
-                    break
+        )
+        stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
+        with self._start_lock:
+            start = self._start
+        order: list[Optional[int]] = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
+        if s.sweep_legacy_index:
+            order.insert(0, None)  # jobs written before sweep_key, from the old index
+        with ThreadPoolExecutor(max_workers=s.sweep_threads, thread_name_prefix="sweep") as pool:
+            parts = list(pool.map(lambda shard: self._sweep_shard(shard, acts, now, stop_at, batch, max_batches),
+                                  order))
+        for part in parts:
+            report.update(part)
+        left = [shard for shard, part in zip(order, parts) if part["shards_left"] and shard is not None]
+        if left:
+            with self._start_lock:
+                self._start = left[0]
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
+        return report
+
+    def _sweep_shard(self, shard: Optional[int], acts: Sequence[tuple[JobStatus, Act]], now: datetime,
+                     stop_at: datetime, batch: int, max_batches: int) -> Counter:
+        """One shard, status by status, in batches; stops at the run's time budget."""
+        ctx = self._ctx
+        report: Counter = Counter()
+        try:
+            for status, act in acts:
+                for _ in range(max_batches):
+                    if ctx.clock() >= stop_at:
+                        report["shards_left"] = 1  # the next run starts here
+                        return report
+                    jobs = ctx.jobs.due(status, now, batch, shard=shard)
+                    for job in jobs:
+                        try:
+                            report[act(job)] += 1
+                        except TransientError:
+                            log.exception("sweep_step_failed", job_id=job.job_id)
+                            report["errors"] += 1
+                    if len(jobs) < batch:
+                        break
+        except TransientError:  # the table, for this shard's query: the others go on
+            log.exception("sweep_shard_failed", shard=shard)
+            report["errors"] += 1
         return report
 
     def sweep_orphans(self) -> Counter:

@@ -26,7 +26,7 @@ from chalice.app import SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.config import Settings
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.errors import ConditionFailed, KeyTaken
 from chalicelib.ports import IdempotencyRecord
 from infra.stage_config import stage_policy
@@ -176,7 +176,8 @@ def exercise(store: DynamoJobStore) -> set[str]:
         call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW, 20)
     call("get_idempotency", key.scope)
     call("get", "j1")
-    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10)
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=None)  # the old index
     lease = timedelta(seconds=120)
     claimed = call("claim", "j1", NOW, lease, 3)
     call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))

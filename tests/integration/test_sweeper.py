@@ -110,3 +110,18 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
     assert svc.sweeper.sweep() == {}  # at once again: nothing is due
     assert [svc.ctx.jobs.get(j.job_id) for j in stuck] == state
     assert sorted(e.key for e in drain(clients, stack)) == sorted(j.original_key for j in stuck)
+
+
+def test_a_job_written_before_sweep_key_is_swept_through_the_old_index_once(world):
+    """Rollout (docs/scale.md 6.1): the previous code's items carry no sweep_key."""
+    svc, stack, clients = world
+    old, new = (svc.uploads.accept_upload("alice", jpeg()).job for _ in range(2))
+    drain(clients, stack)
+    for job in (old, new):
+        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
+    clients["dynamodb"].update_item(TableName=svc.ctx.settings.table, Key={"pk": {"S": f"job#{old.job_id}"}},
+                                    UpdateExpression="REMOVE sweep_key")
+    time.sleep(1.1)
+    assert svc.sweeper.sweep()["redriven"] == 2  # each once: the old index only has `old` left to it
+    assert sorted(e.key for e in drain(clients, stack)) == sorted((old.original_key, new.original_key))
+    assert svc.ctx.jobs.get(old.job_id).redrives == 1
