@@ -41,6 +41,10 @@ class ObjectStore(Protocol):
         """Idempotent: deleting a missing key is not an error."""
         ...
 
+    def delete_many(self, keys: list[str]) -> None:
+        """As delete, for many keys in few calls; raises TransientError unless all are gone."""
+        ...
+
     def presign_get(self, key: str, expires_in: int) -> str: ...
 
     def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
@@ -148,4 +152,8 @@ class JobStore(Protocol):
 
     def delete(self, job_id: str) -> None:
         """Remove the job; a missing one is fine."""
+        ...
+
+    def delete_many(self, job_ids: list[str]) -> None:
+        """As delete, for many jobs in few calls (unconditional, as delete)."""
         ...

@@ -136,8 +136,9 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Effect": "Allow",
                 # The idempotent create is a TransactWriteItems of two conditional puts;
                 # IAM checks each put as dynamodb:PutItem.
-                "Action": ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem",
-                           "dynamodb:UpdateItem"],
+                # BatchWriteItem: the sweeper deletes expired jobs 25 a call.
+                "Action": ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                           "dynamodb:PutItem", "dynamodb:UpdateItem"],
                 "Resource": [table_arn],
             },
             {

@@ -142,6 +142,10 @@ class FakeJobStore:
             self._check()
             self.items.pop(job_id, None)
 
+    def delete_many(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            self.delete(job_id)
+
 
 class FakeObjectStore:
     def __init__(self, clock=None):
@@ -170,6 +174,10 @@ class FakeObjectStore:
             raise TransientError("storage unavailable")
         self.objects.pop(key, None)
         self.modified.pop(key, None)
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def presign_get(self, key: str, expires_in: int) -> str:
         return f"https://storage.test/{key}?expires={expires_in}"

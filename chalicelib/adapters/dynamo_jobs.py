@@ -328,6 +328,16 @@ class DynamoJobStore:
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
 
+    def delete_many(self, job_ids: list[str]) -> None:
+        def batch():
+            # BatchWriteItem, 25 deletes a call; PynamoDB sends what DynamoDB left unprocessed
+            # again, and raises once its retries are spent.
+            with self._model.batch_write() as writes:
+                for job_id in job_ids:
+                    writes.delete(self._model(JOB_PREFIX + job_id))
+
+        self._write(batch)
+
     def _held_by(self, attempt: int):
         m = self._model
         return (m.status == JobStatus.PROCESSING.value) & (m.attempt == attempt)

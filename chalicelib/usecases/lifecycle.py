@@ -62,6 +62,19 @@ def remove(ctx: Context, job: Job) -> None:
     finished(ctx, job)
 
 
+def remove_many(ctx: Context, jobs: list[Job]) -> None:
+    """remove() for a batch, in the same order: every object (DeleteObjects), then the keys
+    (each conditional, as remove's), then the records (BatchWriteItem), then the slots."""
+    ctx.objects.delete_many([key for job in jobs
+                             for key in (job.original_key, *ctx.keys.renditions(job.job_id))])
+    for job in jobs:
+        if job.idempotency_scope:
+            ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
+    ctx.jobs.delete_many([job.job_id for job in jobs])
+    for job in jobs:
+        finished(ctx, job)
+
+
 def quietly(call: Callable, *args) -> None:
     """Best effort: a later sweep or lease expiry covers what this does not."""
     try:

@@ -22,7 +22,8 @@ from chalicelib.vocabulary import ErrorCode
 log = get_logger("sweeper")
 
 
-Act = Callable[[Job], str]
+# What a sweep does with one batch of due jobs of one status: a count per outcome.
+ActOnBatch = Callable[[list[Job]], Counter]
 
 
 class Sweeper:
@@ -44,10 +45,10 @@ class Sweeper:
         report: Counter = Counter()
         now = ctx.clock()
         acts = (
-            (JobStatus.PROCESSING, lambda j: self._processing(j, now)),
-            (JobStatus.QUEUED, lambda j: self._queued(j, now)),
-            (JobStatus.AWAITING_UPLOAD, lambda j: self._awaiting(j, now)),
-            *((t, lambda j: self._expired(j, now)) for t in TERMINAL),
+            (JobStatus.PROCESSING, self._each(lambda j: self._processing(j, now))),
+            (JobStatus.QUEUED, self._each(lambda j: self._queued(j, now))),
+            (JobStatus.AWAITING_UPLOAD, self._each(lambda j: self._awaiting(j, now))),
+            *((t, lambda jobs: self._expired(jobs, now)) for t in TERMINAL),
         )
         stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
         with self._start_lock:
@@ -69,7 +70,7 @@ class Sweeper:
             log.info("sweep_done", **report)
         return report
 
-    def _sweep_shard(self, shard: Optional[int], acts: Sequence[tuple[JobStatus, Act]], now: datetime,
+    def _sweep_shard(self, shard: Optional[int], acts: Sequence[tuple[JobStatus, ActOnBatch]], now: datetime,
                      stop_at: datetime, batch: int, max_batches: int) -> Counter:
         """One shard, status by status, in batches; stops at the run's time budget."""
         ctx = self._ctx
@@ -81,18 +82,28 @@ class Sweeper:
                         report["shards_left"] = 1  # the next run starts here
                         return report
                     jobs = ctx.jobs.due(status, now, batch, shard=shard)
-                    for job in jobs:
-                        try:
-                            report[act(job)] += 1
-                        except TransientError:
-                            log.exception("sweep_step_failed", job_id=job.job_id)
-                            report["errors"] += 1
+                    report.update(act(jobs))
                     if len(jobs) < batch:
                         break
         except TransientError:  # the table, for this shard's query: the others go on
             log.exception("sweep_shard_failed", shard=shard)
             report["errors"] += 1
         return report
+
+    @staticmethod
+    def _each(act: Callable[[Job], str]) -> ActOnBatch:
+        """One job after another; a job whose step fails is counted and the next one taken."""
+        def on_batch(jobs: list[Job]) -> Counter:
+            report: Counter = Counter()
+            for job in jobs:
+                try:
+                    report[act(job)] += 1
+                except TransientError:
+                    log.exception("sweep_step_failed", job_id=job.job_id)
+                    report["errors"] += 1
+            return report
+
+        return on_batch
 
     def sweep_orphans(self) -> Counter:
         """Objects whose job is gone (deleted by TTL, say) and older than the grace period.
@@ -134,11 +145,19 @@ class Sweeper:
             return "skipped"
         return self._fail(job, ErrorCode.UPLOAD_MISSING, "upload_missing")
 
-    def _expired(self, job: Job, now: datetime) -> str:
-        if not job.is_expired(now):
-            return "skipped"
-        lifecycle.remove(self._ctx, job)
-        return "expired_deleted"
+    def _expired(self, jobs: list[Job], now: datetime) -> Counter:
+        """A batch at once (docs/scale.md 6.2): one DeleteObjects for all their objects, the
+        records in BatchWriteItems, objects first and records last as remove() does, so a
+        failure half-way leaves records that the next run finishes."""
+        expired = [job for job in jobs if job.is_expired(now)]
+        if not expired:
+            return Counter()
+        try:
+            lifecycle.remove_many(self._ctx, expired)
+        except TransientError:
+            log.exception("sweep_step_failed", job_ids=len(expired))
+            return Counter(errors=1)
+        return Counter(expired_deleted=len(expired))
 
     def _fail(self, job: Job, code: ErrorCode, outcome: str) -> str:
         jobs = self._ctx.jobs

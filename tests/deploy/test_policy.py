@@ -44,6 +44,7 @@ IAM_ACTION = {
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:HeadObject": "s3:GetObject",
     "s3:HeadBucket": "s3:ListBucket",
+    "s3:DeleteObjects": "s3:DeleteObject",  # S3 authorizes each key of the batch
 }
 # A transaction is authorized item by item, as the single-item action.
 TRANSACTION_ITEM_ACTION = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -193,6 +194,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("release_idempotency", key.scope, "j2")
     call("release_slot", "alice", "j1")
     call("delete", "j1")
+    call("delete_many", ["j2", "j3"])  # BatchWriteItem
     return called
 
 
@@ -207,7 +209,10 @@ def dynamodb_permissions(calls, test_table: str, table_arn: str) -> set[tuple[st
 
     for service, operation, params in calls:
         assert service == "dynamodb", f"the job store called {service}.{operation}"
-        if operation in ("TransactWriteItems", "TransactGetItems"):
+        if operation in ("BatchWriteItem", "BatchGetItem"):  # authorized per table named
+            for table in params["RequestItems"]:
+                needed.add((f"dynamodb:{operation}", on({"TableName": table})))
+        elif operation in ("TransactWriteItems", "TransactGetItems"):
             for item in params["TransactItems"]:
                 ((kind, body),) = item.items()
                 needed.add((f"dynamodb:{TRANSACTION_ITEM_ACTION[kind]}", on(body)))

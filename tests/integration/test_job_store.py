@@ -181,6 +181,19 @@ def test_move_names_the_status_it_leaves(store):
     assert store.get(job.job_id).status is JobStatus.CANCELLED
 
 
+def test_delete_many_removes_each_job_and_ignores_missing_ones(store):
+    import uuid
+
+    jobs = [new_job(str(uuid.uuid4())) for _ in range(30)]  # more than one BatchWriteItem
+    for job in jobs:
+        store.create(job, QUOTA)
+    kept = new_job()
+    store.create(kept, QUOTA)
+    store.delete_many([j.job_id for j in jobs] + ["00000000-0000-4000-8000-000000000000"])
+    assert all(store.get(j.job_id) is None for j in jobs)
+    assert store.get(kept.job_id) == kept
+
+
 def test_delete_is_idempotent(store):
     job = new_job()
     store.create(job, QUOTA)

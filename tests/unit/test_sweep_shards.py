@@ -1,6 +1,7 @@
 """The sweep index's write shards (docs/scale.md 6.1) and the sweeper that asks every one of
 them: the spread of the shard function, two sweeps at once acting once per job, and the
 time budget that stops a run taking new shards."""
+import dataclasses
 import hashlib
 import threading
 import time
@@ -186,3 +187,22 @@ def test_the_old_index_is_asked_only_during_the_rollout(legacy):
     svc.sweeper.sweep()
     assert (None in store.asked) is legacy
     assert set(store.asked) - {None} == set(range(SWEEP_SHARDS))
+
+
+def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():
+    from tests.images import jpeg
+
+    svc = make_svc()
+    keyed = [svc.uploads.accept_upload("alice", jpeg(color=(n, 0, 0)), f"key-{n}").job for n in range(5)]
+    plain = [svc.uploads.accept_upload("alice", jpeg()).job for _ in range(5)]
+    for job in keyed + plain:
+        current = svc.ctx.jobs.get(job.job_id)
+        svc.ctx.jobs.move(current.cancelled(svc.ctx.clock(), timedelta(days=7)), JobStatus.QUEUED)
+    # key-0's record was taken over meanwhile by a newer job: the removal must leave it be.
+    newer = dataclasses.replace(svc.ctx.jobs.keys[keyed[0].idempotency_scope], job_id="newer")
+    svc.ctx.jobs.keys[newer.scope] = newer
+    svc.ctx.clock.advance(7 * 24 * 3600)
+    assert svc.sweeper.sweep()["expired_deleted"] == 10
+    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {}
+    assert svc.ctx.jobs.keys == {newer.scope: newer}
+    assert svc.ctx.jobs.active_jobs("alice") == set()
