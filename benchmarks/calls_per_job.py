@@ -184,6 +184,9 @@ def _writes(operation: str, params: dict) -> list[tuple[dict, int]]:
         return [({"pk": params["Item"]["pk"]}, 1)]
     if operation in ("UpdateItem", "DeleteItem"):
         return [(params["Key"], 1)]
+    if operation == "BatchWriteItem":
+        return [({"pk": (body.get("PutRequest", {}).get("Item") or body["DeleteRequest"]["Key"])["pk"]}, 1)
+                for requests in params["RequestItems"].values() for body in requests]
     if operation == "TransactWriteItems":
         keys = []
         for entry in params["TransactItems"]:

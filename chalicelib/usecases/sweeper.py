@@ -34,11 +34,12 @@ class Sweeper:
         self._start = random.randrange(SWEEP_SHARDS)
         self._start_lock = threading.Lock()
 
-    def sweep(self, batch: int = 100, max_batches: int = 10) -> Counter:
+    def sweep(self, batch: int = 100, max_batches: int = 100) -> Counter:
         """One pass over the jobs that are due: every shard of the sweep index, each shard
         status by status, the shards in a thread pool (docs/scale.md §6.1, §6.2).
 
-        Takes no new shard, nor a shard's next batch, once the run's time budget is spent:
+        At most max_batches batches of a status per shard; the time budget binds first:
+        takes no new shard, nor a shard's next batch, once the run's budget is spent:
         what is left stays due, and the next run starts at the first shard this one left.
         Two runs at once act once per job: every action is a conditional write."""
         ctx, s = self._ctx, self._ctx.settings
