@@ -40,8 +40,9 @@ Assumptions (also in docs/scale.md):
   the SDK's retries; its share of a second's writes is (demand - capacity) / demand.
 - The sweeper runs each minute: it re-drives jobs queued over QUEUE_TIMEOUT (600 s) once and
   fails those queued twice as long, at most 1,000 a run; it removes expired jobs at the rate
-  a sequential run manages (infra.capacity.sweeper_jobs_per_second) or, parallel and
-  sharded, as fast as they expire. Last week's arrivals had this hour's shape.
+  a sequential run managed (infra.capacity.sequential_sweeper_jobs_per_second, before 6.2)
+  or as the pooled, batched run manages (infra.capacity.sweeper_jobs_per_second: 16
+  threads, 32 in the 100M plan). Last week's arrivals had this hour's shape.
 - API Lambda time per image: 0.2 s (POST /images) or 0.03 s (POST /uploads), 0.03 s a poll.
 - Not simulated, but tabled by `python -m infra.capacity`: S3's per-prefix rates, Lambda's
   invocation-rate quota, Cognito, the orphan scan, the table-wide quota; and the sweeper does
@@ -323,7 +324,10 @@ class Scenario:
     api_rps: float = cap.API_GATEWAY_RPS
     api_burst: float = cap.API_GATEWAY_BURST
     visibility_timeout: int = 360
+    # The sweeper as it was (one job after another, one query per status), or as docs/scale.md
+    # 6.1/6.2 made it: every shard in a pool of sweep_threads, expired jobs in batches.
     parallel_sweeper: bool = False
+    sweep_threads: int = cap.SWEEP_THREADS
     burst: float = cap.DESIGN_BURST
     burst_start: float = 600.0
     burst_seconds: float = 900.0
@@ -386,7 +390,8 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
     worker_running = 0.0
     environments = int(sum(source.pollers for source in sources))  # each new one starts cold
     expired_backlog = 0.0
-    sweeper_rate = math.inf if sc.parallel_sweeper else cap.sweeper_jobs_per_second()
+    sweeper_rate = (cap.sweeper_jobs_per_second(sc.sweep_threads) if sc.parallel_sweeper
+                    else cap.sequential_sweeper_jobs_per_second())
     schemes = sorted({sc.shards, 1, cap.sweep_shards()} if compare else {sc.shards})
     res.heat = {s: 0.0 for s in schemes}
     ticks = int(sc.horizon / dt)
@@ -496,7 +501,7 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
 
         # -- the sweeper, each minute ----------------------------------------------------------
         if i % int(60 / dt) == 0:
-            budget = cap.SWEEP_PER_RUN * (sc.shards if sc.parallel_sweeper else 1)
+            budget = cap.SWEEP_PER_RUN if sc.parallel_sweeper else cap.SEQUENTIAL_SWEEP_PER_RUN
             for cohort in list(queue.cohorts):
                 if budget <= 0:
                     break
@@ -541,7 +546,7 @@ def plan_100m(**changes) -> Scenario:
     base = Scenario("100M/day, 100M plan", 100e6, max_concurrency=1_000, reserved=8_000,
                     max_backlog=8 * cap.stage_sizes(cap.STAGE_DESIGNS["prod"]).max_backlog,
                     shards=shards, mappings=8, account_concurrency=12_000, api_rps=40_000,
-                    api_burst=20_000, parallel_sweeper=True)
+                    api_burst=20_000, parallel_sweeper=True, sweep_threads=32)
     return replace(base, **changes)
 
 

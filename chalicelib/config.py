@@ -80,6 +80,14 @@ class Settings:
     # An original or rendition with no job is deleted once it is older than this.
     orphan_grace_seconds: int = 3600
     sweep_interval_seconds: int = 60
+    # The sweep asks every shard of every status (docs/scale.md §6.1) in a pool of this many
+    # threads, and takes no new shard after this many seconds of its run (the function's
+    # timeout is 50 s): what is left stays due, and the next run starts there.
+    sweep_threads: int = 16
+    sweep_budget_seconds: int = 40
+    # Also ask the old unsharded `sweep` index for jobs written before sweep_key existed.
+    # Rollout step 3 (docs/deploy.md) turns it off, retention + 1 day after step 2.
+    sweep_legacy_index: bool = True
     # The orphan scan lists the bucket: its cost grows with the bucket, so it runs rarely.
     orphan_sweep_interval_seconds: int = DAY
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once

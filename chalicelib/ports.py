@@ -52,6 +52,10 @@ class ObjectStore(Protocol):
         """Idempotent: deleting a missing key is not an error."""
         ...
 
+    def delete_many(self, keys: list[str]) -> None:
+        """As delete, for many keys in few calls; raises TransientError unless all are gone."""
+        ...
+
     def presign_get(self, key: str, expires_in: int) -> str: ...
 
     def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
@@ -85,7 +89,9 @@ class EventPublisher(Protocol):
 class JobStore(Protocol):
     """Jobs and idempotency records. Every write that changes a job is conditional; each
     method names its precondition and raises ConditionFailed when it does not hold, and
-    TransientError when the table is unavailable."""
+    TransientError when the table is unavailable. Every write that sets a job's status also
+    sets its sweep_key, sweep_key(status, job_id), so `due` finds it in its shard. Safe to
+    call from several threads at once (the sweeper's pool)."""
 
     # -- creating --------------------------------------------------------------------------
     def create(self, job: Job, quota: int) -> None:
@@ -124,8 +130,12 @@ class JobStore(Protocol):
         """A strongly consistent read."""
         ...
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
-        """Jobs in `status` whose sweep_at has come, soonest first."""
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int | None) -> list[Job]:
+        """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
+        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/jobs.py).
+
+        shard None: the jobs written before sweep_key was, which only the old unsharded
+        index finds; none once its rollout is over (docs/scale.md §6.1)."""
         ...
 
     # -- the API and the storage events: moves named by the status they leave -------------
@@ -164,6 +174,8 @@ class JobStore(Protocol):
         """Remove the job; a missing one is fine."""
         ...
 
+    def delete_many(self, job_ids: list[str]) -> None:
+        """As delete, for many jobs in few calls (unconditional, as delete)."""
 
 # -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
 @dataclass(frozen=True)

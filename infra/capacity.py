@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from chalicelib.config import Settings
+from chalicelib.jobs import SWEEP_SHARDS
 
 DAY = 86_400
 
@@ -53,8 +54,9 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # Per phase: AWS calls, DynamoDB write units on the table and on the `sweep` index, read units,
 # and our JSON log lines. An image comes through POST /images (upload, worker) or through
 # POST /uploads and the client's own POST to S3 (direct_upload, direct_worker). Items stay
-# under 1 KB (a ready job is 544-632 B), so every write is one unit. "expiry" is the sweeper
-# removing one job; a sweep run also costs one query per status and a summary line. Creating a
+# under 1 KB (a ready job is 561-649 B), so every write is one unit. "expiry" is the sweeper
+# removing one job (a batch of one: its calls serve a whole batch, see removal_seconds); a
+# sweep run also costs its queries (SWEEP_RUN_QUERIES) and a summary line. Creating a
 # job is a transaction with its owner's quota slot (2 items, 2 units each); the slot is given
 # back with one small update when the job finishes. A finished job's owner is looked up for a
 # webhook (one GetItem); metric lines (EMF) are log lines too: one per upload, two per worker
@@ -78,12 +80,15 @@ MEASURED = {
     "worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 2},
         "wcu": 3, "index_wcu": 4, "rcu": 2, "log_lines": 4, "log_bytes": 990,
         "index_writes": {"delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:ready": 1}},
-    "expiry": {"calls": {"dynamodb:DeleteItem": 1, "dynamodb:UpdateItem": 1, "s3:DeleteObject": 3},
+    "expiry": {"calls": {"dynamodb:BatchWriteItem": 1, "dynamodb:UpdateItem": 1, "s3:DeleteObjects": 1},
         "wcu": 2, "index_wcu": 1, "rcu": 0, "log_lines": 0, "log_bytes": 0,
         "index_writes": {"delete:ready": 1}},
 }
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
-SWEEP_RUN_QUERIES = 6  # one per status, each run
+# One query per status per shard of the sweep index, each run, plus one per status on the old
+# unsharded index while its rollout lasts (SWEEP_LEGACY_INDEX; 384 after, docs/deploy.md).
+SWEEP_STATUSES = 6
+SWEEP_RUN_QUERIES = SWEEP_STATUSES * (SWEEP_SHARDS + 1)
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
 ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # the daily scan reads each job once per prefix
 OBJECTS_PER_JOB = 3  # original, display, thumb
@@ -126,7 +131,12 @@ AUTHS_PER_ACTIVE_USER_DAY = 2  # a sign-in, a refresh (ID tokens last 60 minutes
 SWEEP_TIMEOUT_S = 50  # .chalice/config.json `sweep`
 ORPHAN_SCAN_TIMEOUT_S = 900
 LIST_PAGE_MS = 50  # one ListObjectsV2 page of 1,000 keys
-SWEEP_PER_RUN = 1_000  # Service.sweep: 10 batches of 100 per status
+SWEEP_BATCH = 100  # Sweeper.sweep: batches of 100 ...
+SWEEP_PER_RUN = 100 * SWEEP_BATCH * SWEEP_SHARDS  # ... at most 100 per status and shard
+SWEEP_THREADS = 16  # Settings.sweep_threads
+SWEEP_BUDGET_S = 40  # Settings.sweep_budget_seconds: no new shard or batch after it
+S3_DELETE_OBJECTS_MS = 60  # one DeleteObjects of a batch's 300 keys (assumed: 2 small calls)
+DYNAMO_BATCH_WRITE_MS = 10  # one BatchWriteItem of 25 deletes (assumed: 2 small calls)
 
 
 def cpu_share(memory_mb: int = WORKER_MEMORY_MB) -> float:
@@ -148,15 +158,32 @@ def mean_worker_seconds(direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
                           + direct_share * worker_seconds(k, "direct_worker")) for k in IMAGE_MIX)
 
 
-def removal_seconds() -> float:
-    """The sweeper removing one expired job, one call after another."""
+def removal_seconds(batch: int = SWEEP_BATCH) -> float:
+    """The sweeper removing one expired job of a batch: per batch, one DeleteObjects (1,000
+    keys a call) and one BatchWriteItem per 25 records; per job, the quota slot's UpdateItem
+    (MEASURED["expiry"], counted on a batch of one, names the calls)."""
     calls = MEASURED["expiry"]["calls"]
-    return (calls["s3:DeleteObject"] * S3_SMALL_CALL_MS + calls["dynamodb:DeleteItem"] * DYNAMO_CALL_MS) / 1000
+    assert set(calls) == {"s3:DeleteObjects", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"}, calls
+    per_batch = (math.ceil(batch * OBJECTS_PER_JOB / 1000) * S3_DELETE_OBJECTS_MS
+                 + math.ceil(batch / 25) * DYNAMO_BATCH_WRITE_MS
+                 + batch * calls["dynamodb:UpdateItem"] * DYNAMO_CALL_MS)
+    return per_batch / batch / 1000
 
 
-def sweeper_jobs_per_second() -> float:
-    """Expired jobs one sweep run per minute can remove: its batch cap, or its timeout."""
-    return min(SWEEP_PER_RUN, SWEEP_TIMEOUT_S / removal_seconds()) / 60
+SEQUENTIAL_SWEEP_PER_RUN = 1_000  # the sweeper before docs/scale.md 6.2: 10 batches of 100 a status
+
+
+def sequential_sweeper_jobs_per_second() -> float:
+    """The sweeper before docs/scale.md 6.2, for the simulation's "before": one expired job
+    after another (3 DELETE, 1 DeleteItem), at most 1,000 a run, within its 50 s."""
+    one = (OBJECTS_PER_JOB * S3_SMALL_CALL_MS + DYNAMO_CALL_MS) / 1000
+    return min(SEQUENTIAL_SWEEP_PER_RUN, SWEEP_TIMEOUT_S / one) / 60
+
+
+def sweeper_jobs_per_second(threads: int = SWEEP_THREADS) -> float:
+    """Expired jobs one sweep run per minute can remove: its batch cap, or its time budget
+    over its pool's threads (each shard's batches run one after another)."""
+    return min(SWEEP_PER_RUN, threads * SWEEP_BUDGET_S / removal_seconds()) / 60
 
 
 def orphan_scan_max_images_per_day(retention_days: float = 7) -> float:
@@ -344,7 +371,7 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
         Usage("Cognito sign-ins and refreshes", "120 rps (UserAuthentication)",
               avg / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY,
               top / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY, COGNITO_AUTH_RPS, "req/s"),
-        Usage("Sweeper: expired jobs removed", "one 50 s run a minute, sequential",
+        Usage("Sweeper: expired jobs removed", f"{SWEEP_THREADS} threads x {SWEEP_BUDGET_S} s a minute, batched",
               avg, top, sweeper_jobs_per_second(), "jobs/s", "average"),
         Usage("Orphan scan: stored jobs read", "one 900 s run a day, sequential",
               images_per_day, images_per_day, orphan_scan_max_images_per_day(), "images/day", "average"),
@@ -366,9 +393,9 @@ def main() -> int:
     print(f"sweep index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {sweep_shards()}")
     print()
     for per_day in (1_000_000, 10_000_000, 100_000_000):
-        print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index unsharded)")
+        print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index in {SWEEP_SHARDS} shards)")
         print(f"{'component':<40} {'limit':<38} {'capacity':>11} {'average':>11} {'peak':>11} {'load':>6}")
-        for row in usage(per_day, max_concurrency=prod.max_concurrency):
+        for row in usage(per_day, max_concurrency=prod.max_concurrency, shards=SWEEP_SHARDS):
             flag = "  BREAKS" if row.load > 1 else ""
             print(f"{row.component:<40} {row.limit:<38} {row.capacity:>11,.0f} {row.average:>11,.1f} "
                   f"{row.peak:>11,.1f} {row.load:>6.2f}{flag}")

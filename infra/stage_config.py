@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from chalicelib.adapters.dynamo_jobs import SWEEP_INDEX
+from chalicelib.adapters.dynamo_jobs import SWEEP_INDEXES
 from chalicelib.config import Settings, env_name
 from infra.capacity import VISIBILITY_PER_FUNCTION_TIMEOUT
 
@@ -184,15 +184,17 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Effect": "Allow",
                 # The idempotent create is a TransactWriteItems of two conditional puts;
                 # IAM checks each put as dynamodb:PutItem.
-                "Action": ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem",
-                           "dynamodb:UpdateItem"],
+                # BatchWriteItem: the sweeper deletes expired jobs 25 a call.
+                "Action": ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                           "dynamodb:PutItem", "dynamodb:UpdateItem"],
                 "Resource": [table_arn],
             },
             {
                 "Sid": "SweepIndex",
                 "Effect": "Allow",
                 "Action": ["dynamodb:Query"],
-                "Resource": [f"{table_arn}/index/{SWEEP_INDEX}"],
+                # The sharded index and, until its rollout ends, the old one (docs/deploy.md).
+                "Resource": [f"{table_arn}/index/{index}" for index in SWEEP_INDEXES],
             },
         ],
     }

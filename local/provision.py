@@ -219,6 +219,8 @@ def _ensure_table(dynamodb, name: str, props: dict) -> None:
             BillingMode=props["BillingMode"],
         )
         dynamodb.get_waiter("table_exists").wait(TableName=name)
+    else:
+        _ensure_indexes(dynamodb, name, props)
     ttl = props["TimeToLiveSpecification"]
     status = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
     if status.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
@@ -226,3 +228,17 @@ def _ensure_table(dynamodb, name: str, props: dict) -> None:
             TableName=name,
             TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": ttl["Enabled"]},
         )
+
+
+def _ensure_indexes(dynamodb, name: str, props: dict) -> None:
+    """A table made before the template gained an index (a kept LocalStack volume) gets it,
+    as CloudFormation would: one UpdateTable per index; DynamoDB backfills it. Indexes the
+    template dropped are left alone."""
+    described = dynamodb.describe_table(TableName=name)["Table"]
+    have = {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])}
+    for index in props.get("GlobalSecondaryIndexes", []):
+        if index["IndexName"] in have:
+            continue
+        dynamodb.update_table(TableName=name, AttributeDefinitions=props["AttributeDefinitions"],
+                              GlobalSecondaryIndexUpdates=[{"Create": index}])
+        dynamodb.get_waiter("table_exists").wait(TableName=name)

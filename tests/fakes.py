@@ -6,7 +6,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from chalicelib.jobs import Job, JobStatus
+from chalicelib.jobs import Job, JobStatus, shard_key, sweep_key
 from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.ports import IdempotencyRecord, PresignedPost, StoredObject, Webhook, WebhookEvent
@@ -76,10 +76,17 @@ class FakeJobStore:
         self._check()
         return self.items.get(job_id)
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
+        """As the table's index: the shard's key derived from status and id as the table's
+        writes derive it. shard None finds nothing: every job here has a sweep_key."""
         self._check()
-        found = [j for j in self.items.values()
-                 if j.status is status and j.sweep_at is not None and j.sweep_at <= now]
+        if shard is None:
+            return []
+        key = shard_key(status, shard)
+        with self._lock:
+            jobs = list(self.items.values())
+        found = [j for j in jobs
+                 if sweep_key(j.status, j.job_id) == key and j.sweep_at is not None and j.sweep_at <= now]
         return sorted(found, key=lambda j: j.sweep_at)[:limit]
 
     def move(self, job: Job, from_status: JobStatus) -> None:
@@ -135,6 +142,10 @@ class FakeJobStore:
             self._check()
             self.items.pop(job_id, None)
 
+    def delete_many(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            self.delete(job_id)
+
 
 class FakeObjectStore:
     def __init__(self, clock=None, on_created=None):
@@ -173,6 +184,10 @@ class FakeObjectStore:
             raise TransientError("storage unavailable")
         self.objects.pop(key, None)
         self.modified.pop(key, None)
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:
+            self.delete(key)
 
     def presign_get(self, key: str, expires_in: int) -> str:
         return f"https://storage.test/{key}?expires={expires_in}"

@@ -27,14 +27,19 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.clients import Clients
 from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.jobs import Job, JobStatus, Rendition, shard_key, sweep_key
 from chalicelib.ports import IdempotencyRecord
 from chalicelib.vocabulary import ErrorCode
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
+# The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
+# `sweep_at`. SWEEP_INDEX, keyed by the status alone, is the one it replaces: the sweeper
+# still asks it, during the rollout, for jobs written before sweep_key (docs/scale.md §6.1).
+SWEEP_SHARDED_INDEX = "sweep_sharded"
 SWEEP_INDEX = "sweep"
+SWEEP_INDEXES = (SWEEP_SHARDED_INDEX, SWEEP_INDEX)
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
@@ -66,6 +71,8 @@ class JobItem(Model):
     finished_at = UTCDateTimeAttribute(null=True)
     # The sweep index's sort key: when the sweeper should look at this job next.
     sweep_at = UTCDateTimeAttribute(null=True)
+    # The sweep index's partition key, sweep_key(status, job id): set with every status.
+    sweep_key = UnicodeAttribute(null=True)
     redrives = NumberAttribute(default=0)
     declared_type = UnicodeAttribute(null=True)
     declared_size = NumberAttribute(null=True)
@@ -99,13 +106,18 @@ def _meta(table: str, region: str, host: Optional[str], connection: Optional[dic
 def make_job_model(table: str, region: str, host: Optional[str],
                    connection: Optional[dict] = None) -> type[JobItem]:
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
-    index = type("SweepIndex", (GlobalSecondaryIndex,), {
-        "Meta": type("Meta", (), {"index_name": SWEEP_INDEX, "projection": AllProjection()}),
-        "status": UnicodeAttribute(hash_key=True),
-        "sweep_at": UTCDateTimeAttribute(range_key=True),
+    def index(name: str, hash_key: str):
+        return type("SweepIndex", (GlobalSecondaryIndex,), {
+            "Meta": type("Meta", (), {"index_name": name, "projection": AllProjection()}),
+            hash_key: UnicodeAttribute(hash_key=True),
+            "sweep_at": UTCDateTimeAttribute(range_key=True),
+        })()
+
+    return type("BoundJobItem", (JobItem,), {
+        "Meta": _meta(table, region, host, connection),
+        "sweep_sharded_index": index(SWEEP_SHARDED_INDEX, "sweep_key"),
+        "sweep_index": index(SWEEP_INDEX, "status"),
     })
-    return type("BoundJobItem", (JobItem,), {"Meta": _meta(table, region, host, connection),
-                                             "sweep_index": index()})
 
 
 def make_owner_model(table: str, region: str, host: Optional[str],
@@ -173,6 +185,7 @@ class DynamoJobStore:
         return self._model(
             JOB_PREFIX + job.job_id,
             status=job.status.value,
+            sweep_key=sweep_key(job.status, job.job_id),
             error_code=None if job.error_code is None else job.error_code.value,
             display=_rendition_attr(job.display),
             thumb=_rendition_attr(job.thumb),
@@ -276,10 +289,16 @@ class DynamoJobStore:
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
 
-    def due(self, status: JobStatus, now: datetime, limit: int) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
         m = self._model
         try:
-            items = m.sweep_index.query(status.value, m.sweep_at <= now, limit=limit)
+            if shard is None:
+                # The old index holds every job; only those without sweep_key are left to it.
+                # PynamoDB pages on until `limit` pass the filter, or the due ones run out.
+                items = m.sweep_index.query(status.value, m.sweep_at <= now,
+                                            filter_condition=m.sweep_key.does_not_exist(), limit=limit)
+            else:
+                items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
@@ -298,6 +317,7 @@ class DynamoJobStore:
         self._write(lambda: item.update(
             actions=[
                 m.status.set(JobStatus.PROCESSING.value),
+                m.sweep_key.set(sweep_key(JobStatus.PROCESSING, job_id)),
                 m.attempt.add(1),
                 m.lease_expires_at.set(lease_end),
                 m.sweep_at.set(lease_end),
@@ -327,6 +347,16 @@ class DynamoJobStore:
 
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
+
+    def delete_many(self, job_ids: list[str]) -> None:
+        def batch():
+            # BatchWriteItem, 25 deletes a call; PynamoDB sends what DynamoDB left unprocessed
+            # again, and raises once its retries are spent.
+            with self._model.batch_write() as writes:
+                for job_id in job_ids:
+                    writes.delete(self._model(JOB_PREFIX + job_id))
+
+        self._write(batch)
 
     def _held_by(self, attempt: int):
         m = self._model

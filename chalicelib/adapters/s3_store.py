@@ -62,6 +62,20 @@ class S3Store:
         except BotoCoreError as error:
             raise TransientError("storage unavailable") from error
 
+    def delete_many(self, keys: list[str]) -> None:
+        # DeleteObjects: up to 1,000 keys a call, each authorized as s3:DeleteObject; a
+        # missing key counts as deleted. Quiet: the answer lists only the failures.
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            try:
+                answer = self._client.delete_objects(Bucket=self._bucket, Delete={
+                    "Objects": [{"Key": key} for key in chunk], "Quiet": True})
+            except (BotoCoreError, ClientError) as error:
+                raise TransientError("storage unavailable") from error
+            failed = [e for e in answer.get("Errors", []) if e.get("Code") not in _MISSING]
+            if failed:
+                raise TransientError(f"storage refused {len(failed)} deletes, {failed[0].get('Code')} first")
+
     def presign_get(self, key: str, expires_in: int) -> str:
         return self._presign_client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in

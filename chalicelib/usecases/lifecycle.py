@@ -61,15 +61,20 @@ def delete_attempt_renditions(ctx: Context, job_id: str, attempt: int) -> None:
         ctx.objects.delete(key)
 
 
-def delete_renditions(ctx: Context, job: Job) -> None:
-    """Every attempt's renditions, and those the record names. Only once no attempt can
-    finish any more (the job is terminal): a live attempt would lose its own. Attempts are
-    numbered by their claims, so none is above `job.attempt`; one that started after this
-    read (the job was not terminal yet) is the orphan sweep's."""
+def rendition_keys(ctx: Context, job: Job) -> list[str]:
+    """Every attempt's renditions, and those the record names. Attempts are numbered by
+    their claims, so none is above `job.attempt`; one that started after this read (the job
+    was not terminal yet) is the orphan sweep's."""
     keys = {key for attempt in range(1, job.attempt + 1)
             for key in ctx.keys.renditions(job.job_id, attempt)}
     keys |= {r.key for r in (job.display, job.thumb) if r is not None}
-    for key in sorted(keys):
+    return sorted(keys)
+
+
+def delete_renditions(ctx: Context, job: Job) -> None:
+    """Only once no attempt can finish any more (the job is terminal): a live attempt would
+    lose its own."""
+    for key in rendition_keys(ctx, job):
         ctx.objects.delete(key)
 
 
@@ -84,6 +89,19 @@ def remove(ctx: Context, job: Job) -> None:
     # Gone, so no longer in the quota; not finished() again: it was counted and announced
     # when it became terminal.
     quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+
+
+def remove_many(ctx: Context, jobs: list[Job]) -> None:
+    """remove() for a batch, in the same order: every object (DeleteObjects), then the keys
+    (each conditional, as remove's), then the records (BatchWriteItem), then the slots."""
+    ctx.objects.delete_many([key for job in jobs
+                             for key in (job.original_key, *rendition_keys(ctx, job))])
+    for job in jobs:
+        if job.idempotency_scope:
+            ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
+    ctx.jobs.delete_many([job.job_id for job in jobs])
+    for job in jobs:
+        finished(ctx, job)
 
 
 def quietly(call: Callable, *args) -> None:

@@ -10,16 +10,19 @@ treats as one), never a job with no message at all.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import itertools
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from chalicelib import deadline
 from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.events import ObjectCreated
-from chalicelib.jobs import TERMINAL, Job, JobStatus
+from chalicelib.jobs import SWEEP_SHARDS, TERMINAL, Job, JobStatus
 from chalicelib.logs import get_logger
 from chalicelib.metrics import Dimension, Metric
 from chalicelib.usecases import lifecycle
@@ -33,38 +36,57 @@ log = get_logger("sweeper")
 _CALLS_PER_STEP = 4
 
 
+# What a sweep does with one batch of due jobs of one status: a count per outcome.
+ActOnBatch = Callable[[list[Job]], Counter]
+
+
 class Sweeper:
     def __init__(self, ctx: Context):
         self._ctx = ctx
+        # The shard the next run starts at: where the last one ran out of time. A new
+        # process starts where the clock's minute says, so that no shard always comes last
+        # (and a run's order follows from its inputs: the crash harness replays it).
+        self._start: Optional[int] = None
+        self._start_lock = threading.Lock()
 
-    def sweep(self, batch: int = 100, max_batches: int = 10) -> Counter:
-        """One pass over the jobs that are due, status by status."""
-        ctx = self._ctx
+    def sweep(self, batch: int = 100, max_batches: int = 100) -> Counter:
+        """One pass over the jobs that are due: every shard of the sweep index, each shard
+        status by status, the shards in a thread pool (docs/scale.md §6.1, §6.2).
+
+        At most max_batches batches of a status per shard; the time budget binds first:
+        takes no new shard, nor a shard's next batch, once the run's budget is spent:
+        what is left stays due, and the next run starts at the first shard this one left.
+        Two runs at once act once per job: every action is a conditional write."""
+        ctx, s = self._ctx, self._ctx.settings
         report: Counter = Counter()
         now = ctx.clock()
         drained = _Drained(ctx, now)
-        for status, act in (
-            (JobStatus.PROCESSING, lambda j: self._processing(j, now, drained)),
-            (JobStatus.QUEUED, lambda j: self._queued(j, now, drained)),
-            (JobStatus.AWAITING_UPLOAD, lambda j: self._awaiting(j, now, drained)),
-            *((t, lambda j: self._expired(j, now)) for t in TERMINAL),
-        ):
-            for _ in range(max_batches):
-                jobs = ctx.jobs.due(status, now, batch)
-                for job in jobs:
-                    if not deadline.has_time_for(_CALLS_PER_STEP):
-                        report["out_of_time"] += 1  # the next run goes on from here
-                        return self._done(report)
-                    try:
-                        report[act(job)] += 1
-                    except TransientError:
-                        log.exception("sweep_step_failed", job_id=job.job_id)
-                        report["errors"] += 1
-                if len(jobs) < batch:
-                    break
-        return self._done(report)
-
-    def _done(self, report: Counter) -> Counter:
+        acts = (
+            (JobStatus.PROCESSING, self._each(lambda j: self._processing(j, now, drained))),
+            (JobStatus.QUEUED, self._each(lambda j: self._queued(j, now, drained))),
+            (JobStatus.AWAITING_UPLOAD, self._each(lambda j: self._awaiting(j, now, drained))),
+            *((t, lambda jobs: self._expired(jobs, now)) for t in TERMINAL),
+        )
+        stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
+        with self._start_lock:
+            start = self._start if self._start is not None else int(now.timestamp() // 60) % SWEEP_SHARDS
+        order: list[Optional[int]] = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
+        if s.sweep_legacy_index:
+            order.insert(0, None)  # jobs written before sweep_key, from the old index
+        # Each shard runs in a copy of this invocation's context, so that its time budget
+        # (chalicelib/deadline.py) binds the pool's threads and their SDK calls too.
+        contexts = [contextvars.copy_context() for _ in order]
+        with ThreadPoolExecutor(max_workers=s.sweep_threads, thread_name_prefix="sweep") as pool:
+            parts = list(pool.map(
+                lambda shard, context: context.run(self._sweep_shard, shard, acts, now, stop_at,
+                                                   batch, max_batches),
+                order, contexts))
+        for part in parts:
+            report.update(part)
+        left = [shard for shard, part in zip(order, parts) if part["shards_left"] and shard is not None]
+        if left:
+            with self._start_lock:
+                self._start = left[0]
         report.pop("skipped", None)
         if report:
             log.info("sweep_done", **report)
@@ -80,6 +102,48 @@ class Sweeper:
                 self._ctx.metrics.emit({metric: gauge.depth()}, {Dimension.QUEUE: queue})
             except TransientError:
                 log.warning("queue_depth_unavailable", queue=queue.value)
+
+    def _sweep_shard(self, shard: Optional[int], acts: Sequence[tuple[JobStatus, ActOnBatch]], now: datetime,
+                     stop_at: datetime, batch: int, max_batches: int) -> Counter:
+        """One shard, status by status, in batches; stops at the run's time budget."""
+        ctx = self._ctx
+        report: Counter = Counter()
+        try:
+            for status, act in acts:
+                for _ in range(max_batches):
+                    if ctx.clock() >= stop_at or not deadline.has_time_for(_CALLS_PER_STEP):
+                        report["shards_left"] = 1  # the next run starts here
+                        return report
+                    jobs = ctx.jobs.due(status, now, batch, shard=shard)
+                    try:
+                        report.update(act(jobs))
+                    except _OutOfTime as stopped:
+                        report.update(stopped.report)
+                        report["shards_left"] = 1
+                        return report
+                    if len(jobs) < batch:
+                        break
+        except TransientError:  # the table, for this shard's query: the others go on
+            log.exception("sweep_shard_failed", shard=shard)
+            report["errors"] += 1
+        return report
+
+    @staticmethod
+    def _each(act: Callable[[Job], str]) -> ActOnBatch:
+        """One job after another; a job whose step fails is counted and the next one taken."""
+        def on_batch(jobs: list[Job]) -> Counter:
+            report: Counter = Counter()
+            for job in jobs:
+                if not deadline.has_time_for(_CALLS_PER_STEP):
+                    raise _OutOfTime(report)
+                try:
+                    report[act(job)] += 1
+                except TransientError:
+                    log.exception("sweep_step_failed", job_id=job.job_id)
+                    report["errors"] += 1
+            return report
+
+        return on_batch
 
     def sweep_orphans(self) -> Counter:
         """Objects no job needs, older than the grace period: those whose job is gone
@@ -162,11 +226,19 @@ class Sweeper:
         log.info("upload_found", job_id=job.job_id, redriven=queued.redrives > job.redrives)
         return "upload_found"
 
-    def _expired(self, job: Job, now: datetime) -> str:
-        if not job.is_expired(now):
-            return "skipped"
-        lifecycle.remove(self._ctx, job)
-        return "expired_deleted"
+    def _expired(self, jobs: list[Job], now: datetime) -> Counter:
+        """A batch at once (docs/scale.md 6.2): one DeleteObjects for all their objects, the
+        records in BatchWriteItems, objects first and records last as remove() does, so a
+        failure half-way leaves records that the next run finishes."""
+        expired = [job for job in jobs if job.is_expired(now)]
+        if not expired:
+            return Counter()
+        try:
+            lifecycle.remove_many(self._ctx, expired)
+        except TransientError:
+            log.exception("sweep_step_failed", job_ids=len(expired))
+            return Counter(errors=1)
+        return Counter(expired_deleted=len(expired))
 
     # -- steps -----------------------------------------------------------------------------
     def _fail(self, job: Job, code: ErrorCode, outcome: str) -> str:
@@ -208,21 +280,32 @@ class Sweeper:
         ctx.publisher.publish_object_created(ObjectCreated(ctx.settings.bucket, job.original_key, 0))
 
 
+class _OutOfTime(Exception):
+    """The invocation has no time for another job's step: what this batch did so far."""
+
+    def __init__(self, report: Counter):
+        super().__init__()
+        self.report = report
+
+
 class _Drained:
-    """The queue's state, read at most once per sweep and only when a job needs it."""
+    """The queue's state, read at most once per sweep (by whichever shard's thread first
+    needs it) and only when a job needs it."""
 
     def __init__(self, ctx: Context, now: datetime):
         self._ctx = ctx
         self._now = now
         self._read = False
         self._before: Optional[datetime] = None
+        self._lock = threading.Lock()
 
     def lost(self, sent_by: datetime) -> bool:
         """Whether a message sent by `sent_by` (at the latest) has certainly left the queue."""
-        if not self._read:
-            gauge = self._ctx.backlog
-            self._before = gauge.drained_before(self._now) if gauge is not None else None
-            self._read = True
+        with self._lock:
+            if not self._read:
+                gauge = self._ctx.backlog
+                self._before = gauge.drained_before(self._now) if gauge is not None else None
+                self._read = True
         if self._before is None:
             return False
         # Storage may deliver late, and the queue's counts lag: allow for both.

@@ -156,7 +156,8 @@ class RecordingJobStore(FakeJobStore):
 
 
 def default_settings() -> Settings:
-    return Settings(bucket="images")
+    # One sweeper thread: the harness names a crash point by its place in the call order.
+    return Settings(bucket="images", sweep_threads=1)
 
 
 class World:
@@ -562,9 +563,17 @@ def calls_of(scenario: Scenario, world_factory=World) -> list[str]:
 
 def points_of(scenario: Scenario, world_factory=World, hows=HOWS) -> list[Point]:
     calls = calls_of(scenario, world_factory)
-    points = [Point(i, call, when, how) for i, call in enumerate(calls) for when in WHENS for how in hows]
+    points = [Point(i, call, when, how) for i, call in enumerate(calls) if not _inner_read(calls, i)
+              for when in WHENS for how in hows]
     points += [Point(i, call, "after", "retried") for i, call in enumerate(calls) if call in CONDITIONAL_WRITES]
     return points
+
+
+def _inner_read(calls: list[str], i: int) -> bool:
+    """A sweep queries every shard of every status (390 queries). A crash anywhere inside a
+    run of such reads leaves the same state as at its first or last one, so only those two
+    are crash points."""
+    return 0 < i < len(calls) - 1 and calls[i - 1] == calls[i] == calls[i + 1] == "jobs.due"
 
 
 def run_point(scenario: Scenario, point: Optional[Point], world_factory=World) -> Outcome:

@@ -105,3 +105,13 @@ def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
     assert functions[WORKER_FUNCTION]["lambda_memory_size"] == cap.WORKER_MEMORY_MB
     assert functions["sweep"]["lambda_timeout"] == cap.SWEEP_TIMEOUT_S
     assert functions["sweep_orphans"]["lambda_timeout"] == cap.ORPHAN_SCAN_TIMEOUT_S
+
+
+def test_the_code_shards_and_sweeps_as_the_model_says():
+    from chalicelib.jobs import SWEEP_SHARDS
+
+    assert SWEEP_SHARDS == cap.sweep_shards() == cap.SWEEP_SHARDS
+    settings = Settings()
+    assert (settings.sweep_threads, settings.sweep_budget_seconds) == (cap.SWEEP_THREADS, cap.SWEEP_BUDGET_S)
+    # A batch started just before the budget ends must still fit in the function's timeout.
+    assert cap.SWEEP_BUDGET_S + cap.SWEEP_BATCH * cap.removal_seconds() < cap.SWEEP_TIMEOUT_S

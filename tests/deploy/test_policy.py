@@ -28,7 +28,7 @@ from chalice.app import SQSEventConfig
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.errors import ConditionFailed, KeyTaken
 from chalicelib.ports import IdempotencyRecord, Webhook
 from infra.stage_config import stage_policy
@@ -53,6 +53,7 @@ IAM_ACTION = {
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:HeadObject": "s3:GetObject",
     "s3:HeadBucket": "s3:ListBucket",
+    "s3:DeleteObjects": "s3:DeleteObject",  # S3 authorizes each key of the batch
 }
 # A transaction is authorized item by item, as the single-item action.
 TRANSACTION_ITEM_ACTION = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -208,7 +209,8 @@ def exercise(store: DynamoJobStore) -> set[str]:
         call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW, 20)
     call("get_idempotency", key.scope)
     call("get", "j1")
-    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10)
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=None)  # the old index
     lease = timedelta(seconds=120)
     claimed = call("claim", "j1", NOW, lease, 3)
     call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))
@@ -224,6 +226,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("release_idempotency", key.scope, "j2")
     call("release_slot", "alice", "j1")
     call("delete", "j1")
+    call("delete_many", ["j2", "j3"])  # BatchWriteItem
     return called
 
 
@@ -238,7 +241,10 @@ def dynamodb_permissions(calls, test_table: str, table_arn: str) -> set[tuple[st
 
     for service, operation, params in calls:
         assert service == "dynamodb", f"the job store called {service}.{operation}"
-        if operation in ("TransactWriteItems", "TransactGetItems"):
+        if operation in ("BatchWriteItem", "BatchGetItem"):  # authorized per table named
+            for table in params["RequestItems"]:
+                needed.add((f"dynamodb:{operation}", on({"TableName": table})))
+        elif operation in ("TransactWriteItems", "TransactGetItems"):
             for item in params["TransactItems"]:
                 ((kind, body),) = item.items()
                 needed.add((f"dynamodb:{TRANSACTION_ITEM_ACTION[kind]}", on(body)))

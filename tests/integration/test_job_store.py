@@ -10,7 +10,7 @@ import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.errors import ConditionFailed
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
 from chalicelib.vocabulary import ErrorCode
 from tests.fakes import FakeJobStore
 
@@ -181,6 +181,19 @@ def test_move_names_the_status_it_leaves(store):
     assert store.get(job.job_id).status is JobStatus.CANCELLED
 
 
+def test_delete_many_removes_each_job_and_ignores_missing_ones(store):
+    import uuid
+
+    jobs = [new_job(str(uuid.uuid4())) for _ in range(30)]  # more than one BatchWriteItem
+    for job in jobs:
+        store.create(job, QUOTA)
+    kept = new_job()
+    store.create(kept, QUOTA)
+    store.delete_many([j.job_id for j in jobs] + ["00000000-0000-4000-8000-000000000000"])
+    assert all(store.get(j.job_id) is None for j in jobs)
+    assert store.get(kept.job_id) == kept
+
+
 def test_delete_is_idempotent(store):
     job = new_job()
     store.create(job, QUOTA)
@@ -255,11 +268,102 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
 def test_due_lists_jobs_whose_sweep_time_has_come(store):
     job = dataclasses.replace(new_job(), sweep_at=NOW + timedelta(minutes=10))
     store.create(job, QUOTA)
-    assert store.due(JobStatus.QUEUED, NOW, 10) == []
-    assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10) == [job]
-    assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10) == []
+    shard = sweep_shard(job.job_id)
+    assert store.due(JobStatus.QUEUED, NOW, 10, shard=shard) == []
+    assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10, shard=shard) == [job]
+    assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10, shard=shard) == []
     claimed = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
-    assert store.due(JobStatus.PROCESSING, NOW + timedelta(seconds=120), 10) == [claimed]
+    assert store.due(JobStatus.PROCESSING, NOW + timedelta(seconds=120), 10, shard=shard) == [claimed]
+
+
+FAR = NOW + timedelta(days=30)  # every job written here is due by then
+
+
+def indexed_as(store, job_id) -> list[JobStatus]:
+    """The statuses under which the sweep index finds the job, in its own shard."""
+    return [status for status in JobStatus
+            if job_id in {j.job_id for j in store.due(status, FAR, 100, shard=sweep_shard(job_id))}]
+
+
+def test_every_write_that_sets_the_status_moves_the_job_to_that_statuss_shard(store):
+    job = dataclasses.replace(new_job(), sweep_at=NOW)
+    store.create(job, QUOTA)
+    assert indexed_as(store, job.job_id) == [JobStatus.QUEUED]
+    claimed = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)  # an UpdateItem
+    assert indexed_as(store, job.job_id) == [JobStatus.PROCESSING]
+    store.release_lease(job.job_id, claimed.attempt, NOW + timedelta(seconds=1))
+    assert indexed_as(store, job.job_id) == [JobStatus.PROCESSING]
+    claimed = store.claim(job.job_id, NOW + timedelta(seconds=2), timedelta(seconds=120), 3)
+    ready = claimed.ready(NOW + timedelta(seconds=3), Rendition("r/d.jpg", 1280, 960),
+                          Rendition("r/t.jpg", 256, 256), WEEK)
+    store.finish_attempt(ready, claimed.attempt)
+    assert indexed_as(store, job.job_id) == [JobStatus.READY]
+
+    keyed = dataclasses.replace(new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"), sweep_at=NOW,
+                                status=JobStatus.AWAITING_UPLOAD)
+    store.create_with_key(keyed, record(keyed.job_id), NOW, QUOTA)
+    assert indexed_as(store, keyed.job_id) == [JobStatus.AWAITING_UPLOAD]
+    queued = keyed.queued(NOW, timedelta(minutes=10))
+    store.move(queued, JobStatus.AWAITING_UPLOAD)
+    assert indexed_as(store, keyed.job_id) == [JobStatus.QUEUED]
+    redriven = queued.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
+    store.update_if_unchanged(redriven, seen=queued)
+    assert indexed_as(store, keyed.job_id) == [JobStatus.QUEUED]
+    store.update_if_unchanged(redriven.failed(NOW + timedelta(minutes=2), ErrorCode.PROCESSING_FAILED, WEEK),
+                              seen=redriven)
+    assert indexed_as(store, keyed.job_id) == [JobStatus.FAILED]
+    store.delete(keyed.job_id)
+    assert indexed_as(store, keyed.job_id) == []
+
+
+def test_due_finds_jobs_across_every_shard_each_in_its_own_only(store):
+    import uuid
+
+    jobs = [dataclasses.replace(new_job(str(uuid.uuid4())), sweep_at=NOW) for _ in range(40)]
+    for job in jobs:
+        store.create(job, QUOTA)
+    found = {shard: {j.job_id for j in store.due(JobStatus.QUEUED, NOW, 100, shard=shard)}
+             for shard in range(SWEEP_SHARDS)}
+    assert {job_id: shard for shard, ids in found.items() for job_id in ids} == {
+        j.job_id: sweep_shard(j.job_id) for j in jobs}
+    assert len({sweep_shard(j.job_id) for j in jobs}) > 20  # they did spread
+    assert store.due(JobStatus.QUEUED, NOW, 100, shard=None) == []  # nothing left to the old index
+
+
+def test_the_table_item_carries_its_sweep_key(stack):
+    settings, _, clients = stack
+    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    job = dataclasses.replace(new_job(), sweep_at=NOW)
+
+    def stored_key():
+        item = clients["dynamodb"].get_item(TableName=settings.table, Key={"pk": {"S": f"job#{job.job_id}"}},
+                                            ConsistentRead=True)["Item"]
+        return item["sweep_key"]["S"], item["status"]["S"]
+
+    store.create(job, QUOTA)
+    assert stored_key() == (sweep_key(JobStatus.QUEUED, job.job_id), "queued")
+    assert stored_key()[0] == f"queued#{sweep_shard(job.job_id):02d}"
+    store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
+    assert stored_key() == (sweep_key(JobStatus.PROCESSING, job.job_id), "processing")
+
+
+def test_the_old_index_still_finds_a_job_written_before_sweep_key(stack):
+    """Rollout (docs/scale.md 6.1): items written by the previous code have no sweep_key."""
+    settings, _, clients = stack
+    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    old, new = (dataclasses.replace(new_job(i), sweep_at=NOW) for i in
+                ("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", "6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"))
+    store.create(old, QUOTA)
+    store.create(new, QUOTA)
+    clients["dynamodb"].update_item(TableName=settings.table, Key={"pk": {"S": f"job#{old.job_id}"}},
+                                    UpdateExpression="REMOVE sweep_key")
+    assert store.due(JobStatus.QUEUED, NOW, 100, shard=None) == [old]
+    assert store.due(JobStatus.QUEUED, NOW, 100, shard=sweep_shard(old.job_id)) == (
+        [new] if sweep_shard(new.job_id) == sweep_shard(old.job_id) else [])
+    # Its next status change writes the key: from then on the sharded index has it.
+    store.claim(old.job_id, NOW, timedelta(seconds=120), 3)
+    assert store.due(JobStatus.PROCESSING, FAR, 100, shard=None) == []
+    assert [j.job_id for j in store.due(JobStatus.PROCESSING, FAR, 100, shard=sweep_shard(old.job_id))] == [old.job_id]
 
 
 def test_a_write_naming_an_old_updated_at_loses(store):

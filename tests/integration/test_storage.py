@@ -33,6 +33,19 @@ def test_put_get_delete_round_trip(store):
         store.get("originals/a", 100)
 
 
+def test_delete_many_removes_every_key_in_batches_and_ignores_missing_ones(store):
+    keys = [f"renditions/j{n:04d}/display.jpg" for n in range(1005)]  # two DeleteObjects calls
+    for key in keys[:3] + keys[-3:]:
+        store.put(key, b"x", "image/jpeg")
+    store.put("originals/kept", b"x", "image/jpeg")
+    store.delete_many(keys)
+    store.delete_many(keys)  # all missing now: still fine
+    for key in keys[:3] + keys[-3:]:
+        with pytest.raises(KeyError):
+            store.get(key, 100)
+    assert store.get("originals/kept", 100) == b"x"
+
+
 def test_get_refuses_objects_over_the_limit_without_reading_them(store):
     store.put("originals/big", b"x" * 1000, "image/jpeg")
     with pytest.raises(FileTooLarge):

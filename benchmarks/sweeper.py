@@ -1,0 +1,148 @@
+"""How fast the sweeper removes expired jobs, on moto's server: one job at a time as it did
+before (one DELETE per object, one DeleteItem per job, one thread), and as it does now
+(every shard of the sharded index, a batch at once: DeleteObjects, BatchWriteItem), with one
+thread and with the pool (SWEEP_THREADS).
+
+    python benchmarks/sweeper.py [--jobs 1000] [--threads 16] [--endpoint URL] [--json]
+
+Each variant gets its own table, bucket and `--jobs` expired jobs (three small objects
+each, as a ready job has), then one timed sweep run. Without --endpoint it starts its own
+moto server on a free port. moto is one Python process serving every call on this
+machine's cores, so the pool's gain here is bounded by moto's own CPU; against AWS each
+call waits on the network, which is what the pool overlaps (infra/capacity.py models that:
+removal_seconds, sweeper_jobs_per_second).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+for _name, _value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
+    os.environ[_name] = _value  # moto takes any credentials; never reach a real account
+os.environ.pop("AWS_PROFILE", None)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _world(endpoint: str, threads: int):
+    from chalicelib.bootstrap import build_use_cases
+    from chalicelib.config import Settings
+    from local.provision import provision
+    from local.services import aws_client
+
+    suffix = uuid.uuid4().hex[:8]
+    settings = Settings(endpoint_url=endpoint, bucket=f"sweep-{suffix}", table=f"sweep-{suffix}",
+                        queue_name=f"sweep-{suffix}", sweep_threads=threads, sweep_budget_seconds=3600)
+    clients = {n: aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb")}
+    provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
+    return build_use_cases(settings), clients["s3"]
+
+
+def _fill(svc, s3, jobs: int) -> None:
+    """`jobs` ready jobs past their retention, each with its original and two renditions."""
+    from chalicelib.errors import ConditionFailed
+    from chalicelib.jobs import Job, JobStatus
+
+    ctx = svc.ctx
+    now = ctx.clock()
+    past = now - timedelta(days=8)
+    for n in range(jobs):
+        job_id = str(uuid.uuid4())
+        job = Job(job_id=job_id, owner=f"owner-{n % 50}", status=JobStatus.READY, created_at=past,
+                  updated_at=past, expires_at=past + timedelta(days=7), original_key=ctx.keys.original(job_id),
+                  finished_at=past, sweep_at=past + timedelta(days=7))
+        try:
+            ctx.jobs.create(job, 1_000_000)
+        except ConditionFailed:  # the SDK's retry of a create that had landed (a slow moto)
+            assert ctx.jobs.get(job_id) is not None
+        for key in (job.original_key, *ctx.keys.renditions(job_id)):
+            s3.put_object(Bucket=ctx.settings.bucket, Key=key, Body=b"x")
+
+
+def _one_at_a_time(sweeper) -> None:
+    """The removal as it was: lifecycle.remove per job (3 DeleteObject, 1 DeleteItem)."""
+    from collections import Counter
+
+    from chalicelib.usecases import lifecycle
+
+    def expired(jobs, now):
+        report = Counter()
+        for job in jobs:
+            if job.is_expired(now):
+                lifecycle.remove(sweeper._ctx, job)
+                report["expired_deleted"] += 1
+        return report
+
+    sweeper._expired = expired
+
+
+def run(endpoint: str, jobs: int, threads: int) -> dict:
+    results = {}
+    for name, pool, batched in (("one at a time, 1 thread (before)", 1, False),
+                                ("batched, 1 thread", 1, True),
+                                (f"batched, {threads} threads", threads, True)):
+        svc, s3 = _world(endpoint, pool)
+        sweeper = svc.sweeper
+        started = time.perf_counter()
+        assert sweeper.sweep() == {}
+        idle = time.perf_counter() - started  # the run's queries alone: every shard, nothing due
+        _fill(svc, s3, jobs)
+        if not batched:
+            _one_at_a_time(sweeper)
+        started = time.perf_counter()
+        report = sweeper.sweep(max_batches=10_000)
+        seconds = time.perf_counter() - started
+        left = s3.list_objects_v2(Bucket=svc.ctx.settings.bucket).get("KeyCount", 0)
+        assert report.get("expired_deleted") == jobs and left == 0, (report, left)
+        results[name] = {"jobs": jobs, "seconds": round(seconds, 2), "jobs_per_second": round(jobs / seconds, 1),
+                         "idle_run_seconds": round(idle, 2)}
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--endpoint")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    moto = None
+    endpoint = args.endpoint
+    if endpoint is None:
+        from local.services import start_moto
+
+        port = _free_port()
+        moto = start_moto("127.0.0.1", port)
+        endpoint = f"http://127.0.0.1:{port}"
+    try:
+        results = run(endpoint, args.jobs, args.threads)
+    finally:
+        if moto is not None:
+            from local.services import stop
+
+            stop(moto)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(f"expired jobs removed by one sweep run on moto ({args.jobs} jobs, every shard of the index):")
+        for name, r in results.items():
+            print(f"  {name:<36} {r['seconds']:>7.2f} s  {r['jobs_per_second']:>8.1f} jobs/s"
+                  f"   (a run with nothing due: {r['idle_run_seconds']:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
