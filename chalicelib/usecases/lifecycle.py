@@ -100,8 +100,8 @@ def remove_many(ctx: Context, jobs: list[Job]) -> None:
         if job.idempotency_scope:
             ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete_many([job.job_id for job in jobs])
-    for job in jobs:
-        finished(ctx, job)
+    for job in jobs:  # as remove(): not finished() again
+        quietly(ctx.jobs.release_slot, job.owner, job.job_id)
 
 
 def quietly(call: Callable, *args) -> None:

@@ -125,9 +125,11 @@ def test_the_limits_fit_every_function_of_the_stages():
 
 
 def _job_ids(svc):
-    from chalicelib.jobs import TERMINAL
+    from chalicelib.jobs import SWEEP_SHARDS, TERMINAL
 
     ids = set()
     for status in (JobStatus.QUEUED, *TERMINAL):
-        ids |= {j.job_id for j in svc.ctx.jobs.due(status, svc.ctx.clock() + svc.ctx.retention * 2, 10)}
+        for shard in range(SWEEP_SHARDS):
+            ids |= {j.job_id for j in svc.ctx.jobs.due(status, svc.ctx.clock() + svc.ctx.retention * 2, 10,
+                                                        shard=shard)}
     return ids

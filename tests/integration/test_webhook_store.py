@@ -7,7 +7,7 @@ import pytest
 
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.errors import ConditionFailed
-from chalicelib.jobs import JobStatus
+from chalicelib.jobs import SWEEP_SHARDS, JobStatus
 from chalicelib.ports import Webhook
 from tests.fakes import FakeWebhookStore
 
@@ -72,4 +72,5 @@ def test_webhook_items_stay_out_of_the_sweepers_index(stack):
     DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url).create_webhook(HOOK)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
     far = NOW + timedelta(days=3650)
-    assert all(jobs.due(status, far, 10) == [] for status in JobStatus)
+    assert all(jobs.due(status, far, 10, shard=shard) == []
+               for status in JobStatus for shard in (None, *range(SWEEP_SHARDS)))
