@@ -252,9 +252,10 @@ def measure(root: Path, image: Path, rounds: int, cold: int) -> dict:
         load_before = stack.load_average()
         result = stack.run_child(SCRIPT, root, [
             "driver", runner.api_url, runner.aws_url, token, str(image), str(rounds),
-            str(api_pid), str(aws_pid)], {})
+            str(api_pid), str(aws_pid)], {"LOCAL_RUNNER": "1"})  # the public HS256 secret is its own
         colds = {mode: [stack.run_child(SCRIPT, root, ["cold", runner.aws_url, token, result["job_id"], "bench"],
-                                        {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL})
+                                        {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL,
+                                         "LOCAL_RUNNER": "1" if mode == "jwt" else ""})
                         for _ in range(cold)]
                  for mode in COLD_MODES}
         python_start = interpreter_start(root)
