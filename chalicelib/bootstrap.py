@@ -6,6 +6,7 @@ from typing import Optional
 from chalicelib.adapters import sdk_limits
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_queue import SqsQueue
 from chalicelib.clients import Clients
@@ -34,8 +35,8 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits):
     if settings.queue_backend != "sqs":
         raise ValueError(f"QUEUE_BACKEND must be sqs or amqp, got {settings.queue_backend!r}")
     config = sdk_limits.client_config(limits)
-    # Made now: it is small once the session is loaded, and every upload and sweep needs it.
-    sqs = sdk_limits.guard(clients.create("sqs", settings.endpoint_url, config), limits)
+    # Made on first use, like the others: uploads and sweeps need it, a GET does not.
+    sqs = clients.lazy("sqs", settings.endpoint_url, config, prepare=lambda c: sdk_limits.guard(c, limits))
     # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.
     metrics = clients.lazy("cloudwatch", settings.endpoint_url, config,
                            prepare=lambda c: sdk_limits.guard(c, limits))
@@ -53,7 +54,10 @@ def build_use_cases(settings: Settings) -> UseCases:
     storage_url, presign_url = settings.storage_endpoint_url, settings.presign_endpoint_url
     storage = _s3_client(clients, limits, storage_url)
     presign = storage if presign_url == storage_url else _s3_client(clients, limits, presign_url)
-    objects = S3Store(storage, settings.bucket, presign_client=presign)
+    # A ready job's URLs are signed without the S3 client, which a GET then never makes.
+    get_presigner = GetPresigner(lambda: clients.session.get_credentials(), settings.region, presign_url,
+                                 client=presign)
+    objects = S3Store(storage, settings.bucket, presign_client=presign, get_presigner=get_presigner)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
                           connection=sdk_limits.pynamodb_connection(limits),
                           prepare_client=lambda c: sdk_limits.guard(c, limits))
