@@ -35,7 +35,7 @@ from chalicelib.usecases.context import Context
 from tests.fakes import FakeJobStore, FakeObjectStore
 
 WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging", "structlog", "jwt",
-         "cryptography", "multipart")
+         "cryptography", "multipart", "chalicelib.budget", "chalicelib.events", "chalicelib.sandbox")
 seen = {"after import": [m for m in WATCH if m in sys.modules]}
 jobs = FakeJobStore()
 ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
