@@ -5,7 +5,6 @@ Messages both ways are pickles with an 8-byte length in front. A request is
 """
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import resource
@@ -42,8 +41,10 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
                 break
             fn, args, cpu_seconds = pickle.loads(request)
             # RLIMIT_CPU counts the child's whole life: the soft limit is moved to what it
-            # has used so far plus this call's budget. SIGXCPU at the soft limit kills it.
-            soft = min(hard, math.ceil(cpu_used() + cpu_seconds))
+            # has used so far plus this call's budget, to the nearest whole second (the
+            # limit's unit), so a call gets its budget within half a second either way.
+            # SIGXCPU at the soft limit kills it.
+            soft = min(hard, max(1, round(cpu_used() + cpu_seconds)))
             resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
             try:
                 reply = (True, fn(*args))

@@ -79,8 +79,12 @@ def test_one_child_serves_call_after_call():
 
 
 def test_the_cpu_limit_is_per_call_though_the_kernel_counts_a_life():
-    children = {run_limited(burn, 0.6, cpu_seconds=1, wall_seconds=30) for _ in range(3)}
-    assert len(children) == 1  # 1.8 s in one child, and no call over its 1 s
+    children = {run_limited(burn, 0.4, cpu_seconds=1, wall_seconds=30) for _ in range(3)}
+    assert len(children) == 1  # 1.2 s in one child, and no call over its 1 s (give or take 0.5)
+    started = time.monotonic()
+    with pytest.raises(ImageTooComplex):  # and the same child still stops a hog at its budget
+        run_limited(spin, cpu_seconds=1, wall_seconds=30)
+    assert time.monotonic() - started < 15
 
 
 def test_a_child_stopped_by_its_limit_or_the_wall_clock_is_replaced():
