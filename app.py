@@ -15,7 +15,6 @@ from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Respon
 from chalicelib import access, auth, correlation, deadline, problems, request_body, views
 from chalicelib.config import Settings
 from chalicelib.errors import DomainError, PoisonMessage, TransientError
-from chalicelib.events import parse_message
 from chalicelib.logs import get_logger
 from chalicelib.metrics import EmfMetrics
 from chalicelib.vocabulary import ErrorCode
@@ -228,6 +227,8 @@ def handle_message(body, lambda_context=None) -> None:
     message no retry can fix, TransientError (or anything else) when the message should come
     back later.
     """
+    from chalicelib.events import parse_message  # the worker's, not the API's
+
     with _invocation(lambda_context, settings.worker_timeout_seconds) as budget:
         ends_at = time.monotonic() + budget.remaining()
         for item in parse_message(body):

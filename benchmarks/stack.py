@@ -34,14 +34,28 @@ def free_port() -> int:
 def cpu_seconds(pid: int, children: bool = False) -> float:
     """User + system CPU of every thread of the process so far, from /proc/<pid>/stat
     (fields 14 and 15, in clock ticks; the name field may hold spaces, so split after it).
-    With `children`, also that of the children it has waited for (fields 16 and 17): the
-    worker's forked decode children."""
+    With `children`, also that of its forked decode children: those it has waited for
+    (fields 16 and 17) and those still alive (the sandbox reuses them), told from the
+    services it started by running the same command line."""
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])
     if children:
         ticks += int(fields[13]) + int(fields[14])
-    return ticks / TICKS_PER_SECOND
+    seconds = ticks / TICKS_PER_SECOND
+    return seconds + sum(map(cpu_seconds, _forks(pid))) if children else seconds
+
+
+def _forks(pid: int) -> list[int]:
+    own = cmdline(pid)
+    found = []
+    for child in children(pid):
+        try:
+            if cmdline(child) == own:
+                found.append(child)
+        except FileNotFoundError:  # reaped meanwhile: in the parent's fields 16 and 17
+            pass
+    return found
 
 
 def children(pid: int) -> list[int]:

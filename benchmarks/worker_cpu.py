@@ -14,8 +14,8 @@ For each checkout (`--root`, repeatable; default this one):
    imaging.make_renditions note each call with the calling thread's CPU time
    (time.thread_time). After two warm-up jobs, --jobs uploads go through the API on one
    kept-alive connection and the benchmark waits for as many `job_ready` lines.
-   Process CPU is user + system time of every thread of each process and of the children it
-   reaped (the worker decodes in a forked child: its CPU counts as the worker's), read from
+   Process CPU is user + system time of every thread of each process and of its forked
+   children, reaped or alive (the worker decodes in a child: its CPU counts as the worker's), read from
    /proc/<pid>/stat before and after the batch and divided by the jobs: the runner (which is
    the worker), `chalice local` (the API) and moto's server (the emulator).
    The ratio is worker CPU per job over the CPU make_renditions took inside the worker for
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import sys
@@ -101,6 +102,8 @@ def instrumented_runner(calls_path: str) -> None:
     lock = threading.Lock()
 
     def noting(service_of, op_of, call):
+        # wraps: the sandbox pickles the function by its name, and finds this one under it.
+        @functools.wraps(call)
         def noted(*args, **kwargs):
             cpu, wall = time.thread_time(), time.perf_counter()
             try:

@@ -8,6 +8,7 @@ from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
+from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_depth import SqsDepth
 from chalicelib.adapters.sqs_queue import SqsQueue
@@ -28,7 +29,7 @@ def _s3_client(clients: Clients, limits: SdkLimits, endpoint_url: Optional[str])
     return clients.lazy("s3", endpoint_url, config, prepare=lambda c: sdk_limits.guard(c, limits))
 
 
-def _queue(settings: Settings, clients: Clients, limits: SdkLimits):
+def _queue(settings: Settings, clients: Clients, limits: SdkLimits, sqs):
     """The events queue: what re-drives publish to and whose depth sheds uploads."""
     if settings.queue_backend == "amqp":
         from chalicelib.adapters.amqp import AmqpBacklog, AmqpChannel, AmqpPublisher, Topology
@@ -38,11 +39,8 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits):
         return AmqpPublisher(channel, topology), AmqpBacklog(channel, topology)
     if settings.queue_backend != "sqs":
         raise ValueError(f"QUEUE_BACKEND must be sqs or amqp, got {settings.queue_backend!r}")
-    config = sdk_limits.client_config(limits)
-    # Made now: it is small once the session is loaded, and every upload and sweep needs it.
-    sqs = sdk_limits.guard(clients.create("sqs", settings.endpoint_url, config), limits)
     # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.
-    metrics = clients.lazy("cloudwatch", settings.endpoint_url, config,
+    metrics = clients.lazy("cloudwatch", settings.endpoint_url, sdk_limits.client_config(limits),
                            prepare=lambda c: sdk_limits.guard(c, limits))
     queue = SqsQueue(sqs, settings.queue_name, QueueAgeMetric(metrics, settings.queue_name))
     return queue, queue
@@ -58,15 +56,18 @@ def build_use_cases(settings: Settings) -> UseCases:
     storage_url, presign_url = settings.storage_endpoint_url, settings.presign_endpoint_url
     storage = _s3_client(clients, limits, storage_url)
     presign = storage if presign_url == storage_url else _s3_client(clients, limits, presign_url)
-    objects = S3Store(storage, settings.bucket, presign_client=presign)
+    # A ready job's URLs are signed without the S3 client, which a GET then never makes.
+    get_presigner = GetPresigner(lambda: clients.session.get_credentials(), settings.region, presign_url,
+                                 client=presign)
+    objects = S3Store(storage, settings.bucket, presign_client=presign, get_presigner=get_presigner)
     guard = lambda client: sdk_limits.guard(client, limits)  # noqa: E731
     pynamodb = sdk_limits.pynamodb_connection(limits)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
                           connection=pynamodb, prepare_client=guard)
-    publisher, backlog = _queue(settings, clients, limits)
-    # Webhooks and the dead-letter gauges are on SQS whatever carries the storage events.
-    # Made on first use: only job endings, deliveries and sweeps need it, never a GET.
+    # SQS carries the webhooks and the dead-letter gauges whatever carries the storage events.
+    # Made on first use: uploads, job endings, deliveries and sweeps need it, never a GET.
     sqs = clients.lazy("sqs", settings.endpoint_url, sdk_limits.client_config(limits), prepare=guard)
+    publisher, backlog = _queue(settings, clients, limits, sqs)
     gauges = {
         (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhooks_dlq_name),
         (Metric.QUEUE_DEPTH, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_queue_name),

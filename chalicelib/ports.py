@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
-from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus
+
+if TYPE_CHECKING:  # a GET never parses an event: not imported on its path
+    from chalicelib.events import ObjectCreated
 
 
 @dataclass(frozen=True)

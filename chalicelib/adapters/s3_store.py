@@ -13,11 +13,13 @@ _MISSING = ("NoSuchKey", "404", "NotFound")
 
 
 class S3Store:
-    def __init__(self, client, bucket: str, presign_client=None):
+    def __init__(self, client, bucket: str, presign_client=None, get_presigner=None):
         self._client = client
         self._bucket = bucket
         # Presigned URLs must name an endpoint the client can reach, which may differ.
         self._presign_client = presign_client or client
+        # GET URLs signed without making the S3 client (chalicelib/adapters/s3_presign.py).
+        self._get_presigner = get_presigner
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         try:
@@ -77,6 +79,8 @@ class S3Store:
                 raise TransientError(f"storage refused {len(failed)} deletes, {failed[0].get('Code')} first")
 
     def presign_get(self, key: str, expires_in: int) -> str:
+        if self._get_presigner is not None:
+            return self._get_presigner.url(self._bucket, key, expires_in)
         return self._presign_client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in
         )

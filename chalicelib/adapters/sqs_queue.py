@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.errors import TransientError
-from chalicelib.events import ObjectCreated, aws_event
+
+if TYPE_CHECKING:
+    from chalicelib.events import ObjectCreated
 
 
 class SqsQueue:
@@ -32,6 +34,8 @@ class SqsQueue:
         return self._queue_url
 
     def publish_object_created(self, created: ObjectCreated) -> None:
+        from chalicelib.events import aws_event  # the sweeper's re-drive only: not on a GET's path
+
         try:
             self._client.send_message(QueueUrl=self._url(), MessageBody=json.dumps(aws_event(created)))
         except (BotoCoreError, ClientError) as error:

@@ -5,9 +5,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from chalicelib.budget import DecodeBudget
 from chalicelib.config import Settings
 from chalicelib.keys import ObjectKeys
 from chalicelib.metrics import EmfMetrics, Metric, Metrics, QueueName
@@ -21,6 +20,9 @@ from chalicelib.ports import (
     WebhookStore,
 )
 from chalicelib.webhook_urls import Resolver, system_resolver
+
+if TYPE_CHECKING:
+    from chalicelib.budget import DecodeBudget
 
 
 def utcnow() -> datetime:
@@ -67,6 +69,8 @@ class Context:
 
     @cached_property
     def budget(self) -> DecodeBudget:
+        from chalicelib.budget import DecodeBudget  # uploads and the worker only, not a GET
+
         s = self.settings
         return DecodeBudget(max_scans=s.max_scans, max_frames=s.max_frames,
                             max_metadata_bytes=s.max_metadata_bytes)

@@ -35,7 +35,7 @@ from chalicelib.usecases.context import Context
 from tests.fakes import FakeJobStore, FakeObjectStore
 
 WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging", "structlog", "jwt",
-         "cryptography", "multipart")
+         "cryptography", "multipart", "chalicelib.budget", "chalicelib.events", "chalicelib.sandbox")
 seen = {"after import": [m for m in WATCH if m in sys.modules]}
 jobs = FakeJobStore()
 ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
@@ -135,3 +135,14 @@ def test_presigned_urls_name_the_public_endpoint_and_storage_calls_the_private_o
         objects = build_use_cases(settings).ctx.objects
         assert objects.presign_get("renditions/x/display.jpg", 60).startswith(host)
         assert objects._client.meta.endpoint_url == "http://127.0.0.1:9"
+
+
+def test_building_and_presigning_a_ready_jobs_urls_make_no_s3_or_sqs_client(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    made = []
+    real = Clients.create
+    monkeypatch.setattr(Clients, "create", lambda self, service, *args: made.append(service) or real(self, service, *args))
+    objects = build_use_cases(Settings(endpoint_url="http://127.0.0.1:9")).ctx.objects
+    assert objects.presign_get("renditions/x/1/display.jpg", 60).startswith("http://127.0.0.1:9/")
+    assert made == []

@@ -1,5 +1,11 @@
 """The worker's decoding child: results and errors come back, CPU hogs are stopped."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,9 +31,18 @@ def sleep_forever():
 
 
 def crash():
-    import os
-
     os._exit(3)
+
+
+def pid():
+    return os.getpid()
+
+
+def burn(seconds):
+    started = time.process_time()
+    while time.process_time() - started < seconds:
+        pass
+    return os.getpid()
 
 
 def test_a_result_comes_back_as_if_called_here():
@@ -55,3 +70,73 @@ def test_a_hang_that_uses_no_cpu_is_transient_at_the_wall_deadline():
 def test_a_child_that_dies_is_transient():
     with pytest.raises(TransientError):
         run_limited(crash, cpu_seconds=2, wall_seconds=10)
+
+
+def test_one_child_serves_call_after_call():
+    first = run_limited(pid, cpu_seconds=2, wall_seconds=10)
+    assert first != os.getpid()
+    assert run_limited(pid, cpu_seconds=2, wall_seconds=10) == first
+
+
+def test_the_cpu_limit_is_per_call_though_the_kernel_counts_a_life():
+    children = {run_limited(burn, 0.4, cpu_seconds=1, wall_seconds=30) for _ in range(3)}
+    assert len(children) == 1  # 1.2 s in one child, and no call over its 1 s (give or take 0.5)
+    started = time.monotonic()
+    with pytest.raises(ImageTooComplex):  # and the same child still stops a hog at its budget
+        run_limited(spin, cpu_seconds=1, wall_seconds=30)
+    assert time.monotonic() - started < 15
+
+
+def test_a_child_stopped_by_its_limit_or_the_wall_clock_is_replaced():
+    before = run_limited(pid, cpu_seconds=2, wall_seconds=10)
+    with pytest.raises(ImageTooComplex):
+        run_limited(spin, cpu_seconds=1, wall_seconds=30)
+    after_hog = run_limited(pid, cpu_seconds=2, wall_seconds=10)
+    with pytest.raises(TransientError):
+        run_limited(sleep_forever, cpu_seconds=5, wall_seconds=0.5)
+    after_hang = run_limited(pid, cpu_seconds=2, wall_seconds=10)
+    assert len({before, after_hog, after_hang}) == 3
+
+
+def test_concurrent_callers_each_get_a_child_of_their_own():
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(run_limited(burn, 0.3, cpu_seconds=2, wall_seconds=30)))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 3 and len(set(answers)) == 3
+
+
+def test_a_child_does_not_outlive_its_parent_even_mid_call():
+    # The parent dies while its child sleeps in a call (it reads no pipe): only the
+    # parent-death signal can end it.
+    script = textwrap.dedent("""
+        import os, threading, time
+        from chalicelib import sandbox
+        from tests.unit.test_sandbox import sleep_forever
+        threading.Thread(target=sandbox.run_limited, args=(sleep_forever,),
+                         kwargs={"cpu_seconds": 5, "wall_seconds": 60}, daemon=True).start()
+        while not sandbox._pool._live:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        print(next(iter(sandbox._pool._live)).pid, flush=True)
+        os._exit(0)
+    """)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid_: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid_}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; its new parent may not reap it

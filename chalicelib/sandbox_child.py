@@ -1,0 +1,111 @@
+"""The decoding child's side of chalicelib/sandbox.py: serve calls until the pipe closes.
+
+Messages both ways are pickles with an 8-byte length in front. A request is
+(fn, args, cpu_seconds); a reply is (ok, value, cpu_used_so_far).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import signal
+import sys
+from typing import NoReturn, Optional
+
+_HEADER = 8
+# CPU seconds one child may use in its whole life: the hard limit, which an unprivileged
+# process can lower but never raise again. The parent retires a child before a call could
+# reach it (a few thousand images).
+LIFETIME_CPU_SECONDS = 600
+
+
+class ChildFailed(Exception):
+    """The child raised something that cannot come back as it is."""
+
+
+def serve(requests: int, replies: int, parent: int) -> NoReturn:
+    """Run in the forked child; never returns."""
+    code = 0
+    try:
+        _die_with(parent)
+        # The kernel's SIGXCPU must kill (its default), and the parent's handlers (the
+        # local runner's SIGTERM) are not ours: the parent decides when a child ends.
+        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        inherited = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        hard = LIFETIME_CPU_SECONDS if inherited == resource.RLIM_INFINITY else min(LIFETIME_CPU_SECONDS, inherited)
+        while True:
+            request = read_message(requests)
+            if request is None:  # the parent closed the pipe, or died
+                break
+            fn, args, cpu_seconds = pickle.loads(request)
+            # RLIMIT_CPU counts the child's whole life: the soft limit is moved to what it
+            # has used so far plus this call's budget, to the nearest whole second (the
+            # limit's unit), so a call gets its budget within half a second either way.
+            # SIGXCPU at the soft limit kills it.
+            soft = min(hard, max(1, round(cpu_used() + cpu_seconds)))
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+            try:
+                reply = (True, fn(*args))
+            except Exception as error:  # noqa: BLE001 - sent back to the parent
+                reply = (False, error)
+            try:
+                payload = pickle.dumps(reply + (cpu_used(),), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                failed = ChildFailed(type(reply[1]).__name__)
+                payload = pickle.dumps((False, failed, cpu_used()), protocol=pickle.HIGHEST_PROTOCOL)
+            write_message(replies, payload)
+    except BaseException:
+        code = 1
+    finally:
+        sys.stdout.flush()
+        os._exit(code)  # no cleanup of the parent's state inherited by the fork
+
+
+def cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL when the parent dies, even mid-decode (Linux; elsewhere the child still ends
+    at the pipe's end). The signal follows the thread that forked, so sandbox.py forks from
+    a thread that lives as long as the process."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
+def write_message(fd: int, payload: bytes) -> None:
+    view = memoryview(len(payload).to_bytes(_HEADER, "big") + payload)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_message(fd: int, wait=None) -> Optional[bytes]:
+    """One message, or None at the pipe's end. `wait(fd)` blocks until fd is readable (the
+    parent's wall clock); it raises TimeoutError when time is up."""
+    header = _read_exactly(fd, _HEADER, wait)
+    if header is None:
+        return None
+    return _read_exactly(fd, int.from_bytes(header, "big"), wait)
+
+
+def _read_exactly(fd: int, size: int, wait) -> Optional[bytes]:
+    chunks, left = [], size
+    while left:
+        if wait is not None:
+            wait(fd)
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
