@@ -42,8 +42,9 @@ BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "sqs_webhooks.py":
 SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQueueArn",),
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py"}
-# Configure clients (timeouts, the time budget's hook) but call no operation.
-SDK_HOOKS = {"sdk_limits.py"}
+# Configure clients (timeouts, the time budget's hook) or sign URLs locally (a ready job's
+# GET URLs), but call no operation.
+SDK_HOOKS = {"sdk_limits.py", "s3_presign.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
 # http_webhooks.py calls the owners' receivers.
 OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}
