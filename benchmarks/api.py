@@ -8,8 +8,9 @@ driver process measures, in interleaved rounds so that every case sees the same 
 the second of two calls made back to back (as a client that keeps its connection busy):
 
   floor          the same storage and table calls made directly with botocore on the same
-                 emulator: GET = get_item (consistent) + 2 presigns; POST = conditional
-                 put_item of a job-sized item + put_object of the same bytes
+                 emulator: GET = get_item (consistent) + 2 presigns; POST = a transaction
+                 of a conditional put of a job-sized item and the owner's quota-slot update
+                 (as accept_upload writes them) + put_object of the same bytes
   use case       the use case called in process (manage.get_job + urls, uploads.accept_upload)
   handler        the Lambda entry point in process: app.app(API Gateway event), with the
                  JWT check, routing and JSON; no HTTP server
@@ -146,9 +147,18 @@ def driver(root: str, api_url: str, aws_url: str, token: str, image: str, rounds
                                       ExpiresIn=settings.url_ttl_seconds)
 
     def floor_post():
+        # What accept_upload writes: the job and its owner's quota slot in one transaction
+        # (issue 9), then the original.
         new_id = str(uuid.uuid4())
-        ddb.put_item(TableName=settings.table, Item=dict(item, pk={"S": "job#" + new_id}),
-                     ConditionExpression="attribute_not_exists(pk)")
+        ddb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": settings.table, "Item": dict(item, pk={"S": "job#" + new_id}),
+                     "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Update": {"TableName": settings.table, "Key": {"pk": {"S": "owner#floor"}},
+                        "UpdateExpression": "ADD active :id SET expires_at = :ttl",
+                        "ConditionExpression": "attribute_not_exists(active) OR size(active) < :quota",
+                        "ExpressionAttributeValues": {":id": {"SS": [new_id]}, ":ttl": {"N": "4102444800"},
+                                                      ":quota": {"N": "1000000"}}}},
+        ])
         s3.put_object(Bucket=settings.bucket, Key=f"{settings.originals_prefix}{new_id}", Body=data,
                       ContentType="image/jpeg")
 
