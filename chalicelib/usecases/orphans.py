@@ -2,17 +2,20 @@
 gone (deleted by TTL, say), and renditions that are neither the job's result nor its live
 attempt's (a stale attempt that died before cleaning up). docs/scale.md §6.3.
 
-Its cost grows with the bucket, not with the work, so it is built to be cut into pieces:
-- the two prefixes are split into 32 key ranges by the first character of the job id (hex),
-  scanned side by side in a thread pool;
+Its cost grows with the bucket, not with the work, so it is cut into pieces:
+- 32 key ranges: each prefix by the first hex digit of the job id (`originals/0` ...
+  `renditions/f`);
 - a range walks its keys in order, a page at a time: one LIST, one BatchGetItem per 100
   jobs (only what JobObjects holds), one DeleteObjects for the page's orphans, then its
   point (the last key done) is saved in the table;
-- a run takes no new page past its budget: the next run resumes at the point. A range that
-  reaches its end goes back to the start and rests until its next pass is due.
-Scheduled every 15 minutes, each range makes a pass a day however big the bucket grows,
-up to the capacity infra/capacity.py gives. Idempotent like the sweeper: two runs at once
-delete the same orphans twice, which S3 counts as done.
+- a run takes no new page past its budget, and the next run of that range resumes at the
+  point. A range that reaches its end goes back to the start and rests until its next pass
+  is due (a pass a day);
+- the schedule is the fan-out: a scheduled run (every minute) takes one hex digit's two
+  ranges, the digit of its minute, so some 15 runs work side by side, each with its own
+  core, and a digit's runs, 16 minutes apart, never overlap (Settings._check).
+infra/capacity.py sizes it. Idempotent like the sweeper: two runs on one range delete the
+same orphans twice, which S3 counts as done.
 """
 from __future__ import annotations
 
@@ -20,9 +23,8 @@ import contextvars
 import itertools
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator, Optional
+from typing import Optional
 
 from chalicelib import deadline
 from chalicelib.errors import TransientError
@@ -43,46 +45,40 @@ _CALLS_PER_PAGE = 14
 _REPORTED = ("orphans_deleted", "errors", "ranges_left")
 
 
-@dataclass(frozen=True)
-class KeyRange:
-    """Keys under `prefix` after `after` (from the first when None) up to and including
-    `upto` (to the last when None)."""
-
-    name: str
-    prefix: str
-    after: Optional[str]
-    upto: Optional[str]
-
-    def holds(self, key: str) -> bool:
-        return self.upto is None or key <= self.upto
-
-
-def key_ranges(prefix: str) -> list[KeyRange]:
-    """The prefix cut at prefix+"1" ... prefix+"f": between them the 16 ranges hold every key
-    under it exactly once, a job id or not (the first from the start, the last to the end)."""
-    cuts: list[Optional[str]] = [None, *(prefix + d for d in RANGE_DIGITS[1:]), None]
-    return [KeyRange(prefix + d, prefix, cuts[i], cuts[i + 1]) for i, d in enumerate(RANGE_DIGITS)]
+def key_ranges(prefix: str) -> list[str]:
+    """The prefix's 16 key ranges, each named by the prefix that lists exactly its keys: the
+    job ids that start with one hex digit. Together they hold every key the service writes
+    (keys are made from job ids, chalicelib/keys.py); a key that starts with anything else was
+    never ours, and the bucket's lifecycle rule removes it (infra/template.yaml)."""
+    return [prefix + digit for digit in RANGE_DIGITS]
 
 
 class OrphanScan:
     def __init__(self, ctx: Context):
         self._ctx = ctx
 
-    def run(self) -> Counter:
+    def run(self, scheduled: bool = False) -> Counter:
+        """scheduled: only the ranges of this run's turn (its minute's hex digit); otherwise
+        every range (the tests, tools)."""
         ctx, s = self._ctx, self._ctx.settings
         now = ctx.clock()
         grace = now - timedelta(seconds=s.orphan_grace_seconds)
         stop_at = now + timedelta(seconds=s.orphan_sweep_budget_seconds)
-        ranges = [r for prefix in (s.originals_prefix, s.renditions_prefix) for r in key_ranges(prefix)]
-        points = ctx.jobs.scan_points([r.name for r in ranges])
-        due = [r for r in ranges if self._due(points[r.name], now)]
+        prefixes = (s.originals_prefix, s.renditions_prefix)
+        if scheduled:
+            digit = RANGE_DIGITS[int(now.timestamp() // s.orphan_sweep_interval_seconds) % len(RANGE_DIGITS)]
+            ranges = [prefix + digit for prefix in prefixes]
+        else:
+            ranges = [r for prefix in prefixes for r in key_ranges(prefix)]
+        points = ctx.jobs.scan_points(ranges)
+        due = [r for r in ranges if self._due(points[r], now)]
         report: Counter = Counter()
         # Each range runs in a copy of this invocation's context, so that its time budget
         # (chalicelib/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in due]
         with ThreadPoolExecutor(max_workers=s.orphan_sweep_threads, thread_name_prefix="orphans") as pool:
             parts = list(pool.map(
-                lambda r, context: context.run(self._scan, r, points[r.name], now, grace, stop_at),
+                lambda r, context: context.run(self._scan, r, points[r], now, grace, stop_at),
                 due, contexts))
         for part in parts:
             report.update(part)
@@ -97,15 +93,14 @@ class OrphanScan:
             return True
         return now >= point.pass_started + timedelta(seconds=self._ctx.settings.orphan_pass_seconds)
 
-    def _scan(self, r: KeyRange, point: ScanPoint, now: datetime, grace: datetime,
+    def _scan(self, r: str, point: ScanPoint, now: datetime, grace: datetime,
               stop_at: datetime) -> Counter:
         """One range, page by page, from its point; stops at the run's budget."""
         ctx = self._ctx
         report: Counter = Counter()
         resuming = point.after is not None
         started = point.pass_started if resuming and point.pass_started is not None else now
-        listed = ctx.objects.list_keys(r.prefix, grace, after=point.after if resuming else r.after)
-        keys: Iterator[str] = itertools.takewhile(r.holds, listed)
+        keys = ctx.objects.list_keys(r, grace, after=point.after)
         try:
             while True:
                 if ctx.clock() >= stop_at or not deadline.has_time_for(_CALLS_PER_PAGE):
@@ -118,12 +113,12 @@ class OrphanScan:
                     report["orphans_deleted"] += len(orphans)
                 report["keys_checked"] += len(page)
                 if len(page) < PAGE_KEYS:  # the range's end: the next pass starts over
-                    ctx.jobs.save_scan_point(r.name, ScanPoint(after=None, pass_started=started))
+                    ctx.jobs.save_scan_point(r, ScanPoint(after=None, pass_started=started))
                     report["ranges_done"] += 1
                     return report
-                ctx.jobs.save_scan_point(r.name, ScanPoint(after=page[-1], pass_started=started))
+                ctx.jobs.save_scan_point(r, ScanPoint(after=page[-1], pass_started=started))
         except TransientError:  # this range resumes at its last saved point; the others go on
-            log.exception("orphan_range_failed", range=r.name)
+            log.exception("orphan_range_failed", range=r)
             report["errors"] += 1
             return report
 

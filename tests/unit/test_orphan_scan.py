@@ -80,13 +80,14 @@ def later(ctx, seconds=None):
     ctx.clock.advance(seconds if seconds is not None else max(s.orphan_grace_seconds, s.orphan_pass_seconds) + 1)
 
 
-def test_the_ranges_hold_every_key_under_a_prefix_exactly_once():
+def test_the_ranges_hold_every_job_id_key_under_a_prefix_exactly_once(world):
     ranges = key_ranges("originals/")
-    assert [r.name for r in ranges] == [f"originals/{d}" for d in "0123456789abcdef"]
-    for key in ("originals/0", "originals/1", "originals/1abc", "originals/9zz", "originals/Zfoo",
-                "originals/f", "originals/ffff", "originals/zz", "originals/", "originals/-x"):
-        holding = [r.name for r in ranges if (r.after is None or key > r.after) and r.holds(key)]
-        assert len(holding) == 1, (key, holding)
+    assert ranges == [f"originals/{d}" for d in "0123456789abcdef"]
+    for _ in range(100):
+        jid = str(uuid.uuid4())
+        for key in (world.keys.original(jid), world.keys.rendition(jid, 1, "display")):
+            holding = [r for p in ("originals/", "renditions/") for r in key_ranges(p) if key.startswith(r)]
+            assert len(holding) == 1, (key, holding)
 
 
 def test_a_page_keeps_what_its_jobs_need_and_deletes_the_rest(world):
@@ -143,7 +144,7 @@ def test_a_run_out_of_budget_stops_cleanly_and_the_next_resumes_at_its_point(wor
     ctx.objects.listed.clear()
     ctx.jobs.seconds_per_read = 0
     second = OrphanScan(ctx).run()
-    assert ("originals/", point.after) in ctx.objects.listed  # it resumed, not started over
+    assert ("originals/a", point.after) in ctx.objects.listed  # it resumed, not started over
     assert first["orphans_deleted"] + second["orphans_deleted"] == len(ghosts)
     assert "ranges_left" not in second
     assert set(ctx.objects.objects) == {job.original_key for job in kept}
@@ -157,7 +158,7 @@ def test_a_finished_pass_rests_until_the_next_is_due_then_starts_over(world):
     later(ctx)
     assert OrphanScan(ctx).run() == {"orphans_deleted": 1}
     started = ctx.clock()
-    ranges = [r.name for prefix in ("originals/", "renditions/") for r in key_ranges(prefix)]
+    ranges = [r for prefix in ("originals/", "renditions/") for r in key_ranges(prefix)]
     assert ctx.jobs.points == {name: ScanPoint(after=None, pass_started=started) for name in ranges}
 
     late = put(ctx, ctx.keys.original(job_id()))
@@ -168,7 +169,7 @@ def test_a_finished_pass_rests_until_the_next_is_due_then_starts_over(world):
 
     later(ctx, ctx.settings.orphan_pass_seconds)
     assert OrphanScan(ctx).run() == {"orphans_deleted": 1}
-    assert ("originals/", "originals/a") in ctx.objects.listed  # from the range's start
+    assert ("originals/a", None) in ctx.objects.listed  # from the range's start
 
 
 def test_a_range_that_fails_resumes_at_its_last_point_and_the_others_go_on(world):
@@ -192,3 +193,18 @@ def test_a_range_that_fails_resumes_at_its_last_point_and_the_others_go_on(world
     later(ctx, 60)
     assert OrphanScan(ctx).run() == {"orphans_deleted": 2}
     assert not any(key in ctx.objects.objects for key in ghosts)
+
+
+def test_a_scheduled_run_takes_the_two_ranges_of_its_minutes_hex_digit(world):
+    ctx = world
+    minute = int(ctx.clock().timestamp() // 60)
+    for step in range(16):
+        ctx.objects.listed.clear()
+        OrphanScan(ctx).run(scheduled=True)
+        digit = "0123456789abcdef"[(minute + step) % 16]
+        assert sorted(ctx.objects.listed) == [(f"originals/{digit}", None), (f"renditions/{digit}", None)]
+        later(ctx, 60)
+    # 16 minutes on, the first digit's turn comes again: its pass is done for the day.
+    ctx.objects.listed.clear()
+    OrphanScan(ctx).run(scheduled=True)
+    assert ctx.objects.listed == []
