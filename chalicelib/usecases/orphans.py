@@ -100,8 +100,8 @@ class OrphanScan:
         report: Counter = Counter()
         resuming = point.after is not None
         started = point.pass_started if resuming and point.pass_started is not None else now
-        keys = ctx.objects.list_keys(r, grace, after=point.after)
         try:
+            keys = ctx.objects.list_keys(r, grace, after=point.after)
             while True:
                 if ctx.clock() >= stop_at or not deadline.has_time_for(_CALLS_PER_PAGE):
                     report["ranges_left"] += 1  # the next run resumes at the saved point
