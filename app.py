@@ -253,9 +253,10 @@ def sweep(event):
 
 @app.schedule(_rate(settings.orphan_sweep_interval_seconds))
 def sweep_orphans(event):
-    """Objects left without a job: see usecases/sweeper.py."""
+    """Objects left without a job, this minute's share of the bucket: see usecases/orphans.py."""
     correlation.begin(correlation.of_context(event.context))
-    use_cases().sweeper.sweep_orphans()
+    with _invocation(event.context, settings.orphan_sweep_timeout_seconds):
+        use_cases().sweeper.sweep_orphans(scheduled=True)
 
 
 # -- webhooks: CONTRACT.md "Notifications"; the rules are in chalicelib/usecases/webhooks.py --

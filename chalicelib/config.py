@@ -88,8 +88,16 @@ class Settings:
     # Also ask the old unsharded `sweep` index for jobs written before sweep_key existed.
     # Rollout step 3 (docs/deploy.md) turns it off, retention + 1 day after step 2.
     sweep_legacy_index: bool = True
-    # The orphan scan lists the bucket: its cost grows with the bucket, so it runs rarely.
-    orphan_sweep_interval_seconds: int = DAY
+    # The orphan scan (chalicelib/usecases/orphans.py, docs/scale.md §6.3) runs this often,
+    # each run taking the two key ranges of one hex digit (the minute's) where their last run
+    # stopped, in a pool of this many threads, no new page after the budget (the function's
+    # timeout is 900 s). A range starts a new pass over its keys at most once per
+    # orphan_pass_seconds.
+    orphan_sweep_interval_seconds: int = 60
+    orphan_sweep_timeout_seconds: int = 900
+    orphan_sweep_budget_seconds: int = 840
+    orphan_sweep_threads: int = 2
+    orphan_pass_seconds: int = DAY
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
     # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
     worker_max_concurrency: int = 5
@@ -178,6 +186,14 @@ class Settings:
         if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
             raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
                              f"got {self.route_prefix!r}")
+        if self.orphan_sweep_budget_seconds >= self.orphan_sweep_timeout_seconds:
+            raise ValueError(f"ORPHAN_SWEEP_BUDGET_SECONDS ({self.orphan_sweep_budget_seconds}) must "
+                             f"be under ORPHAN_SWEEP_TIMEOUT_SECONDS ({self.orphan_sweep_timeout_seconds}): "
+                             "a page started at the budget's end must still fit")
+        if 16 * self.orphan_sweep_interval_seconds <= self.orphan_sweep_timeout_seconds:
+            raise ValueError(f"16 x ORPHAN_SWEEP_INTERVAL_SECONDS ({self.orphan_sweep_interval_seconds}) must "
+                             f"exceed ORPHAN_SWEEP_TIMEOUT_SECONDS ({self.orphan_sweep_timeout_seconds}): a "
+                             "hex digit's ranges come round every 16 runs, and its last run must have ended")
         if self.decode_cpu_seconds and self.decode_cpu_seconds * 2 >= self.worker_timeout_seconds:
             raise ValueError("DECODE_CPU_SECONDS must leave the worker time to store the result: "
                              f"under half of WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds})")

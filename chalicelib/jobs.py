@@ -138,3 +138,20 @@ class Job:
             JobStatus.CANCELLED, now, lease_expires_at=None, finished_at=now,
             expires_at=now + retention, sweep_at=now + retention,
         )
+
+
+@dataclass(frozen=True)
+class JobObjects:
+    """What a job says about its objects: the only part of it the orphan scan reads, so
+    the store can read just these fields for a hundred jobs at a time."""
+
+    job_id: str
+    status: JobStatus
+    attempt: int
+    original_key: str
+    result_keys: frozenset[str]  # the display and thumb of a ready job; none otherwise
+
+    @classmethod
+    def of(cls, job: Job) -> "JobObjects":
+        return cls(job_id=job.job_id, status=job.status, attempt=job.attempt, original_key=job.original_key,
+                   result_keys=frozenset(r.key for r in (job.display, job.thumb) if r is not None))

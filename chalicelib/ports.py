@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
-from chalicelib.jobs import Job, JobStatus
+from chalicelib.jobs import Job, JobObjects, JobStatus
 
 if TYPE_CHECKING:  # a GET never parses an event: not imported on its path
     from chalicelib.events import ObjectCreated
@@ -31,6 +31,14 @@ class PresignedPost:
 
     url: str
     fields: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ScanPoint:
+    """Where one key range of the orphan scan stands (chalicelib/usecases/orphans.py)."""
+
+    after: Optional[str] = None  # the last key done; None: at the start of a pass
+    pass_started: Optional[datetime] = None  # when the pass under way (or the last) began
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,9 @@ class ObjectStore(Protocol):
         """A form upload pinned to key, content type and size range."""
         ...
 
-    def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
-        """Keys under prefix last modified before older_than, in key order."""
+    def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None) -> Iterator[str]:
+        """Keys under prefix last modified before older_than, in key order; only those
+        after `after` (S3's StartAfter), when given."""
         ...
 
 
@@ -132,6 +141,11 @@ class JobStore(Protocol):
         """A strongly consistent read."""
         ...
 
+    def objects_of(self, job_ids: list[str]) -> dict[str, JobObjects]:
+        """For many jobs at once, what each says about its objects (strongly consistent,
+        as get); ids with no job are absent. Raises TransientError unless all were read."""
+        ...
+
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int | None) -> list[Job]:
         """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
         sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/jobs.py).
@@ -178,6 +192,16 @@ class JobStore(Protocol):
 
     def delete_many(self, job_ids: list[str]) -> None:
         """As delete, for many jobs in few calls (unconditional, as delete)."""
+
+    # -- the orphan scan's place in the bucket ---------------------------------------------
+    def scan_points(self, names: list[str]) -> dict[str, ScanPoint]:
+        """Each named range's point; ScanPoint() for one never saved."""
+        ...
+
+    def save_scan_point(self, name: str, point: ScanPoint) -> None:
+        """Unconditional: two scans at once may move it back a little, which costs only
+        a page listed twice."""
+        ...
 
 # -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed 
 SWEEP_STATUSES = 6
 SWEEP_RUN_QUERIES = SWEEP_STATUSES * (SWEEP_SHARDS + 1)
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
-ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # the daily scan reads each job once per prefix
+ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # each day's pass reads each job once per prefix (RRU)
 OBJECTS_PER_JOB = 3  # original, display, thumb
 
 
@@ -129,7 +129,6 @@ POLLS_PER_IMAGE = 2  # clients honour Retry-After: 2 and mostly find the job rea
 IMAGES_PER_ACTIVE_USER_DAY = 10
 AUTHS_PER_ACTIVE_USER_DAY = 2  # a sign-in, a refresh (ID tokens last 60 minutes)
 SWEEP_TIMEOUT_S = 50  # .chalice/config.json `sweep`
-ORPHAN_SCAN_TIMEOUT_S = 900
 LIST_PAGE_MS = 50  # one ListObjectsV2 page of 1,000 keys
 SWEEP_BATCH = 100  # Sweeper.sweep: batches of 100 ...
 SWEEP_PER_RUN = 100 * SWEEP_BATCH * SWEEP_SHARDS  # ... at most 100 per status and shard
@@ -186,11 +185,53 @@ def sweeper_jobs_per_second(threads: int = SWEEP_THREADS) -> float:
     return min(SWEEP_PER_RUN, threads * SWEEP_BUDGET_S / removal_seconds()) / 60
 
 
+# The orphan scan (chalicelib/usecases/orphans.py, docs/scale.md §6.3): 32 key ranges, a
+# prefix per hex digit of the job id. A run every minute takes one digit's two ranges (one
+# thread each), page by page: a LIST of 1,000 keys, a BatchGetItem per 100 jobs, the point
+# saved; it stops at its budget and the digit's next run, 16 minutes later, resumes there.
+ORPHAN_SCAN_TIMEOUT_S = 900  # .chalice/config.json `sweep_orphans`
+ORPHAN_SCAN_MEMORY_MB = 1769  # ... a whole core: the threads parse the answers under one GIL
+ORPHAN_RUN_EVERY_S = 60  # Settings.orphan_sweep_interval_seconds
+ORPHAN_BUDGET_S = 840  # Settings.orphan_sweep_budget_seconds
+ORPHAN_DIGITS = 16  # a digit's ranges come round every 16 runs
+ORPHAN_PASS_S = DAY  # Settings.orphan_pass_seconds: every range must finish a pass within it
+ORPHAN_KEYS_PER_JOB = {"originals/": 1, "renditions/": 2}
+BATCH_GET_MS = 25  # assumed: one consistent BatchGetItem of 100 small projected items
+SCAN_PAGE_KEYS = 1000  # orphans.PAGE_KEYS: a point saved (one PutItem) per page
+# Measured (benchmarks/sweeper.py, 2,000 ready jobs on moto, this shared 2-core machine under
+# a load of ~3): the scanning process's own CPU per stored job, both prefixes (3 keys parsed
+# from LIST pages, 2 items from BatchGetItem, signing and HTTP). Its 32 ranges held ~63 jobs
+# each, so the per-call costs weigh more than on full pages: an upper bound. (botocore alone
+# parses a 1,000-key LIST page in ~80 ms here: 0.24 ms of it.)
+ORPHAN_SCAN_CPU_MS_PER_JOB = 0.55
+
+
+def orphan_scan_io_ms(keys_per_job: int) -> float:
+    """One stored job on one range's thread, waiting on calls: its share of a LIST page, of a
+    BatchGetItem, of the point's PutItem."""
+    return (keys_per_job / 1000 * LIST_PAGE_MS + BATCH_GET_MS / 100
+            + keys_per_job / SCAN_PAGE_KEYS * DYNAMO_CALL_MS)
+
+
+def orphan_scan_jobs_per_second() -> float:
+    """One run on one digit: its two threads side by side (the slower range ends the digit's
+    pass), and the CPU of both within the function's share of a core."""
+    io_bound = 1000 / max(orphan_scan_io_ms(k) for k in ORPHAN_KEYS_PER_JOB.values())
+    cpu_bound = 1000 * cpu_share(ORPHAN_SCAN_MEMORY_MB) / ORPHAN_SCAN_CPU_MS_PER_JOB
+    return min(io_bound, cpu_bound)
+
+
 def orphan_scan_max_images_per_day(retention_days: float = 7) -> float:
-    """Past this, the daily orphan scan cannot read every stored job within its timeout."""
-    per_job = (ORPHAN_SCAN_READS_PER_STORED_JOB * DYNAMO_CALL_MS
-               + OBJECTS_PER_JOB / 1000 * LIST_PAGE_MS) / 1000
-    return ORPHAN_SCAN_TIMEOUT_S / per_job / retention_days
+    """Past this, some range cannot finish its pass a day: the stored jobs of one digit over
+    what its runs (one every 16 minutes, each its budget) read in a day."""
+    runs_per_digit = ORPHAN_PASS_S / (ORPHAN_RUN_EVERY_S * ORPHAN_DIGITS)
+    jobs_per_digit = runs_per_digit * ORPHAN_BUDGET_S * orphan_scan_jobs_per_second()
+    return jobs_per_digit * ORPHAN_DIGITS / retention_days
+
+
+def orphan_scan_concurrency() -> float:
+    """Runs at work at once while every digit has work: the schedule's overlap."""
+    return min(ORPHAN_DIGITS, ORPHAN_SCAN_TIMEOUT_S / ORPHAN_RUN_EVERY_S)
 
 
 # -- per-image totals --------------------------------------------------------------------------
@@ -373,7 +414,7 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
               top / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY, COGNITO_AUTH_RPS, "req/s"),
         Usage("Sweeper: expired jobs removed", f"{SWEEP_THREADS} threads x {SWEEP_BUDGET_S} s a minute, batched",
               avg, top, sweeper_jobs_per_second(), "jobs/s", "average"),
-        Usage("Orphan scan: stored jobs read", "one 900 s run a day, sequential",
+        Usage("Orphan scan: a pass a day", "a hex digit a minute, 840 s, batched",
               images_per_day, images_per_day, orphan_scan_max_images_per_day(), "images/day", "average"),
     ]
     return rows

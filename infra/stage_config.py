@@ -46,6 +46,7 @@ FUNCTION_TIMEOUTS = {
     "api_handler": "api_timeout_seconds",
     "handle_object_created": "worker_timeout_seconds",
     "sweep": "sweep_timeout_seconds",
+    "sweep_orphans": "orphan_sweep_timeout_seconds",
 }
 # The outputs the policy names, beside those above.
 POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn", "DeadLetterQueueArn",
@@ -184,9 +185,10 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Effect": "Allow",
                 # The idempotent create is a TransactWriteItems of two conditional puts;
                 # IAM checks each put as dynamodb:PutItem.
-                # BatchWriteItem: the sweeper deletes expired jobs 25 a call.
-                "Action": ["dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
-                           "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                # BatchWriteItem: the sweeper deletes expired jobs 25 a call. BatchGetItem:
+                # the orphan scan reads jobs 100 a call, and its points.
+                "Action": ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
+                           "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
                 "Resource": [table_arn],
             },
             {

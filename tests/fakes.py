@@ -6,9 +6,9 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
-from chalicelib.jobs import Job, JobStatus, shard_key, sweep_key
+from chalicelib.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
 from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
-from chalicelib.ports import IdempotencyRecord, PresignedPost, StoredObject, Webhook, WebhookEvent
+from chalicelib.ports import IdempotencyRecord, PresignedPost, ScanPoint, StoredObject, Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
     from chalicelib.events import ObjectCreated
@@ -19,6 +19,7 @@ class FakeJobStore:
         self.items: dict[str, Job] = {}
         self.keys: dict[str, IdempotencyRecord] = {}
         self.owners: dict[str, set[str]] = {}
+        self.points: dict[str, ScanPoint] = {}
         self._lock = threading.Lock()
         self.down = False
 
@@ -77,6 +78,11 @@ class FakeJobStore:
     def get(self, job_id: str) -> Optional[Job]:
         self._check()
         return self.items.get(job_id)
+
+    def objects_of(self, job_ids: list[str]) -> dict[str, JobObjects]:
+        self._check()
+        with self._lock:
+            return {i: JobObjects.of(self.items[i]) for i in job_ids if i in self.items}
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
         """As the table's index: the shard's key derived from status and id as the table's
@@ -148,6 +154,16 @@ class FakeJobStore:
         for job_id in job_ids:
             self.delete(job_id)
 
+    def scan_points(self, names: list[str]) -> dict[str, ScanPoint]:
+        self._check()
+        with self._lock:
+            return {name: self.points.get(name, ScanPoint()) for name in names}
+
+    def save_scan_point(self, name: str, point: ScanPoint) -> None:
+        with self._lock:
+            self._check()
+            self.points[name] = point
+
 
 class FakeObjectStore:
     def __init__(self, clock=None, on_created=None):
@@ -198,11 +214,12 @@ class FakeObjectStore:
         return PresignedPost(url="https://storage.test/bucket", fields={
             "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"})
 
-    def list_keys(self, prefix: str, older_than: datetime):
+    def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None):
         if self.down:
             raise TransientError("storage unavailable")
         for key in sorted(self.objects):  # S3 lists keys in order
-            if key.startswith(prefix) and self.modified.get(key, older_than) < older_than:
+            if (key.startswith(prefix) and (after is None or key > after)
+                    and self.modified.get(key, older_than) < older_than):
                 yield key
 
 

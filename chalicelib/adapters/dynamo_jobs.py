@@ -7,8 +7,9 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from pynamodb.attributes import (
     MapAttribute,
@@ -25,15 +26,17 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from chalicelib import deadline
 from chalicelib.clients import Clients
 from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
-from chalicelib.jobs import Job, JobStatus, Rendition, shard_key, sweep_key
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
+from chalicelib.ports import IdempotencyRecord, ScanPoint
 from chalicelib.vocabulary import ErrorCode
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
+SCAN_PREFIX = "orphan-scan#"
 # The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
 # `sweep_at`. SWEEP_INDEX, keyed by the status alone, is the one it replaces: the sweeper
 # still asks it, during the rollout, for jobs written before sweep_key (docs/scale.md §6.1).
@@ -45,6 +48,12 @@ _SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
 # limits derived from the functions' timeouts (chalicelib/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
+BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
+# A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
+# again after a growing pause, this many times at most.
+UNPROCESSED_RETRIES = 5
+# What the orphan scan reads of a job (JobObjects); a rendition's key, not its whole map.
+_OBJECT_FIELDS = ("pk", "status", "attempt", "original_key", "display.key", "thumb.key")
 
 
 class RenditionAttribute(MapAttribute):
@@ -91,6 +100,14 @@ class OwnerItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class ScanPointItem(Model):
+    """Where one key range of the orphan scan stands (pk `orphan-scan#<range>`)."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    after = UnicodeAttribute(null=True)
+    pass_started = UTCDateTimeAttribute(null=True)
+
+
 class IdempotencyItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     fingerprint = UnicodeAttribute()
@@ -123,6 +140,11 @@ def make_job_model(table: str, region: str, host: Optional[str],
 def make_owner_model(table: str, region: str, host: Optional[str],
                      connection: Optional[dict] = None) -> type[OwnerItem]:
     return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host, connection)})
+
+
+def make_scan_point_model(table: str, region: str, host: Optional[str],
+                          connection: Optional[dict] = None) -> type[ScanPointItem]:
+    return type("BoundScanPointItem", (ScanPointItem,), {"Meta": _meta(table, region, host, connection)})
 
 
 def make_idempotency_model(table: str, region: str, host: Optional[str],
@@ -170,11 +192,12 @@ class DynamoJobStore:
         self._model = make_job_model(table, region, host, settings)
         self._keys = make_idempotency_model(table, region, host, settings)
         self._owners = make_owner_model(table, region, host, settings)
+        self._points = make_scan_point_model(table, region, host, settings)
         self._connection = SharedConnection(clients or Clients(region), prepare_client,
                                              region=region, host=host, **settings)
         # One connection, so one botocore client, for both models and for transactions.
         # PynamoDB 6.1 has no public way to hand a model its connection (its issue #1245).
-        tables = [model._get_connection() for model in (self._model, self._keys, self._owners)]
+        tables = [model._get_connection() for model in (self._model, self._keys, self._owners, self._points)]
         self._connection.add_meta_table(tables[0].get_meta_table())  # the one that knows the index
         for table_connection in tables:
             table_connection.connection = self._connection
@@ -289,6 +312,50 @@ class DynamoJobStore:
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
 
+    def objects_of(self, job_ids: list[str]) -> dict[str, JobObjects]:
+        found = {}
+        for item in self._batch_get(self._model, [JOB_PREFIX + i for i in job_ids], _OBJECT_FIELDS):
+            job_id = item.pk[len(JOB_PREFIX):]
+            found[job_id] = JobObjects(
+                job_id=job_id, status=JobStatus(item.status), attempt=int(item.attempt),
+                original_key=item.original_key,
+                result_keys=frozenset(r.key for r in (item.display, item.thumb) if r is not None))
+        return found
+
+    def scan_points(self, names: list[str]) -> dict[str, ScanPoint]:
+        saved = {item.pk[len(SCAN_PREFIX):]: ScanPoint(after=item.after, pass_started=item.pass_started)
+                 for item in self._batch_get(self._points, [SCAN_PREFIX + n for n in names])}
+        return {name: saved.get(name, ScanPoint()) for name in names}
+
+    def save_scan_point(self, name: str, point: ScanPoint) -> None:
+        item = self._points(SCAN_PREFIX + name, after=point.after, pass_started=point.pass_started)
+        self._write(item.save)
+
+    def _batch_get(self, model: type[Model], pks: list[str], fields: Optional[Sequence[str]] = None) -> list:
+        """BatchGetItem, 100 keys a call, strongly consistent; the keys DynamoDB leaves
+        unprocessed are asked again with backoff, as AWS advises, while the budget allows."""
+        table = model.Meta.table_name
+        found = []
+        for start in range(0, len(pks), BATCH_GET_KEYS):
+            pending = pks[start:start + BATCH_GET_KEYS]
+            for retry in range(UNPROCESSED_RETRIES + 1):
+                if retry:
+                    if not deadline.has_time_for(1):
+                        break
+                    _sleep(min(1.0, 0.05 * 2 ** retry))
+                try:
+                    answer = self._connection.batch_get_item(
+                        table, [{"pk": pk} for pk in pending], consistent_read=True, attributes_to_get=None if fields is None else list(fields))
+                except PynamoDBException as error:
+                    raise TransientError("job table unavailable") from error
+                found += [model.from_raw_data(raw) for raw in answer.get("Responses", {}).get(table, [])]
+                pending = [key["pk"]["S"] for key in answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])]
+                if not pending:
+                    break
+            if pending:
+                raise TransientError(f"job table left {len(pending)} keys unread")
+        return found
+
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
         m = self._model
         try:
@@ -370,6 +437,10 @@ class DynamoJobStore:
             if _condition_failed(error):
                 raise ConditionFailed() from error
             raise TransientError("job table unavailable") from error
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # a seam: tests stub the pause between retries
 
 
 def _rendition_attr(r: Optional[Rendition]) -> Optional[RenditionAttribute]:

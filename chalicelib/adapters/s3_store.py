@@ -94,10 +94,13 @@ class S3Store:
         )
         return PresignedPost(url=post["url"], fields=post["fields"])
 
-    def list_keys(self, prefix: str, older_than: datetime) -> Iterator[str]:
+    def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None) -> Iterator[str]:
+        # StartAfter: S3 lists from the first key after it, in key order (the orphan scan
+        # resumes there); the paginator's later pages go on by continuation token.
+        start = {} if after is None else {"StartAfter": after}
         try:
             pages = self._client.get_paginator("list_objects_v2").paginate(
-                Bucket=self._bucket, Prefix=prefix)
+                Bucket=self._bucket, Prefix=prefix, **start)
             for page in pages:
                 for obj in page.get("Contents", []):
                     if obj["LastModified"] < older_than:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import itertools
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -145,38 +144,12 @@ class Sweeper:
 
         return on_batch
 
-    def sweep_orphans(self) -> Counter:
-        """Objects no job needs, older than the grace period: those whose job is gone
-        (deleted by TTL, say), and renditions that are not the job's result nor its live
-        attempt's (a stale attempt that died before cleaning up).
+    def sweep_orphans(self, scheduled: bool = False) -> Counter:
+        """Objects no job needs, older than the grace period: a run of the resumable,
+        batched scan of chalicelib/usecases/orphans.py (scheduled: this minute's share)."""
+        from chalicelib.usecases.orphans import OrphanScan
 
-        Streams the listing (keys come sorted, so a job's objects are neighbours) and reads
-        each job once per prefix: run it rarely (daily), since its cost grows with the
-        bucket, not with the work.
-        """
-        ctx, s = self._ctx, self._ctx.settings
-        report: Counter = Counter()
-        grace = ctx.clock() - timedelta(seconds=s.orphan_grace_seconds)
-        for prefix in (s.originals_prefix, s.renditions_prefix):
-            listed = ctx.objects.list_keys(prefix, grace)
-            for job_id, keys in itertools.groupby(listed, ctx.keys.job_id_of):
-                job = ctx.jobs.get(job_id) if job_id is not None else None
-                for key in keys:
-                    if job is not None and self._needed(job, key):
-                        continue
-                    ctx.objects.delete(key)
-                    report["orphans_deleted"] += 1
-        if report:
-            log.info("orphan_sweep_done", **report)
-        return report
-
-    def _needed(self, job: Job, key: str) -> bool:
-        if key == job.original_key:
-            return True
-        if job.status is JobStatus.READY:
-            return key in {r.key for r in (job.display, job.thumb) if r is not None}
-        # A processing job's live attempt may be writing its renditions right now.
-        return job.status is JobStatus.PROCESSING and self._ctx.keys.attempt_of(key) == job.attempt
+        return OrphanScan(self._ctx).run(scheduled)
 
     # -- per status ------------------------------------------------------------------------
     def _processing(self, job: Job, now: datetime, drained: "_Drained") -> str:

@@ -157,7 +157,7 @@ class RecordingJobStore(FakeJobStore):
 
 def default_settings() -> Settings:
     # One sweeper thread: the harness names a crash point by its place in the call order.
-    return Settings(bucket="images", sweep_threads=1)
+    return Settings(bucket="images", sweep_threads=1, orphan_sweep_threads=1)
 
 
 class World:

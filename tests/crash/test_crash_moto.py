@@ -32,7 +32,8 @@ def moto_stack(moto_endpoint):
 
     suffix = uuid.uuid4().hex[:10]
     settings = Settings(endpoint_url=moto_endpoint, bucket=f"crash-{suffix}", table=f"crash-{suffix}",
-                        queue_name=f"crash-{suffix}", event_delay_seconds=0, sweep_threads=1)
+                        queue_name=f"crash-{suffix}", event_delay_seconds=0, sweep_threads=1,
+                        orphan_sweep_threads=1)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     # A 1 s visibility timeout: a killed worker's message comes back at once.
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"], visibility_timeout=1)

@@ -105,6 +105,7 @@ def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
     assert functions[WORKER_FUNCTION]["lambda_memory_size"] == cap.WORKER_MEMORY_MB
     assert functions["sweep"]["lambda_timeout"] == cap.SWEEP_TIMEOUT_S
     assert functions["sweep_orphans"]["lambda_timeout"] == cap.ORPHAN_SCAN_TIMEOUT_S
+    assert functions["sweep_orphans"]["lambda_memory_size"] == cap.ORPHAN_SCAN_MEMORY_MB
 
 
 def test_the_code_shards_and_sweeps_as_the_model_says():
@@ -115,3 +116,20 @@ def test_the_code_shards_and_sweeps_as_the_model_says():
     assert (settings.sweep_threads, settings.sweep_budget_seconds) == (cap.SWEEP_THREADS, cap.SWEEP_BUDGET_S)
     # A batch started just before the budget ends must still fit in the function's timeout.
     assert cap.SWEEP_BUDGET_S + cap.SWEEP_BATCH * cap.removal_seconds() < cap.SWEEP_TIMEOUT_S
+
+
+def test_the_orphan_scan_runs_as_the_model_says_and_holds_at_the_ceiling():
+    from chalicelib.usecases import orphans
+
+    settings = Settings()
+    assert (settings.orphan_sweep_interval_seconds, settings.orphan_sweep_budget_seconds,
+            settings.orphan_sweep_timeout_seconds, settings.orphan_pass_seconds) == (
+        cap.ORPHAN_RUN_EVERY_S, cap.ORPHAN_BUDGET_S, cap.ORPHAN_SCAN_TIMEOUT_S, cap.ORPHAN_PASS_S)
+    assert len(orphans.RANGE_DIGITS) == cap.ORPHAN_DIGITS and orphans.PAGE_KEYS == cap.SCAN_PAGE_KEYS
+    assert settings.orphan_sweep_threads == len(cap.ORPHAN_KEYS_PER_JOB)  # a thread per range of a digit
+    assert set(cap.ORPHAN_KEYS_PER_JOB) == {settings.originals_prefix, settings.renditions_prefix}
+    # Every range makes its pass a day at the design ceiling, with the default retention.
+    retention_days = settings.retention_seconds / cap.DAY
+    assert cap.orphan_scan_max_images_per_day(retention_days) > cap.DESIGN_CEILING_PER_DAY
+    # More memory than a core buys nothing: the threads share one interpreter.
+    assert cap.ORPHAN_SCAN_MEMORY_MB == cap.FULL_VCPU_MB

@@ -124,10 +124,15 @@ def test_the_sweeper_runs_on_its_schedule(packaged):
     assert event["Properties"]["Schedule"] == ("rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)")
 
 
-def test_the_orphan_scan_runs_daily(packaged):
+def test_the_orphan_scan_runs_every_minute_each_run_one_hex_digits_share(packaged):
+    from chalicelib.config import Settings
+
     orphans = functions(packaged.sam)["sweep_orphans"]
     ((_, event),) = orphans["Events"].items()
-    assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 day)"
+    assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 minute)"
+    # A digit's turn comes round every 16 runs: its last run has ended by then.
+    settings = Settings.from_environ(packaged.stage_config["environment_variables"])
+    assert orphans["Timeout"] == settings.orphan_sweep_timeout_seconds < 16 * settings.orphan_sweep_interval_seconds
 
 
 def test_api_passes_image_bodies_as_binary(packaged):

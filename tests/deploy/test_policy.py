@@ -30,7 +30,7 @@ from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.errors import ConditionFailed, KeyTaken
-from chalicelib.ports import IdempotencyRecord, Webhook
+from chalicelib.ports import IdempotencyRecord, ScanPoint, Webhook
 from infra.stage_config import stage_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,6 +210,9 @@ def exercise(store: DynamoJobStore) -> set[str]:
         call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW, 20)
     call("get_idempotency", key.scope)
     call("get", "j1")
+    call("objects_of", ["j1", "j2", "nope"])  # BatchGetItem
+    call("save_scan_point", "originals/0", ScanPoint(after="originals/0abc", pass_started=NOW))  # PutItem
+    call("scan_points", ["originals/0", "originals/1"])  # BatchGetItem
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=None)  # the old index
     lease = timedelta(seconds=120)

@@ -433,3 +433,40 @@ def test_racing_creates_never_exceed_the_quota(store):
         t.join()
     assert len(made) == 4 and len(refused) == 6
     assert store.active_jobs("alice") == set(made)
+
+
+def test_objects_of_reads_what_each_job_says_of_its_objects_and_skips_unknown_ids(store):
+    import uuid
+
+    from chalicelib.jobs import JobObjects
+
+    queued, ready = new_job(), new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(queued, QUOTA)
+    store.create(ready, QUOTA)
+    claimed = store.claim(ready.job_id, NOW, timedelta(seconds=120), 3)
+    ready = claimed.ready(NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960),
+                          Rendition("r/t.jpg", 256, 256), WEEK)
+    store.finish_attempt(ready, attempt=1)
+    # More ids than one BatchGetItem takes (100): the store asks in several calls.
+    unknown = [str(uuid.uuid4()) for _ in range(150)]
+    found = store.objects_of([queued.job_id, *unknown, ready.job_id])
+    assert found == {queued.job_id: JobObjects(queued.job_id, JobStatus.QUEUED, 0, queued.original_key, frozenset()),
+                     ready.job_id: JobObjects(ready.job_id, JobStatus.READY, 1, ready.original_key,
+                                              frozenset({"r/d.jpg", "r/t.jpg"}))}
+    assert found[ready.job_id] == JobObjects.of(store.get(ready.job_id))
+    assert store.objects_of([]) == {}
+
+
+def test_a_scan_point_is_empty_until_saved_then_reads_back(store):
+    from chalicelib.ports import ScanPoint
+
+    assert store.scan_points(["originals/0", "renditions/f"]) == {
+        "originals/0": ScanPoint(), "renditions/f": ScanPoint()}
+    store.save_scan_point("originals/0", ScanPoint(after="originals/0abc", pass_started=NOW))
+    store.save_scan_point("renditions/f", ScanPoint(after=None, pass_started=NOW + WEEK))
+    assert store.scan_points(["originals/0", "renditions/f", "originals/1"]) == {
+        "originals/0": ScanPoint(after="originals/0abc", pass_started=NOW),
+        "renditions/f": ScanPoint(after=None, pass_started=NOW + WEEK),
+        "originals/1": ScanPoint()}
+    store.save_scan_point("originals/0", ScanPoint(after=None, pass_started=NOW))  # the pass ended
+    assert store.scan_points(["originals/0"]) == {"originals/0": ScanPoint(after=None, pass_started=NOW)}

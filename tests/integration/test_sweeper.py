@@ -132,3 +132,58 @@ def test_a_job_written_before_sweep_key_is_swept_through_the_old_index_once(worl
     assert svc.sweeper.sweep()["redriven"] == 2  # each once: the old index only has `old` left to it
     assert sorted(e.key for e in drain(clients, stack)) == sorted((old.original_key, new.original_key))
     assert svc.ctx.jobs.get(old.job_id).redrives == 1
+
+
+def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects_stay(settings_for, monkeypatch):
+    from datetime import datetime, timezone
+
+    from chalicelib.jobs import Job, Rendition
+    from chalicelib.usecases import orphans
+
+    monkeypatch.setattr(orphans, "PAGE_KEYS", 5)
+    settings = settings_for(orphan_grace_seconds=1, orphan_sweep_threads=1, orphan_sweep_budget_seconds=10)
+    clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
+    provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
+    svc = build_use_cases(settings)
+    ctx, bucket = svc.ctx, settings.bucket
+    now = datetime.now(timezone.utc)
+
+    def put(key):
+        clients["s3"].put_object(Bucket=bucket, Key=key, Body=b"x")
+        return key
+
+    def job_id(first):
+        return first + str(uuid.uuid4())[1:]
+
+    kept, ghosts = set(), set()
+    for first in "aab":
+        jid = job_id(first)
+        display, thumb = (Rendition(ctx.keys.rendition(jid, 1, name), 1, 1) for name in ("display", "thumb"))
+        ctx.jobs.create(Job(job_id=jid, owner="alice", status=JobStatus.READY, created_at=now, updated_at=now,
+                            expires_at=now + timedelta(days=7), original_key=ctx.keys.original(jid), attempt=1,
+                            display=display, thumb=thumb), 100)
+        kept |= {put(ctx.keys.original(jid)), put(display.key), put(thumb.key)}
+        ghosts.add(put(ctx.keys.rendition(jid, 2, "display")))  # a stale attempt's
+    for first in "aaaaaaaabbb":
+        ghosts.add(put(ctx.keys.original(job_id(first))))  # no job at all
+    time.sleep(1.1)
+
+    # Each batched read takes 4 s of a fake clock: the 10 s budget stops the run after 3 pages.
+    offset = [timedelta(0)]
+    ctx.clock = lambda: datetime.now(timezone.utc) + offset[0]
+    read = ctx.jobs.objects_of
+
+    def slow_read(job_ids):
+        offset[0] += timedelta(seconds=4)
+        return read(job_ids)
+
+    ctx.jobs.objects_of = slow_read
+    first = svc.sweeper.sweep_orphans()
+    assert first["ranges_left"] >= 1 and 0 < first["orphans_deleted"] < len(ghosts)
+    assert kept <= set(keys(clients, svc))
+
+    ctx.jobs.objects_of = read
+    second = svc.sweeper.sweep_orphans()
+    assert first["orphans_deleted"] + second["orphans_deleted"] == len(ghosts)
+    assert set(keys(clients, svc)) == kept
+    assert svc.sweeper.sweep_orphans() == {}  # every range made its pass: nothing due today

@@ -76,6 +76,17 @@ def test_retention_a_day_inside_the_lifecycle_starts():
     Settings.from_environ({**SECRET, "RETENTION_SECONDS": str(8 * 86400), "BUCKET_LIFECYCLE_DAYS": "9"})
 
 
+@pytest.mark.parametrize("env, named", [
+    ({"ORPHAN_SWEEP_BUDGET_SECONDS": "900"}, "ORPHAN_SWEEP_BUDGET_SECONDS"),
+    # A hex digit's turn would come back while its last run may still be scanning it.
+    ({"ORPHAN_SWEEP_INTERVAL_SECONDS": "56"}, "ORPHAN_SWEEP_INTERVAL_SECONDS"),
+])
+def test_orphan_scan_runs_that_could_overrun_refuse_to_start(env, named):
+    with pytest.raises(ValueError, match=named):
+        Settings.from_environ({**SECRET, **env})
+    Settings.from_environ({**SECRET, "ORPHAN_SWEEP_INTERVAL_SECONDS": "57"})  # 16 x 57 s > 900 s
+
+
 @pytest.mark.parametrize("value", ["ten", "0", "-3"])
 def test_bad_numbers_are_refused_with_the_variables_name(value):
     with pytest.raises(ValueError, match="MAX_PIXELS"):
