@@ -28,6 +28,7 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
     code = 0
     try:
         _die_with(parent)
+        _close_inherited(keep={requests, replies})
         # The kernel's SIGXCPU must kill (its default), and the parent's handlers (the
         # local runner's SIGTERM) are not ours: the parent decides when a child ends.
         signal.signal(signal.SIGXCPU, signal.SIG_DFL)
@@ -66,6 +67,23 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
 def cpu_used() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _close_inherited(keep: set[int]) -> None:
+    """Close every descriptor the parent had open but ours and the standard three, as
+    subprocess does. This child lives long: a copy of another pipe's write end held here
+    would keep that pipe's reader from ever seeing its end (a driver process waiting for its
+    stdin to close, say, would never exit)."""
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every descriptor up to the limit
+        open_fds = list(range(3, os.sysconf("SC_OPEN_MAX")))
+    for fd in open_fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, already gone
 
 
 def _die_with(parent: int) -> None:

@@ -1,5 +1,6 @@
 """The worker's decoding child: results and errors come back, CPU hogs are stopped."""
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -140,3 +141,21 @@ def _running(pid_: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")  # a zombie has ended; its new parent may not reap it
+
+
+def test_a_child_holds_none_of_the_parents_other_descriptors():
+    """A long-lived child must not keep another pipe open: its reader would never see EOF
+    (a browser driver waiting for its stdin to close hung a test run that way)."""
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(TransientError):  # the child dies: the next call forks a new one
+            run_limited(crash, cpu_seconds=2, wall_seconds=30)
+        assert run_limited(add, 2, 3, cpu_seconds=2, wall_seconds=30) == 5
+        os.close(write_end)
+        write_end = None
+        ready, _, _ = select.select([read_end], [], [], 5)
+        assert ready and os.read(read_end, 1) == b"", "a sandbox child still holds the pipe's write end"
+    finally:
+        os.close(read_end)
+        if write_end is not None:
+            os.close(write_end)
