@@ -303,13 +303,14 @@ def deliver_webhook(event):
     """One webhook event. A failed attempt has already set its message to come back after the
     backoff; raising RetryLater keeps Lambda (or the local worker) from deleting it."""
     correlation.begin(correlation.of_context(event.context))
-    for record in event:
-        attributes = record.to_dict().get("attributes") or {}
-        count = int(attributes.get("ApproximateReceiveCount", "1"))
-        try:
-            use_cases().webhooks.deliver(record.body, count, record.receipt_handle)
-        except PoisonMessage:
-            log.error("poison_message_dropped", queue="webhooks")
+    with _invocation(event.context, settings.webhook_function_timeout_seconds):
+        for record in event:
+            attributes = record.to_dict().get("attributes") or {}
+            count = int(attributes.get("ApproximateReceiveCount", "1"))
+            try:
+                use_cases().webhooks.deliver(record.body, count, record.receipt_handle)
+            except PoisonMessage:
+                log.error("poison_message_dropped", queue="webhooks")
 
 
 # Methods a route may be asked for that it does not have. Their answer is 405 with `Allow`,

@@ -68,6 +68,7 @@ class Settings:
     api_timeout_seconds: int = 25
     worker_timeout_seconds: int = 60
     sweep_timeout_seconds: int = 50
+    webhook_function_timeout_seconds: int = 30
     max_attempts: int = 3
     upload_url_ttl_seconds: int = 900
     idempotency_ttl_seconds: int = DAY

@@ -47,6 +47,7 @@ FUNCTION_TIMEOUTS = {
     "handle_object_created": "worker_timeout_seconds",
     "sweep": "sweep_timeout_seconds",
     "sweep_orphans": "orphan_sweep_timeout_seconds",
+    "deliver_webhook": "webhook_function_timeout_seconds",
 }
 # The outputs the policy names, beside those above.
 POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn", "DeadLetterQueueArn",

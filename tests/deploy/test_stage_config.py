@@ -77,6 +77,8 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.api_timeout_seconds == functions["api_handler"]["lambda_timeout"]
     assert settings.worker_timeout_seconds == functions["handle_object_created"]["lambda_timeout"]
     assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
+    assert settings.orphan_sweep_timeout_seconds == functions["sweep_orphans"]["lambda_timeout"]
+    assert settings.webhook_function_timeout_seconds == functions["deliver_webhook"]["lambda_timeout"]
     assert settings.bucket_lifecycle_days == int(outputs["ObjectExpirationDays"])
     assert settings.metrics_service == outputs["MetricsService"]
     assert settings.webhook_queue_name == outputs["WebhookQueueName"]

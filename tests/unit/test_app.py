@@ -202,3 +202,25 @@ def test_every_label_the_upload_route_takes_is_a_binary_type_for_api_gateway():
     binary = set(application.app.api.binary_types)
     assert set(request_body.BINARY_TYPES) <= binary
     assert sniff.ALLOWED_TYPES | {"image/pjpeg", "image/x-png"} <= binary
+
+
+def test_a_webhook_delivery_runs_within_its_functions_time_budget(client, monkeypatch):
+    """Every invocation has its deadline (chalicelib/deadline.py), deliveries too: the SDK's
+    attempts are then checked against the time the function has left."""
+    from types import SimpleNamespace
+
+    from chalicelib import deadline
+
+    budgets = []
+
+    class Webhooks:
+        def deliver(self, body, count, receipt_handle):
+            budgets.append(deadline.current())
+
+    monkeypatch.setattr(application, "use_cases", lambda: SimpleNamespace(webhooks=Webhooks()))
+    event = client.events.generate_sqs_event(message_bodies=['{"event_id": "x"}'],
+                                             queue_name=application.settings.webhook_queue_name)
+    client.lambda_.invoke("deliver_webhook", event)
+    (budget,) = budgets
+    assert budget is not None
+    assert 0 < budget.remaining() <= application.settings.webhook_function_timeout_seconds
