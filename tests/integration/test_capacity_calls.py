@@ -33,8 +33,9 @@ def measured(moto_endpoint):
 def test_each_phase_costs_what_the_model_says(measured, phase):
     model, now = cap.MEASURED[phase], measured[phase]
     assert {k: now[k] for k in EXACT} == {k: model[k] for k in EXACT}
-    # Lengths vary with the digits of sizes and dimensions.
-    assert now["log_bytes"] == pytest.approx(model["log_bytes"], abs=12)
+    # Lengths vary with the digits of sizes and dimensions, and of the timings in the metric
+    # lines (a float's repr is 3 to 18 characters): within 5 %, or 12 bytes.
+    assert now["log_bytes"] == pytest.approx(model["log_bytes"], rel=0.05, abs=12)
 
 
 def test_a_sweep_run_queries_each_status_once_and_reads_the_queue_depths(measured):
