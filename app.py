@@ -229,10 +229,9 @@ def handle_message(body, lambda_context=None) -> None:
     """
     from chalicelib.events import parse_message  # the worker's, not the API's
 
-    with _invocation(lambda_context, settings.worker_timeout_seconds) as budget:
-        ends_at = time.monotonic() + budget.remaining()
+    with _invocation(lambda_context, settings.worker_timeout_seconds):
         for item in parse_message(body):
-            use_cases().worker.handle_object_created(item, ends_at)
+            use_cases().worker.handle_object_created(item)
 
 
 def _rate(seconds: int) -> Rate:

@@ -1,6 +1,7 @@
 """build_use_cases(settings): the one composition root."""
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from chalicelib.adapters import sdk_limits
@@ -22,14 +23,14 @@ from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 
 
-def _s3_client(clients: Clients, limits: SdkLimits, endpoint_url: Optional[str]):
+def _s3_client(clients: Clients, limits: SdkLimits, guard, endpoint_url: Optional[str]):
     # Emulators on 127.0.0.1 have no per-bucket host names.
     config = sdk_limits.client_config(limits, signature_version="s3v4",
                                       s3={"addressing_style": "path" if endpoint_url else "auto"})
-    return clients.lazy("s3", endpoint_url, config, prepare=lambda c: sdk_limits.guard(c, limits))
+    return clients.lazy("s3", endpoint_url, config, prepare=guard)
 
 
-def _queue(settings: Settings, clients: Clients, limits: SdkLimits, sqs):
+def _queue(settings: Settings, clients: Clients, limits: SdkLimits, guard, sqs):
     """The events queue: what re-drives publish to and whose depth sheds uploads."""
     if settings.queue_backend == "amqp":
         from chalicelib.adapters.amqp import AmqpBacklog, AmqpChannel, AmqpPublisher, Topology
@@ -41,7 +42,7 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits, sqs):
         raise ValueError(f"QUEUE_BACKEND must be sqs or amqp, got {settings.queue_backend!r}")
     # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.
     metrics = clients.lazy("cloudwatch", settings.endpoint_url, sdk_limits.client_config(limits),
-                           prepare=lambda c: sdk_limits.guard(c, limits))
+                           prepare=guard)
     queue = SqsQueue(sqs, settings.queue_name, QueueAgeMetric(metrics, settings.queue_name))
     return queue, queue
 
@@ -51,23 +52,23 @@ def build_use_cases(settings: Settings) -> UseCases:
     # Fail fast and let the caller decide (an API answers 503, a worker retries the
     # message): one attempt is a small part of even the shortest function's time.
     limits = SdkLimits.for_settings(settings)
+    guard = functools.partial(sdk_limits.guard, limits=limits)  # on every client, once made
     clients = Clients(settings.region)
     # Storage's client is made on first use: most GETs (a job not ready yet) never need it.
     storage_url, presign_url = settings.storage_endpoint_url, settings.presign_endpoint_url
-    storage = _s3_client(clients, limits, storage_url)
-    presign = storage if presign_url == storage_url else _s3_client(clients, limits, presign_url)
+    storage = _s3_client(clients, limits, guard, storage_url)
+    presign = storage if presign_url == storage_url else _s3_client(clients, limits, guard, presign_url)
     # A ready job's URLs are signed without the S3 client, which a GET then never makes.
     get_presigner = GetPresigner(lambda: clients.session.get_credentials(), settings.region, presign_url,
                                  client=presign)
     objects = S3Store(storage, settings.bucket, presign_client=presign, get_presigner=get_presigner)
-    guard = lambda client: sdk_limits.guard(client, limits)  # noqa: E731
     pynamodb = sdk_limits.pynamodb_connection(limits)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
                           connection=pynamodb, prepare_client=guard)
     # SQS carries the webhooks and the dead-letter gauges whatever carries the storage events.
     # Made on first use: uploads, job endings, deliveries and sweeps need it, never a GET.
     sqs = clients.lazy("sqs", settings.endpoint_url, sdk_limits.client_config(limits), prepare=guard)
-    publisher, backlog = _queue(settings, clients, limits, sqs)
+    publisher, backlog = _queue(settings, clients, limits, guard, sqs)
     gauges = {
         (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhooks_dlq_name),
         (Metric.QUEUE_DEPTH, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_queue_name),

@@ -177,8 +177,17 @@ class SharedConnection(Connection):
                 self._prepared = self._prepare(client)
             return client
 
+    def serve(self, *models: type[Model]) -> None:
+        """Be the connection of these models, so that they (and transactions) share one botocore
+        client. PynamoDB 6.1 has no public way to hand a model its connection (its issue
+        #1245). The first model's table description is the one kept (it knows the indexes)."""
+        tables = [model._get_connection() for model in models]
+        self.add_meta_table(tables[0].get_meta_table())
+        for table_connection in tables:
+            table_connection.connection = self
 
-def _condition_failed(error: PynamoDBException) -> bool:
+
+def condition_failed(error: PynamoDBException) -> bool:
     return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
 
 
@@ -195,12 +204,7 @@ class DynamoJobStore:
         self._points = make_scan_point_model(table, region, host, settings)
         self._connection = SharedConnection(clients or Clients(region), prepare_client,
                                              region=region, host=host, **settings)
-        # One connection, so one botocore client, for both models and for transactions.
-        # PynamoDB 6.1 has no public way to hand a model its connection (its issue #1245).
-        tables = [model._get_connection() for model in (self._model, self._keys, self._owners, self._points)]
-        self._connection.add_meta_table(tables[0].get_meta_table())  # the one that knows the index
-        for table_connection in tables:
-            table_connection.connection = self._connection
+        self._connection.serve(self._model, self._keys, self._owners, self._points)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
@@ -434,7 +438,7 @@ class DynamoJobStore:
         try:
             call()
         except PynamoDBException as error:
-            if _condition_failed(error):
+            if condition_failed(error):
                 raise ConditionFailed() from error
             raise TransientError("job table unavailable") from error
 

@@ -14,7 +14,7 @@ from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.dynamo_jobs import SharedConnection
+from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
 from chalicelib.clients import Clients
 from chalicelib.errors import ConditionFailed, TransientError
 from chalicelib.ports import Webhook
@@ -35,10 +35,6 @@ class WebhookItem(Model):
     failing_until = UTCDateTimeAttribute(null=True)
 
 
-def _condition_failed(error: PynamoDBException) -> bool:
-    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
-
-
 class DynamoWebhookStore:
     def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
                  connection: Optional[dict] = None,
@@ -49,11 +45,8 @@ class DynamoWebhookStore:
         self._model = type("BoundWebhookItem", (WebhookItem,), {"Meta": meta})
         # Its botocore client from the shared session too, made on first use (as the job
         # store's): PynamoDB would otherwise start a session of its own.
-        connection = SharedConnection(clients or Clients(region), prepare_client, region=region,
-                                      host=host, **settings)
-        table_connection = self._model._get_connection()
-        connection.add_meta_table(table_connection.get_meta_table())
-        table_connection.connection = connection
+        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
+                         **settings).serve(self._model)
 
     def get_webhook(self, owner: str) -> Optional[Webhook]:
         try:
@@ -80,7 +73,7 @@ class DynamoWebhookStore:
         try:
             item.save(condition=condition)
         except PynamoDBException as error:
-            if _condition_failed(error):
+            if condition_failed(error):
                 raise ConditionFailed() from error
             raise TransientError("webhook store unavailable") from error
 
@@ -96,6 +89,6 @@ class DynamoWebhookStore:
         try:
             m(WEBHOOK_PREFIX + owner).update(actions=[action], condition=m.pk.exists())
         except PynamoDBException as error:
-            if _condition_failed(error):
+            if condition_failed(error):
                 return  # deleted meanwhile: nothing to mark
             raise TransientError("webhook store unavailable") from error

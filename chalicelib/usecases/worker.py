@@ -7,7 +7,6 @@ late cancel can never move a job backwards or produce a second result.
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from chalicelib import deadline, imaging
 from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessage, TransientError
@@ -29,9 +28,9 @@ class Worker:
     def __init__(self, ctx: Context):
         self._ctx = ctx
 
-    def handle_object_created(self, event: ObjectCreated, ends_at: Optional[float] = None) -> Outcome:
-        """Process one object-created event, by `ends_at` (time.monotonic()) if given: the
-        time the worker function has before it is stopped.
+    def handle_object_created(self, event: ObjectCreated) -> Outcome:
+        """Process one object-created event, within the invocation's time budget if it runs
+        in one (chalicelib/deadline.py): the time the worker function has before it is stopped.
 
         Returns normally when nothing is left to do for this event (done, duplicate, not
         ours); raises TransientError when the same event should be delivered again, and
@@ -52,7 +51,7 @@ class Worker:
             timings[Metric.QUEUE_WAIT] = (ctx.clock() - job.created_at).total_seconds() * 1000
         outcome = None
         try:
-            outcome = self._process(job, ends_at)
+            outcome = self._process(job)
             return outcome
         finally:  # one metric line for both
             if outcome in (Outcome.READY, Outcome.FAILED):
@@ -108,7 +107,7 @@ class Worker:
             return Outcome.FAILED if failed else Outcome.LOST
         raise JobBusy(f"job {current.job_id} could not be claimed")
 
-    def _process(self, job: Job, ends_at: Optional[float]) -> Outcome:
+    def _process(self, job: Job) -> Outcome:
         ctx, s = self._ctx, self._ctx.settings
         log.info("job_claimed", job_id=job.job_id, attempt=job.attempt)
         # The declared size of a direct upload: an emulator may not enforce the POST policy.
@@ -120,7 +119,7 @@ class Worker:
                 return Outcome.ABANDONED
             # No check after the resize: the finishing write is conditional on this attempt,
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
-            outputs = self._renditions(data, ends_at)
+            outputs = self._renditions(data)
             stored: dict[RenditionName, Rendition] = {}
             for out in outputs:
                 key = ctx.keys.rendition(job.job_id, job.attempt, out.name)
@@ -166,7 +165,7 @@ class Worker:
         return (current is not None and current.status is done.status
                 and current.attempt == done.attempt)
 
-    def _renditions(self, data: bytes, ends_at: Optional[float]) -> tuple:
+    def _renditions(self, data: bytes) -> tuple:
         """Decode in a child with a CPU limit, so that no image can hold a worker for more
         than decode_cpu_seconds; the wall clock allows for a busy machine, within the time
         the worker function has left."""
@@ -177,8 +176,9 @@ class Worker:
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
         # less: the wall clock only catches a child that hangs without using its CPU.
         wall = 4.0 * s.decode_cpu_seconds + 5.0
-        if ends_at is not None:
-            wall = min(wall, ends_at - time.monotonic() - _TIME_TO_FINISH)
+        budget = deadline.current()
+        if budget is not None:
+            wall = min(wall, budget.remaining() - _TIME_TO_FINISH)
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
         return run_limited(imaging.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
