@@ -6,6 +6,7 @@ For each test image it runs make_renditions and catches the two rendition images
 before they are coded, then codes each of them both ways at the same quality (85):
 
   baseline      what the renditions were before issue 11 (no Huffman optimisation)
+  optimised     baseline (sequential) scans with optimised Huffman tables
   progressive   what imaging._output does now: progressive scans, optimised tables
 
 and reports bytes, the CPU time of the coding, and SSIM (scikit-image's
@@ -38,6 +39,7 @@ from load import photo_like  # noqa: E402
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png",
           "hubble_deep_field.jpg", "retina.jpg", "brick.png", "grass.png", "color.png")
 CODINGS = {"baseline": dict(optimize=False, progressive=False),
+           "optimised": dict(optimize=True, progressive=False),
            "progressive": dict(optimize=True, progressive=True)}
 
 
@@ -88,8 +90,9 @@ def main() -> int:
     settings = Settings()
     totals = {(r, c): [0, 0.0] for r in ("display", "thumb") for c in CODINGS}
     identical = True
-    head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'baseline B':>11} {'progr. B':>9} {'bytes':>7}"
-            f" {'base ms':>8} {'progr. ms':>9} {'SSIM base':>9} {'SSIM progr.':>11}")
+    head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'baseline B':>11} {'optim. B':>9} {'progr. B':>9}"
+            f" {'optim.':>7} {'progr.':>7} {'base ms':>8} {'optim. ms':>9} {'progr. ms':>9}"
+            f" {'SSIM base':>9} {'SSIM progr.':>11}")
     print(f"JPEG quality {settings.jpeg_quality}; CPU ms = median of {args.runs} codings; "
           "SSIM of the decoded JPEG against the uncoded rendition")
     print(head)
@@ -105,15 +108,18 @@ def main() -> int:
                 row[coding] = (len(coded), cpu, ssim, decoded)
                 totals[rendition, coding][0] += len(coded)
                 totals[rendition, coding][1] += cpu
-            identical &= bool(np.array_equal(row["baseline"][3], row["progressive"][3]))
-            b, p = row["baseline"], row["progressive"]
-            print(f"{label:<22} {rendition:<9} {'%dx%d' % im.size:>9} {b[0]:>11} {p[0]:>9}"
-                  f" {p[0] / b[0] - 1:>+6.1%} {b[1]:>8.1f} {p[1]:>9.1f} {b[2]:>9.4f} {p[2]:>11.4f}")
+            identical &= all(np.array_equal(row["baseline"][3], row[c][3]) for c in CODINGS)
+            b, o, p = row["baseline"], row["optimised"], row["progressive"]
+            print(f"{label:<22} {rendition:<9} {'%dx%d' % im.size:>9} {b[0]:>11} {o[0]:>9} {p[0]:>9}"
+                  f" {o[0] / b[0] - 1:>+6.1%} {p[0] / b[0] - 1:>+6.1%} {b[1]:>8.1f} {o[1]:>9.1f} {p[1]:>9.1f}"
+                  f" {b[2]:>9.4f} {p[2]:>11.4f}")
     print()
     for rendition in ("display", "thumb"):
-        b, p = totals[rendition, "baseline"], totals[rendition, "progressive"]
-        print(f"all {rendition}s: {b[0]} -> {p[0]} bytes ({p[0] / b[0] - 1:+.1%}); "
-              f"coding CPU {b[1]:.1f} -> {p[1]:.1f} ms in total")
+        b = totals[rendition, "baseline"]
+        for coding in ("optimised", "progressive"):
+            c = totals[rendition, coding]
+            print(f"all {rendition}s, baseline -> {coding}: {b[0]} -> {c[0]} bytes ({c[0] / b[0] - 1:+.1%}); "
+                  f"coding CPU {b[1]:.1f} -> {c[1]:.1f} ms in total")
     print("decoded pixels identical in every case: " + ("yes" if identical else "NO"))
     return 0
 
