@@ -24,8 +24,11 @@ It also reports the CPU that the API process and the emulator spend per request,
 Cold start: `--cold` fresh processes each import `app`, build its use cases and serve one
 GET of the ready job through app.app(), in process, against the same emulator; once as on
 Lambda (AUTH_MODE=cognito: the event carries the claims API Gateway checked) and once as
-`chalice local` runs (AUTH_MODE=jwt: the app checks the HS256 token). The tables give wall
-and CPU time of each step, and which heavy packages were imported by then.
+`chalice local` runs (AUTH_MODE=jwt: the app checks the HS256 token). Each runs in a venv
+holding only what the Lambda package holds (requirements.txt and Chalice's runtime; made
+once, kept in ~/.cache/image-jobs-bench/), and for comparison in the dev venv, where moto's
+cryptography makes PyJWT import it. The tables give wall and CPU time of each step, and
+which heavy packages were imported by then. The target applies to the packaged cold start.
 
 Targets (issue 11): HTTP keep-alive POST and GET <= 1.5x the floor; cold start <= 250 ms.
 It is a report: the exit status is 0 even when a target is missed.
@@ -49,6 +52,9 @@ POST_CASES = GET_CASES
 # Lambda behind API Gateway (the token checked by Cognito), and `chalice local` (HS256 checked here).
 COLD_MODES = {"cognito": "as on Lambda: API Gateway checked the token",
               "jwt": "as in chalice local: the app checks the HS256 token"}
+# The target is the deployed cold start: with the packages the Lambda holds, and no others.
+ENVIRONMENTS = {"packaged": "with only the Lambda package's libraries",
+                "dev venv": "in the dev venv (for comparison: moto's extras too)"}
 COGNITO_POOL = "arn:aws:cognito-idp:us-east-1:000000000000:userpool/us-east-1_bench"
 # No worker finishes the POSTed jobs, and one owner makes every request: lift the per-owner
 # limits, which would otherwise answer 429 after 20 jobs or 40 requests.
@@ -266,11 +272,13 @@ def measure(root: Path, image: Path, rounds: int, cold: int) -> dict:
         result = stack.run_child(SCRIPT, root, [
             "driver", runner.api_url, runner.aws_url, token, str(image), str(rounds),
             str(api_pid), str(aws_pid)], {"LOCAL_RUNNER": "1", **UNLIMITED})  # LOCAL_RUNNER: for the public HS256 secret
-        colds = {mode: [stack.run_child(SCRIPT, root, ["cold", runner.aws_url, token, result["job_id"], "bench"],
-                                        {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL,
-                                         "LOCAL_RUNNER": "1" if mode == "jwt" else ""})
-                        for _ in range(cold)]
-                 for mode in COLD_MODES}
+        pythons = {"packaged": stack.packaged_python(root), "dev venv": sys.executable}
+        colds = {(mode, where): [stack.run_child(
+                     SCRIPT, root, ["cold", runner.aws_url, token, result["job_id"], "bench"],
+                     {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL,
+                      "LOCAL_RUNNER": "1" if mode == "jwt" else ""}, python=python)
+                     for _ in range(cold)]
+                 for mode in COLD_MODES for where, python in pythons.items()}
         python_start = interpreter_start(root)
         result.update(colds=colds, python_start_ms=python_start,
                       load=f"{load_before} -> {stack.load_average()}")
@@ -323,11 +331,11 @@ def report(label: str, result: dict) -> list[str]:
                   f" {med / floor:>7.2f}x {row['api_cpu_ms']:>8.1f} {row['aws_cpu_ms']:>8.1f}")
             if case == "http keep" and med > 1.5 * floor:
                 missed.append(f"{label}: {method} keep-alive {med:.1f} ms = {med / floor:.2f}x the floor (> 1.5x)")
-    for mode, colds in result["colds"].items():
+    for (mode, where), colds in result["colds"].items():
         if not colds:
             continue
-        print(f"\ncold start {mode} ({COLD_MODES[mode]}), {len(colds)} fresh processes, median;"
-              f" python -c pass itself: {result['python_start_ms']:.0f} ms wall, not included")
+        print(f"\ncold start {mode} ({COLD_MODES[mode]}), {ENVIRONMENTS[where]}, {len(colds)} fresh "
+              f"processes, median; python -c pass itself: {result['python_start_ms']:.0f} ms wall, not included")
         names = [name for name, *_ in colds[0]["marks"]]
         head = f"{'step':<12} {'wall ms':>8} {'cpu ms':>8}   (cumulative)"
         print(head)
@@ -338,7 +346,7 @@ def report(label: str, result: dict) -> list[str]:
             print(f"{name:<12} {wall:>8.0f} {cpu:>8.0f}")
         total = stack.median([c["marks"][-1][1] for c in colds])
         print("imported by then: " + (", ".join(colds[0]["loaded"]) or "none of " + ", ".join(HEAVY)))
-        if total > 250:
+        if total > 250 and where == "packaged":
             missed.append(f"{label}: cold start ({mode}) {total:.0f} ms (> 250 ms)")
     return missed
 

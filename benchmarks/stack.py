@@ -151,11 +151,11 @@ class Runner:
         self.stop()
 
 
-def run_child(script: Path, root: Path, args: list[str], env: dict) -> dict:
+def run_child(script: Path, root: Path, args: list[str], env: dict, python: str = sys.executable) -> dict:
     """Run `script --child ...` with the checkout under test first on sys.path; it prints
     one JSON object as its last line."""
     child_env = dict(os.environ, **AWS_ENV, **env, PYTHONPATH=str(root))
-    done = subprocess.run([sys.executable, str(script), "--child", str(root), *args], cwd=root,
+    done = subprocess.run([python, str(script), "--child", str(root), *args], cwd=root,
                           env=child_env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{script.name} child failed:\n{done.stderr[-4000:]}")
@@ -184,3 +184,26 @@ def median(values: list[float]) -> float:
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def packaged_python(root: Path) -> str:
+    """The python of a venv holding only what the Lambda package holds: the checkout's
+    requirements.txt, and Chalice's runtime (`chalice deploy` adds chalice/app.py to the
+    package; the CLI's dependencies stay out). The dev venv has more (moto brings
+    cryptography, which PyJWT then imports), so a cold start measured there is not the
+    deployed one. Made once per requirements.txt, kept in ~/.cache/image-jobs-bench/."""
+    import hashlib
+
+    requirements = root / "requirements.txt"
+    chalice = next(line for line in (root / "requirements-dev.txt").read_text().splitlines()
+                   if line.startswith("chalice=="))
+    digest = hashlib.sha256(requirements.read_bytes() + chalice.encode()).hexdigest()[:12]
+    venv = Path.home() / ".cache" / "image-jobs-bench" / f"lambda-{digest}"
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, "-r", str(requirements)], check=True)
+        subprocess.run([*pip, "--no-deps", chalice], check=True)
+        (venv / ".installed").touch()
+    return str(python)
