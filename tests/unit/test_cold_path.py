@@ -146,3 +146,26 @@ def test_building_and_presigning_a_ready_jobs_urls_make_no_s3_or_sqs_client(monk
     objects = build_use_cases(Settings(endpoint_url="http://127.0.0.1:9")).ctx.objects
     assert objects.presign_get("renditions/x/1/display.jpg", 60).startswith("http://127.0.0.1:9/")
     assert made == []
+
+
+def test_a_client_is_made_without_listing_every_service_and_a_bad_name_still_fails(monkeypatch):
+    """botocore checks a service's name by listing all ~450 services' folders; the shared
+    session's loader looks in that service's folder only (about 15 ms of a cold start)."""
+    import botocore.loaders
+    from botocore.exceptions import UnknownServiceError
+
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(botocore.loaders.os, "listdir", lambda path: listed.append(path) or real(path))
+    session = Clients("us-east-1").session
+    client = session.create_client("dynamodb", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                                   aws_access_key_id="a", aws_secret_access_key="b")
+    assert client.meta.service_model.service_name == "dynamodb"
+    assert 0 < len(listed) < 10, listed
+    try:
+        session.create_client("dynamodbx", region_name="us-east-1")
+    except UnknownServiceError as error:
+        assert "dynamodbx" in str(error) and "dynamodb" in str(error)  # the names botocore knows
+    else:
+        raise AssertionError("an unknown service was accepted")
+    assert "sqs" in session.get_available_services()
