@@ -102,9 +102,15 @@ def _die_with(parent: int) -> None:
 
 
 def write_message(fd: int, payload: bytes) -> None:
-    view = memoryview(len(payload).to_bytes(_HEADER, "big") + payload)
-    while view:
-        view = view[os.write(fd, view):]
+    # writev: header and payload in one call (one wake-up of the reader), without joining
+    # them into a copy of the photo.
+    parts = [memoryview(len(payload).to_bytes(_HEADER, "big")), memoryview(payload)]
+    while parts:
+        sent = os.writev(fd, parts)
+        while parts and sent >= len(parts[0]):
+            sent -= len(parts.pop(0))
+        if parts:
+            parts[0] = parts[0][sent:]
 
 
 def read_message(fd: int, wait=None) -> Optional[bytes]:

@@ -50,6 +50,13 @@ def test_a_result_comes_back_as_if_called_here():
     assert run_limited(add, b"x" * 300_000, b"y", cpu_seconds=2, wall_seconds=10) == b"x" * 300_000 + b"y"
 
 
+def test_messages_larger_than_the_pipe_come_back_whole_both_ways():
+    # 5 MB in and 5 MB out: several writes and reads a message, in the widened pipe too.
+    photo = os.urandom(5 << 20)
+    assert run_limited(add, photo, b"!", cpu_seconds=2, wall_seconds=10) == photo + b"!"
+    assert run_limited(add, b"", b"", cpu_seconds=2, wall_seconds=10) == b""
+
+
 def test_a_domain_error_comes_back_with_its_code_and_detail():
     with pytest.raises(InvalidImage) as caught:
         run_limited(refuse, cpu_seconds=2, wall_seconds=10)
