@@ -29,8 +29,8 @@ scheme not simulated is measured alongside on the same writes, without feedback.
 Assumptions (also in docs/scale.md):
 - Arrivals are Poisson at a rate that steps to 10x for 15 minutes; polls track uploads.
 - Worker service time is the mix in infra/capacity.py: Pillow's benchmarked time at 1 GB's
-  0.58 vCPU plus assumed in-region latencies (12 MP JPEG 385 ms, 48 MP 700 ms, 12 MP PNG
-  916 ms; mean 445 ms); a new environment adds 1.5 s once. A duplicate message costs 20 ms.
+  0.58 vCPU plus assumed in-region latencies (12 MP JPEG 380 ms, 48 MP 695 ms, 12 MP PNG
+  911 ms; mean 445 ms); a new environment adds 1.5 s once. A duplicate message costs 20 ms.
 - Workers are fluid: N slots start jobs as their time frees, no slot banks idle time.
 - The event source gains 300 pollers a minute while messages wait and loses them as fast
   when none do; it stops growing while the function throttles it (AWS backs off scaling on

@@ -38,8 +38,7 @@ class Outcome(StrEnum):
     READY = "ready"            # this attempt wrote the renditions and finished the job
     FAILED = "failed"          # the job ended failed (its error code is on the job)
     IGNORED = "ignored"        # not an original of ours, or no such job
-    DUPLICATE = "duplicate"    # the job had already finished: nothing to do
-    ABANDONED = "abandoned"    # cancelled, deleted or re-claimed while this attempt worked
+    DUPLICATE = "duplicate"    # the job had already ended (finished or cancelled): nothing to do
     LOST = "lost"              # this attempt's final write lost to a newer state
 
 

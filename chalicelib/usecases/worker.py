@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from chalicelib import deadline, imaging
-from chalicelib.errors import ConditionFailed, DomainError, JobBusy, PoisonMessage, TransientError
+from chalicelib.errors import ConditionFailed, DomainError, FileTooLarge, JobBusy, PoisonMessage, TransientError
 from chalicelib.events import ObjectCreated
 from chalicelib.jobs import Job, JobStatus, Rendition
 from chalicelib.logs import get_logger
@@ -43,24 +43,39 @@ class Worker:
             log.warning("event_ignored", reason="not_an_original")
             return Outcome.IGNORED
         job_id = ctx.keys.job_id_of(event.key)
+        started, received = time.monotonic(), ctx.clock()
+        # The original first, then the claim: the claim (a conditional write) is then the
+        # one check that the job is still to be done, made just before the resize, so a job
+        # cancelled or deleted during the download is never resized, with no read to ask.
+        original = self._fetch(ctx.keys.original(job_id))
         job = self._claim(job_id)
         if isinstance(job, Outcome):
             return job
-        started, timings = time.monotonic(), {}
+        timings = {}
         if job.attempt == 1:
-            timings[Metric.QUEUE_WAIT] = (ctx.clock() - job.created_at).total_seconds() * 1000
+            timings[Metric.QUEUE_WAIT] = (received - job.created_at).total_seconds() * 1000
         outcome = None
         try:
-            outcome = self._process(job)
+            outcome = self._process(job, original)
             return outcome
         finally:  # one metric line for both
             if outcome in (Outcome.READY, Outcome.FAILED):
                 timings[Metric.PROCESSING_TIME] = (time.monotonic() - started) * 1000
             ctx.metrics.emit(timings)
 
+    def _fetch(self, key: str) -> bytes | Exception:
+        """The original's bytes, or the permanent error reading them gave: the job fails with
+        it once claimed. A transient error goes up as it is: nothing is claimed yet, so the
+        event simply comes again. Any file over the service's limit is refused here; a
+        direct upload's own declared size is checked once its job is known."""
+        try:
+            return self._ctx.objects.get(key, self._ctx.settings.max_upload_bytes)
+        except (KeyError, DomainError) as error:
+            return error
+
     def _claim(self, job_id: str) -> Job | Outcome:
-        """The claimed job, or what became of the event. The claim is tried first: nearly
-        every event finds its job queued, so the job is read only when the claim loses."""
+        """The claimed job, or what became of the event. The claim is tried before any read:
+        nearly every event finds its job queued, so the job is read only when it loses."""
         ctx = self._ctx
         try:
             return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -107,19 +122,18 @@ class Worker:
             return Outcome.FAILED if failed else Outcome.LOST
         raise JobBusy(f"job {current.job_id} could not be claimed")
 
-    def _process(self, job: Job) -> Outcome:
-        ctx, s = self._ctx, self._ctx.settings
+    def _process(self, job: Job, original: bytes | Exception) -> Outcome:
+        ctx = self._ctx
         log.info("job_claimed", job_id=job.job_id, attempt=job.attempt)
-        # The declared size of a direct upload: an emulator may not enforce the POST policy.
-        limit = job.declared_size if job.declared_size is not None else s.max_upload_bytes
         try:
-            data = ctx.objects.get(job.original_key, limit)
-            # The one "still ours" read: it spares the resize of a job cancelled meanwhile.
-            if not self._still_ours(job):
-                return Outcome.ABANDONED
+            if isinstance(original, Exception):
+                raise original
+            # The declared size of a direct upload: an emulator may not enforce the POST policy.
+            if job.declared_size is not None and len(original) > job.declared_size:
+                raise FileTooLarge(f"The file is larger than {job.declared_size} bytes")
             # No check after the resize: the finishing write is conditional on this attempt,
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
-            outputs = self._renditions(data)
+            outputs = self._renditions(original)
             stored: dict[RenditionName, Rendition] = {}
             for out in outputs:
                 key = ctx.keys.rendition(job.job_id, job.attempt, out.name)
@@ -183,15 +197,6 @@ class Worker:
                 raise TransientError("no time left in this invocation to decode")
         return run_limited(imaging.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
                            wall_seconds=wall)
-
-    def _still_ours(self, job: Job) -> bool:
-        """A safe step: stop if the job was cancelled, deleted or taken by a newer attempt."""
-        current = self._ctx.jobs.get(job.job_id)
-        if current is not None and current.status is JobStatus.PROCESSING and current.attempt == job.attempt:
-            return True
-        log.info("job_abandoned", job_id=job.job_id, attempt=job.attempt,
-                 status=current.status.value if current else "deleted")
-        return False
 
     def _fail(self, job: Job, code: ErrorCode) -> Outcome:
         failed = lifecycle.fail(self._ctx, job, code,
