@@ -64,13 +64,15 @@ class Worker:
             ctx.metrics.emit(timings)
 
     def _fetch(self, key: str) -> bytes | Exception:
-        """The original's bytes, or the permanent error reading them gave: the job fails with
-        it once claimed. A transient error goes up as it is: nothing is claimed yet, so the
-        event simply comes again. Any file over the service's limit is refused here; a
-        direct upload's own declared size is checked once its job is known."""
+        """The original's bytes, or the error reading them gave, raised once the job is
+        claimed, where it counts as before: missing or refused, the job fails; transient,
+        the attempt is spent and its lease given back (so attempts still bound an outage).
+        Nothing larger than any upload may be is read; the job's own limit is checked once
+        the job is known."""
+        s = self._ctx.settings
         try:
-            return self._ctx.objects.get(key, self._ctx.settings.max_upload_bytes)
-        except (KeyError, DomainError) as error:
+            return self._ctx.objects.get(key, max(s.max_upload_bytes, s.max_direct_upload_bytes))
+        except Exception as error:  # noqa: BLE001 - raised again after the claim
             return error
 
     def _claim(self, job_id: str) -> Job | Outcome:
@@ -129,8 +131,9 @@ class Worker:
             if isinstance(original, Exception):
                 raise original
             # The declared size of a direct upload: an emulator may not enforce the POST policy.
-            if job.declared_size is not None and len(original) > job.declared_size:
-                raise FileTooLarge(f"The file is larger than {job.declared_size} bytes")
+            limit = job.declared_size if job.declared_size is not None else ctx.settings.max_upload_bytes
+            if len(original) > limit:
+                raise FileTooLarge(f"The file is larger than {limit} bytes")
             # No check after the resize: the finishing write is conditional on this attempt,
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
             outputs = self._renditions(original)

@@ -107,47 +107,26 @@ def test_an_undecodable_original_fails_permanently_without_retry(svc):
     assert svc.worker.handle_object_created(created(svc, job)) == "duplicate"
 
 
-def test_storage_down_before_the_claim_costs_no_attempt(svc):
-    # The original is fetched before the claim: an outage then leaves the job queued, with
-    # every attempt still to come, and the event comes again.
+def test_transient_storage_failure_raises_and_releases_the_lease_for_a_retry(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
     svc.ctx.objects.down = True
     with pytest.raises(TransientError):
         svc.worker.handle_object_created(created(svc, job))
     held = svc.ctx.jobs.items[job.job_id]
-    assert held.status is JobStatus.QUEUED and held.attempt == 0
-    svc.ctx.objects.down = False
-    assert svc.worker.handle_object_created(created(svc, job)) == "ready"
-    assert svc.ctx.jobs.items[job.job_id].attempt == 1
-
-
-def _storing_fails(svc, monkeypatch):
-    def put(key, data, content_type):
-        raise TransientError("storage unavailable")
-
-    monkeypatch.setattr(svc.ctx.objects, "put", put)
-
-
-def test_a_transient_failure_after_the_claim_releases_the_lease_for_a_retry(svc, monkeypatch):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    _storing_fails(svc, monkeypatch)
-    with pytest.raises(TransientError):
-        svc.worker.handle_object_created(created(svc, job))
-    held = svc.ctx.jobs.items[job.job_id]
     assert held.status is JobStatus.PROCESSING and held.attempt == 1
     assert not held.lease_active(svc.ctx.clock())
-    monkeypatch.undo()
+    svc.ctx.objects.down = False
     assert svc.worker.handle_object_created(created(svc, job)) == "ready"
     assert svc.ctx.jobs.items[job.job_id].attempt == 2
 
 
-def test_attempts_are_bounded_then_processing_failed(svc, monkeypatch):
+def test_attempts_are_bounded_then_processing_failed(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
-    _storing_fails(svc, monkeypatch)
+    svc.ctx.objects.down = True
     for _ in range(svc.ctx.settings.max_attempts):
         with pytest.raises(TransientError):
             svc.worker.handle_object_created(created(svc, job))
-    monkeypatch.undo()
+    svc.ctx.objects.down = False
     assert svc.worker.handle_object_created(created(svc, job)) == "failed"
     failed = svc.ctx.jobs.items[job.job_id]
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
