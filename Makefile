@@ -44,7 +44,11 @@ bench: $(VENV)/.installed  ## the resize benchmark
 STAGE ?= dev
 deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deploy STAGE=dev (docs/deploy.md)
 	$(PY) -m infra.stage_config $(STAGE) $(if $(STACK),--stack $(STACK))
-	$(VENV)/bin/chalice deploy --stage $(STAGE)
+	# Chalice caches the package by a hash of the tree; bytecode goes into that package, and
+	# nothing may write a .pyc into chalicelib/ before deploy looks it up again (infra/bytecode.py).
+	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice package --stage $(STAGE) build/package-$(STAGE)
+	$(PY) -m infra.bytecode .
+	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice deploy --stage $(STAGE)
 	$(PY) -m infra.gateway_responses $(STAGE)
 
 clean:
