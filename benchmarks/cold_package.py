@@ -29,24 +29,15 @@ import api
 import stack
 
 ROOT = stack.THIS_ROOT
-DEPLOYED = ("app.py", "chalicelib", "requirements.txt", "infra")
+sys.path.insert(0, str(ROOT))
+from tests.deploy.conftest import OUTPUTS_FILE, copy_project  # noqa: E402  (as the deploy tests package it)
 
 
 def build(work: Path) -> tuple[Path, Path]:
     """The package unpacked twice: as Chalice makes it, and with bytecode."""
-    project = work / "project"
-    project.mkdir()
-    for name in DEPLOYED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, project / name)
-    (project / ".chalice").mkdir()
-    shutil.copy2(ROOT / ".chalice" / "config.json", project / ".chalice" / "config.json")
+    project = copy_project(work / "project")
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
-    outputs = ROOT / "tests" / "deploy" / "stack-outputs.json"
-    subprocess.run([sys.executable, "-m", "infra.stage_config", "dev", "--outputs", str(outputs),
+    subprocess.run([sys.executable, "-m", "infra.stage_config", "dev", "--outputs", str(OUTPUTS_FILE),
                     "--project-dir", str(project)], cwd=ROOT, env=env, check=True, capture_output=True)
     chalice = Path(sys.executable).with_name("chalice")
     subprocess.run([str(chalice), "package", "--stage", "dev", str(work / "out")], cwd=project, env=env,

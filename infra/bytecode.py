@@ -5,8 +5,8 @@
 
 Lambda unpacks a function's package read-only, so Python can't cache the bytecode it
 compiles. Chalice's package holds sources only, so every cold start compiles every module it
-imports: botocore, PynamoDB, urllib3 and ours. That is 587 ms to the first answer, against
-243 ms with the bytecode in the package (benchmarks/cold_package.py).
+imports: botocore, PynamoDB, urllib3 and ours. That is 537-576 ms to the first answer,
+against 229-245 ms with the bytecode in the package (benchmarks/cold_package.py).
 
 Every `.py` in the package gets its `__pycache__/<name>.<tag>.pyc`. The `.pyc` files are
 checked-hash (PEP 552): Python uses one only if the source beside it still hashes the same,
