@@ -10,14 +10,15 @@ import threading
 import time
 import uuid
 
-from chalice import CORSConfig, Chalice, CognitoUserPoolAuthorizer, Rate, Response
+from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Rate, Response
 
-from chalicelib import access, auth, correlation, deadline, problems, request_body, views
 from chalicelib.config import Settings
-from chalicelib.errors import DomainError, PoisonMessage, TransientError
-from chalicelib.logs import get_logger
-from chalicelib.metrics import EmfMetrics
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.errors import DomainError, PoisonMessage, TransientError
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http import access, auth, problems, request_body, views
+from chalicelib.runtime import correlation, deadline
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import EmfMetrics
 
 settings = Settings.from_environ(os.environ)
 app = Chalice(app_name="image-jobs")
@@ -34,7 +35,7 @@ app.api.cors = CORSConfig(
 app.api.binary_types.extend(t for t in request_body.BINARY_TYPES if t not in app.api.binary_types)
 log = get_logger("app")
 # In the cloud API Gateway checks the Cognito token before a view runs (AUTH_MODE=cognito);
-# locally there is no authorizer and chalicelib/auth.py checks the HS256 token itself.
+# locally there is no authorizer and chalicelib/http/auth.py checks the HS256 token itself.
 authorizer = (
     CognitoUserPoolAuthorizer("image-jobs-users", provider_arns=[settings.cognito_user_pool_arn])
     if settings.auth_mode == "cognito" else None
@@ -124,7 +125,7 @@ def api(view):
 
 
 def _invocation(lambda_context, configured_seconds: int):
-    """The time budget of one invocation (chalicelib/deadline.py): what Lambda says is left,
+    """The time budget of one invocation (chalicelib/runtime/deadline.py): what Lambda says is left,
     at most the function's configured timeout."""
     return deadline.invocation(deadline.seconds_left(lambda_context, configured_seconds),
                                deadline.SdkLimits.for_settings(settings))
@@ -227,7 +228,7 @@ def handle_message(body, lambda_context=None) -> None:
     message no retry can fix, TransientError (or anything else) when the message should come
     back later.
     """
-    from chalicelib.events import parse_message  # the worker's, not the API's
+    from chalicelib.domain.events import parse_message  # the worker's, not the API's
 
     with _invocation(lambda_context, settings.worker_timeout_seconds):
         for item in parse_message(body):

@@ -235,8 +235,8 @@ def measure(endpoint: str) -> dict:
     from chalicelib.adapters.dynamo_jobs import SWEEP_SHARDED_INDEX
     from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
-    from chalicelib.events import parse_message
-    from chalicelib.metrics import EmfMetrics
+    from chalicelib.domain.events import parse_message
+    from chalicelib.runtime.metrics import EmfMetrics
     from local.provision import load_template, provision
     from local.services import aws_client
 

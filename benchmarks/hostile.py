@@ -24,10 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.resize import photo_like  # noqa: E402
-from chalicelib import imaging, sandbox  # noqa: E402
-from chalicelib.budget import DecodeBudget  # noqa: E402
-from chalicelib.errors import DomainError  # noqa: E402
-from chalicelib.sandbox import run_limited  # noqa: E402
+from chalicelib.domain.errors import DomainError  # noqa: E402
+from chalicelib.imaging import (
+    render,  # noqa: E402
+    sandbox,
+)
+from chalicelib.imaging.limits import DecodeBudget  # noqa: E402
+from chalicelib.imaging.sandbox import run_limited  # noqa: E402
 from tests import hostile  # noqa: E402
 
 MAX_PIXELS = 50_000_000
@@ -71,10 +74,10 @@ def hostile_rows():
     }
     rows = []
     for name, data in corpus.items():
-        _, before, _ = measure(lambda: imaging.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED))
-        _, refuse, outcome = measure(lambda: imaging.inspect(data, MAX_PIXELS, BUDGET))
+        _, before, _ = measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED))
+        _, refuse, outcome = measure(lambda: render.inspect(data, MAX_PIXELS, BUDGET))
         _, limited, limited_outcome = measure(lambda: run_limited(
-            imaging.make_renditions, data, MAX_PIXELS, 1280, 256, 85, UNBOUNDED,
+            render.make_renditions, data, MAX_PIXELS, 1280, 256, 85, UNBOUNDED,
             cpu_seconds=CPU_LIMIT, wall_seconds=4 * CPU_LIMIT + 5))
         rows.append((name, len(data), before, refuse, outcome, limited, limited_outcome))
     return rows
@@ -88,9 +91,9 @@ def honest_rows():
         data = out.getvalue()
         plain, budgeted = [], []
         for _ in range(5):
-            plain.append(measure(lambda: imaging.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED)))
+            plain.append(measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED)))
             budgeted.append(measure(lambda: run_limited(
-                imaging.make_renditions, data, MAX_PIXELS, 1280, 256, 85, BUDGET,
+                render.make_renditions, data, MAX_PIXELS, 1280, 256, 85, BUDGET,
                 cpu_seconds=CPU_LIMIT, wall_seconds=60)))
         rows.append((label, *(statistics.median(r[i] for r in runs) for runs in (plain, budgeted) for i in (0, 1))))
     return rows

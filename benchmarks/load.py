@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT))
 import requests  # noqa: E402
 from PIL import Image, ImageFilter  # noqa: E402
 
-from chalicelib import imaging  # noqa: E402
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore  # noqa: E402
-from chalicelib.auth import mint_token  # noqa: E402
 from chalicelib.config import Settings  # noqa: E402
+from chalicelib.http.auth import mint_token  # noqa: E402
+from chalicelib.imaging import render  # noqa: E402
 
 # The embedded stack takes any credentials; the runner sets the same defaults.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
@@ -69,10 +69,10 @@ def percentile(values, p):
 def single_image_rate(images: list[bytes]) -> float:
     """Renditions per second on one core, for this very mix, measured in this run."""
     settings = Settings()
-    imaging.make_renditions(images[0], settings.max_pixels)  # warm-up
+    render.make_renditions(images[0], settings.max_pixels)  # warm-up
     started = time.perf_counter()
     for data in images:
-        imaging.make_renditions(data, settings.max_pixels)
+        render.make_renditions(data, settings.max_pixels)
     return len(images) / (time.perf_counter() - started)
 
 

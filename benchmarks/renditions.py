@@ -7,7 +7,7 @@ before they are coded, then codes each of them both ways at the same quality (85
 
   baseline      what the renditions were before issue 11 (no Huffman optimisation)
   optimised     baseline (sequential) scans with optimised Huffman tables
-  progressive   what imaging._output does now: progressive scans, optimised tables
+  progressive   what render._output does now: progressive scans, optimised tables
 
 and reports bytes, the CPU time of the coding, and SSIM (scikit-image's
 structural_similarity, all three channels) of the decoded JPEG against the uncoded pixels.
@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import skimage.data  # noqa: E402
+from load import photo_like  # noqa: E402
 from PIL import Image  # noqa: E402
 from skimage.metrics import structural_similarity  # noqa: E402
 
-from chalicelib import imaging  # noqa: E402
 from chalicelib.config import Settings  # noqa: E402
-from load import photo_like  # noqa: E402
+from chalicelib.imaging import render  # noqa: E402
 
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png",
           "hubble_deep_field.jpg", "retina.jpg", "brick.png", "grass.png", "color.png")
@@ -58,18 +58,18 @@ def sources() -> list[tuple[str, bytes]]:
 def uncoded(data: bytes, settings: Settings) -> dict:
     """The display and thumb images make_renditions hands to its encoder."""
     caught = {}
-    real = imaging._output
+    real = render._output
 
     def catch(name, im, quality):
         caught[str(name)] = im.copy()
         return real(name, im, quality)
 
-    imaging._output = catch
+    render._output = catch
     try:
-        imaging.make_renditions(data, settings.max_pixels, display_box=settings.display_box,
+        render.make_renditions(data, settings.max_pixels, display_box=settings.display_box,
                                 thumb_size=settings.thumb_size, quality=settings.jpeg_quality)
     finally:
-        imaging._output = real
+        render._output = real
     return caught
 
 

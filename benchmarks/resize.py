@@ -1,4 +1,4 @@
-"""Benchmark chalicelib.imaging.make_renditions against naive Pillow and libvips.
+"""Benchmark chalicelib.imaging.render.make_renditions against naive Pillow and libvips.
 
     python benchmarks/resize.py [--runs N] [--quick] [--root DIR]
 
@@ -114,20 +114,20 @@ def _import_all():
     import pyvips
     from PIL import Image, ImageOps
 
-    from chalicelib import imaging
-    from chalicelib.vocabulary import RenditionName
+    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.imaging import render
 
     global PROGRESSIVE
-    probe = imaging._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), QUALITY).data
+    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), QUALITY).data
     PROGRESSIVE = b"\xff\xc2" in probe  # SOF2: a progressive frame
     pyvips.cache_set_max(0)
-    return imaging, Image, ImageOps, pyvips
+    return render, Image, ImageOps, pyvips
 
 
 def _ours(data: bytes) -> None:
-    from chalicelib import imaging
+    from chalicelib.imaging import render
 
-    imaging.make_renditions(data, MAX_PIXELS, DISPLAY_BOX, THUMB, QUALITY)
+    render.make_renditions(data, MAX_PIXELS, DISPLAY_BOX, THUMB, QUALITY)
 
 
 def _naive(data: bytes) -> None:

@@ -60,8 +60,8 @@ def _world(endpoint: str, threads: int, **overrides):
 
 def _fill(svc, s3, jobs: int) -> None:
     """`jobs` ready jobs past their retention, each with its original and two renditions."""
-    from chalicelib.errors import ConditionFailed
-    from chalicelib.jobs import Job, JobStatus
+    from chalicelib.domain.errors import ConditionFailed
+    from chalicelib.domain.jobs import Job, JobStatus
 
     ctx = svc.ctx
     now = ctx.clock()
@@ -102,7 +102,7 @@ def _ready(svc, s3, dynamodb, jobs: int) -> None:
     thousand transactions."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from chalicelib.jobs import Job, JobStatus, Rendition
+    from chalicelib.domain.jobs import Job, JobStatus, Rendition
 
     ctx = svc.ctx
     now = ctx.clock()
@@ -127,7 +127,7 @@ def _sequential_orphan_scan(ctx) -> int:
     per prefix, each orphan deleted alone, one call after another."""
     import itertools
 
-    from chalicelib.jobs import JobObjects
+    from chalicelib.domain.jobs import JobObjects
     from chalicelib.usecases.orphans import OrphanScan
 
     needed = OrphanScan(ctx)._needed  # the same rules

@@ -1,5 +1,5 @@
 """How long an upload takes to give up when a dependency hangs, before and after the time
-budget (chalicelib/deadline.py), against the API function's 25 s.
+budget (chalicelib/runtime/deadline.py), against the API function's 25 s.
 
     .venv/bin/python benchmarks/time_budget.py
 
@@ -67,8 +67,8 @@ def old_use_cases(settings):
 
 
 def measure(svc, budgeted: bool) -> tuple[float, str]:
-    from chalicelib import deadline
-    from chalicelib.errors import DomainError, TransientError
+    from chalicelib.domain.errors import DomainError, TransientError
+    from chalicelib.runtime import deadline
     from tests.images import jpeg
 
     key = uuid.uuid4().hex
@@ -87,7 +87,7 @@ def measure(svc, budgeted: bool) -> tuple[float, str]:
 
 def compensated(svc) -> str:
     """Did the failed upload's job end failed and its key go free?"""
-    from chalicelib.jobs import JobStatus
+    from chalicelib.domain.jobs import JobStatus
 
     later = svc.ctx.clock() + svc.ctx.retention * 2
     if svc.ctx.jobs.due(JobStatus.FAILED, later, 100):

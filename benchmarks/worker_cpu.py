@@ -4,14 +4,14 @@
 
 For each checkout (`--root`, repeatable; default this one):
 
-1. resize alone: a child process runs that checkout's imaging.make_renditions on the test
+1. resize alone: a child process runs that checkout's render.make_renditions on the test
    images (12 MP photo-like JPEGs), reading its own CPU time (time.process_time) around each
    call; beside it a libvips reference that decodes once and makes both renditions from that
    decode, coded the same way (baseline or progressive) as the checkout's own.
 2. the stack: that checkout's `python -m local` with the API and one worker thread
    (WORKER_CONCURRENCY=1, no sweeper), its runner started through this script so that
    botocore's BaseClient._make_api_call (PynamoDB goes through it too) and
-   imaging.make_renditions note each call with the calling thread's CPU time
+   render.make_renditions note each call with the calling thread's CPU time
    (time.thread_time). After two warm-up jobs, --jobs uploads go through the API on one
    kept-alive connection and the benchmark waits for as many `job_ready` lines.
    Process CPU is user + system time of every thread of each process and of its forked
@@ -57,23 +57,23 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     os.environ.setdefault("VIPS_CONCURRENCY", "1")
     stack.enter_root(root)
     import pyvips
-
-    from chalicelib import imaging
-    from chalicelib.config import Settings
-    from chalicelib.vocabulary import RenditionName
     from PIL import Image
+
+    from chalicelib.config import Settings
+    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.imaging import render
 
     sys.path.insert(0, str(SCRIPT.parent))
     from resize import vips_single_decode
 
     pyvips.cache_set_max(0)
     s = Settings()
-    probe = imaging._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), s.jpeg_quality).data
+    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), s.jpeg_quality).data
     progressive = b"\xff\xc2" in probe  # SOF2: a progressive frame
     datas = [Path(p).read_bytes() for p in images]
 
     def ours(data):
-        imaging.make_renditions(data, s.max_pixels, display_box=s.display_box, thumb_size=s.thumb_size,
+        render.make_renditions(data, s.max_pixels, display_box=s.display_box, thumb_size=s.thumb_size,
                                 quality=s.jpeg_quality)
 
     def vips(data):
@@ -101,9 +101,9 @@ def instrumented_runner(calls_path: str) -> None:
 
     import botocore.client
 
-    from chalicelib import imaging
+    from chalicelib.imaging import render
 
-    # Per process: the decoding child (chalicelib/sandbox.py) closes what it inherited, so
+    # Per process: the decoding child (chalicelib/imaging/sandbox.py) closes what it inherited, so
     # it opens the file again for itself.
     files: dict[int, object] = {}
     lock = threading.Lock()
@@ -134,8 +134,8 @@ def instrumented_runner(calls_path: str) -> None:
     botocore.client.BaseClient._make_api_call = noting(
         lambda a: a[0].meta.service_model.service_name, lambda a: a[1],
         botocore.client.BaseClient._make_api_call)
-    imaging.make_renditions = noting(lambda a: "imaging", lambda a: "make_renditions",
-                                     imaging.make_renditions)
+    render.make_renditions = noting(lambda a: "imaging", lambda a: "make_renditions",
+                                     render.make_renditions)
     # The handler as Lambda would run it, without the runner's receive and delete (on AWS
     # the event source mapping does those, outside the function).
     from local import sqs_worker

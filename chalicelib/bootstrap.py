@@ -5,6 +5,7 @@ import functools
 from typing import Optional
 
 from chalicelib.adapters import sdk_limits
+from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
@@ -14,11 +15,10 @@ from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_depth import SqsDepth
 from chalicelib.adapters.sqs_queue import SqsQueue
 from chalicelib.adapters.sqs_webhooks import SqsWebhookQueue
-from chalicelib.clients import Clients
 from chalicelib.config import Settings
-from chalicelib.deadline import SdkLimits
-from chalicelib.logs import configure
-from chalicelib.metrics import EmfMetrics, Metric, QueueName
+from chalicelib.runtime.deadline import SdkLimits
+from chalicelib.runtime.logs import configure
+from chalicelib.runtime.metrics import EmfMetrics, Metric, QueueName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 

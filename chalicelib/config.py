@@ -64,7 +64,7 @@ class Settings:
     lease_seconds: int = 120
     # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
     # copies them here). The SDK's timeouts and retries are derived from the shortest, and
-    # each invocation's budget from its own (chalicelib/deadline.py).
+    # each invocation's budget from its own (chalicelib/runtime/deadline.py).
     api_timeout_seconds: int = 25
     worker_timeout_seconds: int = 60
     sweep_timeout_seconds: int = 50
@@ -102,11 +102,11 @@ class Settings:
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
     # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
     worker_max_concurrency: int = 5
-    # The decode budget (chalicelib/budget.py): refused at upload from the structure alone.
+    # The decode budget (chalicelib/imaging/limits.py): refused at upload from the structure alone.
     max_scans: int = 64
     max_frames: int = 1000
     max_metadata_bytes: int = 1024 * 1024
-    # CPU seconds one image may use in the worker's decoding child (chalicelib/sandbox.py);
+    # CPU seconds one image may use in the worker's decoding child (chalicelib/imaging/sandbox.py);
     # past it the job fails image_too_complex. 0 decodes in-process, without a limit.
     decode_cpu_seconds: int = 6
     # The worker function's timeout (.chalice/config.json, handle_object_created); the local

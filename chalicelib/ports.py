@@ -2,7 +2,7 @@
 AWS-compatible services, tests/fakes.py implements them in memory, and one contract suite
 (tests/integration/test_job_store.py) proves the two JobStores equal.
 
-Errors are in chalicelib/errors.py, events in chalicelib/events.py.
+Errors are in chalicelib/domain/errors.py, events in chalicelib/domain/events.py.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
-from chalicelib.jobs import Job, JobObjects, JobStatus
+from chalicelib.domain.jobs import Job, JobObjects, JobStatus
 
 if TYPE_CHECKING:  # a GET never parses an event: not imported on its path
-    from chalicelib.events import ObjectCreated
+    from chalicelib.domain.events import ObjectCreated
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class JobStore(Protocol):
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int | None) -> list[Job]:
         """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
-        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/jobs.py).
+        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py).
 
         shard None: the jobs written before sweep_key was, which only the old unsharded
         index finds; none once its rollout is over (docs/scale.md §6.1)."""

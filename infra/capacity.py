@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from chalicelib.config import Settings
-from chalicelib.jobs import SWEEP_SHARDS
+from chalicelib.domain.jobs import SWEEP_SHARDS
 
 DAY = 86_400
 

@@ -5,7 +5,7 @@
 In the cloud some errors never reach the app: the Cognito authorizer answers 401 itself,
 API Gateway answers 413 for a body over its limit, 429 when throttled, 5xx when the function
 fails or times out. By default their body is `{"message": "Unauthorized"}`. This sets the
-REST API's gateway responses to the contract's problem details (chalicelib/problems.py), sets
+REST API's gateway responses to the contract's problem details (chalicelib/http/problems.py), sets
 the stage's throttling (API_RATE_LIMIT, API_BURST_LIMIT), and redeploys the stage. Chalice replaces the whole API definition on each deploy, so run this
 after each one (`make deploy` does both).
 """
@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from chalicelib import problems
 from chalicelib.config import Settings
+from chalicelib.http import problems
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ def gateway_response(code: str, retry_after: int, allow_origin: str = "*") -> di
 def throttling(rate: int, burst: int) -> list[dict]:
     """update_stage's patch for every method of the stage. API Gateway throttles the whole
     stage (per owner it would need an API key per user); the app's per-owner token bucket
-    (chalicelib/usecases/capacity.py) then keeps one owner from using all of it."""
+    (chalicelib/usecases/admission.py) then keeps one owner from using all of it."""
     return [{"op": "replace", "path": "/*/*/throttling/rateLimit", "value": str(rate)},
             {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(burst)}]
 

@@ -41,7 +41,7 @@ OUTPUT_SETTINGS = {
     "ObjectExpirationDays": "bucket_lifecycle_days",
 }
 # lambda_functions.<name>.lambda_timeout -> the Settings field the app budgets time with
-# (chalicelib/deadline.py); the lease must also outlast the worker's (Settings._check).
+# (chalicelib/runtime/deadline.py); the lease must also outlast the worker's (Settings._check).
 FUNCTION_TIMEOUTS = {
     "api_handler": "api_timeout_seconds",
     "handle_object_created": "worker_timeout_seconds",

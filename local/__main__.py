@@ -53,7 +53,7 @@ def main() -> int:
 
     # Imported only now: app.py reads its settings from the environment at import.
     from chalicelib.config import DEFAULT_JWT_SECRET, Settings
-    from chalicelib.logs import configure, get_logger
+    from chalicelib.runtime.logs import configure, get_logger
     from local import services
     from local.provision import provision
 

@@ -19,10 +19,10 @@ from typing import Callable
 import pika
 import pika.exceptions
 
-from chalicelib import correlation
 from chalicelib.adapters.amqp import Topology, connection_parameters, declare
-from chalicelib.errors import PoisonMessage, TransientError
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import PoisonMessage, TransientError
+from chalicelib.runtime import correlation
+from chalicelib.runtime.logs import get_logger
 
 log = get_logger("amqp_worker")
 

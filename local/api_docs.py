@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import yaml
 from swagger_ui.core import ApplicationDocument
 
-from chalicelib.vocabulary import PUBLIC_PREFIX
+from chalicelib.domain.vocabulary import PUBLIC_PREFIX
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
 PREFIX = f"{PUBLIC_PREFIX}/docs"

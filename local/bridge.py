@@ -7,9 +7,9 @@ confirmed the publish: a broker outage delays events, it never drops them.
 """
 from __future__ import annotations
 
-from chalicelib.errors import PoisonMessage, TransientError
-from chalicelib.events import parse_message
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import PoisonMessage, TransientError
+from chalicelib.domain.events import parse_message
+from chalicelib.runtime.logs import get_logger
 from local.sqs_poller import SqsPoller
 
 log = get_logger("bridge")

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 from chalice import local as chalice_local
 from chalice.cli import main
 
-from chalicelib import correlation
-from chalicelib.logs import configure, get_logger
+from chalicelib.runtime import correlation
+from chalicelib.runtime.logs import configure, get_logger
 from local import gateway
 
 chalice_local.ThreadedHTTPServer.request_queue_size = 128

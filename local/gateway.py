@@ -12,8 +12,8 @@ from typing import Optional
 
 from chalice import local as chalice_local
 
-from chalicelib import request_body
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http import request_body
 from local import api_docs
 
 # What API Gateway answers to a path it does not have: its gateway response

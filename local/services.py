@@ -103,7 +103,7 @@ def warm_up(api_url: str, jwt_secret: str, timeout: float = 60) -> None:
     import urllib.error
     import urllib.request
 
-    from chalicelib.auth import mint_token
+    from chalicelib.http.auth import mint_token
 
     token = mint_token("runner-warm-up", jwt_secret, 60, int(_time.time()))
     request = urllib.request.Request(f"{api_url}/api/v1/image-jobs/00000000-0000-4000-8000-000000000000",

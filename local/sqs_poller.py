@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from chalicelib.logs import get_logger
+from chalicelib.runtime.logs import get_logger
 
 log = get_logger("sqs_poller")
 

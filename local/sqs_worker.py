@@ -11,8 +11,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from chalicelib.errors import TransientError
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import TransientError
+from chalicelib.runtime.logs import get_logger
 from local.sqs_poller import SqsPoller
 
 log = get_logger("sqs_worker")

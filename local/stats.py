@@ -5,7 +5,7 @@
     python -m local.stats --job <job_id>   # one job's log lines, in order: its trace
 
 The metrics are the EMF lines that the API, the worker, the sweeper and the webhook
-deliveries print (chalicelib/metrics.py), the very lines CloudWatch reads in the cloud.
+deliveries print (chalicelib/runtime/metrics.py), the very lines CloudWatch reads in the cloud.
 Counts are summed; times (ms) show the median, the 95th percentile and the maximum; queue
 depths show the last and the largest value seen.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, TextIO
 
-from chalicelib.metrics import Metric, unit_of
+from chalicelib.runtime.metrics import Metric, unit_of
 
 DEFAULT_LOG = ".local/runner.log"
 GAUGES = {Metric.QUEUE_DEPTH.value, Metric.DEAD_LETTERS.value}

@@ -5,8 +5,8 @@ import argparse
 import os
 import time
 
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http.auth import mint_token
 
 
 def main() -> None:

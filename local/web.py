@@ -19,8 +19,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from chalicelib.auth import mint_token
-from chalicelib.logs import get_logger
+from chalicelib.http.auth import mint_token
+from chalicelib.runtime.logs import get_logger
 
 WEB_ROOT = Path(__file__).resolve().parent.parent / "web"
 TOKEN_TTL_SECONDS = 12 * 3600

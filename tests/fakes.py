@@ -6,12 +6,12 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
-from chalicelib.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
-from chalicelib.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
+from chalicelib.domain.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
+from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
 from chalicelib.ports import IdempotencyRecord, PresignedPost, ScanPoint, StoredObject, Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
-    from chalicelib.events import ObjectCreated
+    from chalicelib.domain.events import ObjectCreated
 
 
 class FakeJobStore:
@@ -358,7 +358,7 @@ class ListMetrics:
     """EmfMetrics writing into a list: tests read the very EMF lines the service prints."""
 
     def __init__(self, service: str = "image-jobs"):
-        from chalicelib.metrics import EmfMetrics
+        from chalicelib.runtime.metrics import EmfMetrics
 
         self.lines: list[str] = []
         self._emf = EmfMetrics(service, write=self.lines.append, strict=True)

@@ -9,9 +9,9 @@ import threading
 from dataclasses import dataclass
 
 from chalicelib.config import Settings
-from chalicelib.errors import TransientError
-from chalicelib.events import ObjectCreated, minio_event
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.events import ObjectCreated, minio_event
+from chalicelib.runtime.logs import get_logger
 
 log = get_logger("amqp")
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.errors import TransientError
+from chalicelib.domain.errors import TransientError
 
 # SQS publishes each minute's datapoint a few minutes late.
 _LOOK_BACK = timedelta(minutes=10)

@@ -19,19 +19,19 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
-from pynamodb.expressions.condition import size
 from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
+from pynamodb.expressions.condition import size
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from chalicelib import deadline
-from chalicelib.clients import Clients
-from chalicelib.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
-from chalicelib.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
+from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.domain.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
+from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
+from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.ports import IdempotencyRecord, ScanPoint
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.runtime import deadline
 
 JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
@@ -46,7 +46,7 @@ SWEEP_INDEXES = (SWEEP_SHARDED_INDEX, SWEEP_INDEX)
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
-# limits derived from the functions' timeouts (chalicelib/deadline.py) instead.
+# limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked

@@ -14,9 +14,9 @@ from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
+from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
-from chalicelib.clients import Clients
-from chalicelib.errors import ConditionFailed, TransientError
+from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.ports import Webhook
 
 WEBHOOK_PREFIX = "webhook#"

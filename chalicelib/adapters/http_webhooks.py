@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from chalicelib.errors import DeliveryFailed
+from chalicelib.domain.errors import DeliveryFailed
 from chalicelib.ports import Address
 
 # A receiver's answer is not read: only the status counts.

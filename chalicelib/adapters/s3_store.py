@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.errors import FileTooLarge, TransientError
+from chalicelib.domain.errors import FileTooLarge, TransientError
 from chalicelib.ports import PresignedPost, StoredObject
 
 _MISSING = ("NoSuchKey", "404", "NotFound")

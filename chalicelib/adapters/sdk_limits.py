@@ -1,4 +1,4 @@
-"""The invocation's time budget (chalicelib/deadline.py) inside botocore.
+"""The invocation's time budget (chalicelib/runtime/deadline.py) inside botocore.
 
 Every client gets timeouts and an attempt count from SdkLimits, and a `before-send` hook
 that refuses an attempt the budget cannot afford. botocore emits `before-send` once per
@@ -10,8 +10,8 @@ from __future__ import annotations
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
-from chalicelib import deadline
-from chalicelib.deadline import SdkLimits
+from chalicelib.runtime import deadline
+from chalicelib.runtime.deadline import SdkLimits
 
 
 class BudgetSpent(BotoCoreError):

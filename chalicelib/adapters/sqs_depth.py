@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.errors import TransientError
+from chalicelib.domain.errors import TransientError
 
 
 class SqsDepth:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.errors import TransientError
+from chalicelib.domain.errors import TransientError
 
 if TYPE_CHECKING:
-    from chalicelib.events import ObjectCreated
+    from chalicelib.domain.events import ObjectCreated
 
 
 class SqsQueue:
@@ -34,7 +34,7 @@ class SqsQueue:
         return self._queue_url
 
     def publish_object_created(self, created: ObjectCreated) -> None:
-        from chalicelib.events import aws_event  # the sweeper's re-drive only: not on a GET's path
+        from chalicelib.domain.events import aws_event  # the sweeper's re-drive only: not on a GET's path
 
         try:
             self._client.send_message(QueueUrl=self._url(), MessageBody=json.dumps(aws_event(created)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.errors import TransientError
+from chalicelib.domain.errors import TransientError
 from chalicelib.ports import WebhookEvent
 
 MAX_VISIBILITY_SECONDS = 43200  # SQS's limit: 12 hours

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from chalicelib.usecases.capacity import Capacity
+from chalicelib.usecases.admission import Capacity
 from chalicelib.usecases.context import Context
 
 if TYPE_CHECKING:

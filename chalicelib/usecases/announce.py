@@ -3,16 +3,23 @@ its owner's webhook. Called once per job, from lifecycle.finished. Best effort: 
 fail the job."""
 from __future__ import annotations
 
-from chalicelib.jobs import Job, JobStatus
-from chalicelib.metrics import Dimension, Metric
-from chalicelib.usecases import webhooks
+import uuid
+
+from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.ports import WebhookEvent
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases.context import Context
-from chalicelib.vocabulary import ErrorCode
+
+log = get_logger("webhooks")
+# Event ids are uuid5s in this namespace: the same for the same job and status.
+_EVENT_IDS = uuid.UUID("8f0c4a52-3c2e-4d0e-9a51-6c1f2b7d9e43")
 
 
 def job_finished(ctx: Context, job: Job) -> None:
     measure(ctx, job)
-    webhooks.enqueue(ctx, job)
+    enqueue_webhook(ctx, job)
 
 
 def measure(ctx: Context, job: Job) -> None:
@@ -32,3 +39,26 @@ def measure(ctx: Context, job: Job) -> None:
 
 def _ms(delta) -> float:
     return round(delta.total_seconds() * 1000, 1)
+
+
+def event_id(job: Job) -> str:
+    """Fixed by the job and its terminal status: queuing the same event twice (a retried
+    write, say) still gives receivers one id to de-duplicate on."""
+    return "msg_" + uuid.uuid5(_EVENT_IDS, f"{job.job_id}/{job.status.value}").hex
+
+
+def enqueue_webhook(ctx: Context, job: Job) -> None:
+    """Queue the webhook event of a job that has just become terminal, if its owner has a
+    webhook. Best effort: never fails the job; a lost event is a log line and a metric."""
+    if ctx.webhooks is None or ctx.webhook_queue is None:
+        return
+    try:
+        if ctx.webhooks.get_webhook(job.owner) is None:
+            return
+        event = WebhookEvent(event_id=event_id(job), owner=job.owner, job_id=job.job_id)
+        ctx.webhook_queue.send(event)
+    except Exception:
+        log.exception("webhook_enqueue_failed", job_id=job.job_id)
+        return
+    ctx.metrics.emit({Metric.WEBHOOKS_QUEUED: 1})
+    log.info("webhook_queued", job_id=job.job_id, event_id=event.event_id)

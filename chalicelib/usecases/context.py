@@ -8,8 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Optional
 
 from chalicelib.config import Settings
-from chalicelib.keys import ObjectKeys
-from chalicelib.metrics import EmfMetrics, Metric, Metrics, QueueName
+from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
     BacklogGauge,
     EventPublisher,
@@ -19,10 +18,11 @@ from chalicelib.ports import (
     WebhookSender,
     WebhookStore,
 )
-from chalicelib.webhook_urls import Resolver, system_resolver
+from chalicelib.runtime.metrics import EmfMetrics, Metric, Metrics, QueueName
+from chalicelib.usecases.webhook_urls import Resolver, system_resolver
 
 if TYPE_CHECKING:
-    from chalicelib.budget import DecodeBudget
+    from chalicelib.imaging.limits import DecodeBudget
 
 
 def utcnow() -> datetime:
@@ -69,7 +69,7 @@ class Context:
 
     @cached_property
     def budget(self) -> DecodeBudget:
-        from chalicelib.budget import DecodeBudget  # uploads and the worker only, not a GET
+        from chalicelib.imaging.limits import DecodeBudget  # uploads and the worker only, not a GET
 
         s = self.settings
         return DecodeBudget(max_scans=s.max_scans, max_frames=s.max_frames,

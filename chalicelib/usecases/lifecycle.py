@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from chalicelib.errors import ConditionFailed, TransientError
-from chalicelib.jobs import Job
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.domain.jobs import Job
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import announce
 from chalicelib.usecases.context import Context
-from chalicelib.vocabulary import ErrorCode
 
 log = get_logger("lifecycle")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Optional
 
-from chalicelib.errors import ConditionFailed, JobExpired, JobFinished, JobNotFound, TransientError
-from chalicelib.jobs import Job, JobStatus
-from chalicelib.keys import is_job_id
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import ConditionFailed, JobExpired, JobFinished, JobNotFound, TransientError
+from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.objectkeys import is_job_id
+from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls

@@ -26,11 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Optional
 
-from chalicelib import deadline
-from chalicelib.errors import TransientError
-from chalicelib.jobs import JobObjects, JobStatus
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.jobs import JobObjects, JobStatus
 from chalicelib.ports import ScanPoint
+from chalicelib.runtime import deadline
+from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
 
 log = get_logger("orphans")
@@ -48,7 +48,7 @@ _REPORTED = ("orphans_deleted", "errors", "ranges_left")
 def key_ranges(prefix: str) -> list[str]:
     """The prefix's 16 key ranges, each named by the prefix that lists exactly its keys: the
     job ids that start with one hex digit. Together they hold every key the service writes
-    (keys are made from job ids, chalicelib/keys.py); a key that starts with anything else was
+    (keys are made from job ids, chalicelib/domain/objectkeys.py); a key that starts with anything else was
     never ours, and the bucket's lifecycle rule removes it (infra/template.yaml)."""
     return [prefix + digit for digit in RANGE_DIGITS]
 
@@ -74,7 +74,7 @@ class OrphanScan:
         due = [r for r in ranges if self._due(points[r], now)]
         report: Counter = Counter()
         # Each range runs in a copy of this invocation's context, so that its time budget
-        # (chalicelib/deadline.py) binds the pool's threads and their SDK calls too.
+        # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in due]
         with ThreadPoolExecutor(max_workers=s.orphan_sweep_threads, thread_name_prefix="orphans") as pool:
             parts = list(pool.map(

@@ -1,11 +1,11 @@
-"""What the use cases hand back to the API layer (chalicelib/views.py shapes them as JSON)."""
+"""What the use cases hand back to the API layer (chalicelib/http/views.py shapes them as JSON)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Optional
 
-from chalicelib.jobs import Job
+from chalicelib.domain.jobs import Job
 
 
 @dataclass(frozen=True)

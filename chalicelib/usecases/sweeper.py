@@ -18,15 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Callable, Optional, Sequence
 
-from chalicelib import deadline
-from chalicelib.errors import ConditionFailed, TransientError
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import SWEEP_SHARDS, TERMINAL, Job, JobStatus
-from chalicelib.logs import get_logger
-from chalicelib.metrics import Dimension, Metric
+from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import SWEEP_SHARDS, TERMINAL, Job, JobStatus
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.runtime import deadline
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
-from chalicelib.vocabulary import ErrorCode
 
 log = get_logger("sweeper")
 
@@ -73,7 +73,7 @@ class Sweeper:
         if s.sweep_legacy_index:
             order.insert(0, None)  # jobs written before sweep_key, from the old index
         # Each shard runs in a copy of this invocation's context, so that its time budget
-        # (chalicelib/deadline.py) binds the pool's threads and their SDK calls too.
+        # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in order]
         with ThreadPoolExecutor(max_workers=s.sweep_threads, thread_name_prefix="sweep") as pool:
             parts = list(pool.map(

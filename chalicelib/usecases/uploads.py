@@ -9,8 +9,8 @@ import time
 from datetime import datetime, timedelta
 from typing import Optional
 
-from chalicelib import deadline, imaging, sniff
-from chalicelib.errors import (
+from chalicelib.domain import sniff
+from chalicelib.domain.errors import (
     FileTooLarge,
     IdempotencyKeyReused,
     InvalidRequest,
@@ -22,15 +22,17 @@ from chalicelib.errors import (
     TransientError,
     UnsupportedFormat,
 )
-from chalicelib.jobs import Job, JobStatus
-from chalicelib.logs import get_logger
-from chalicelib.metrics import Dimension, Metric, Route
+from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.imaging import render
 from chalicelib.ports import IdempotencyRecord
+from chalicelib.runtime import deadline
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Dimension, Metric, Route
 from chalicelib.usecases import lifecycle
-from chalicelib.usecases.capacity import Capacity
+from chalicelib.usecases.admission import Capacity
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Accepted, UploadForm
-from chalicelib.vocabulary import ErrorCode
 
 log = get_logger("uploads")
 
@@ -53,7 +55,7 @@ class Uploads:
         self._capacity.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
-        info = imaging.inspect(data, s.max_pixels, ctx.budget)
+        info = render.inspect(data, s.max_pixels, ctx.budget)
         fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest())
         now = ctx.clock()
         job = self._new_job(owner, JobStatus.QUEUED, now)

@@ -20,14 +20,12 @@ import dataclasses
 import json
 import secrets
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Callable, NoReturn, Optional
 
-from chalicelib import views, webhook_urls
-from chalicelib.errors import (
+from chalicelib.domain.errors import (
     ConditionFailed,
     DeliveryFailed,
     InvalidRequest,
@@ -36,10 +34,12 @@ from chalicelib.errors import (
     StorageUnavailable,
     TransientError,
 )
-from chalicelib.jobs import Job
-from chalicelib.logs import get_logger
-from chalicelib.metrics import Dimension, Metric
+from chalicelib.domain.jobs import Job
+from chalicelib.http.views import job_body
 from chalicelib.ports import Webhook, WebhookEvent
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Dimension, Metric
+from chalicelib.usecases import webhook_urls
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
 
@@ -49,7 +49,6 @@ SECRET_PREFIX = "whsec_"
 # After a rotation the old secret signs too, for this long: receivers switch over in peace.
 ROTATION_GRACE = timedelta(hours=24)
 USER_AGENT = "image-jobs-webhooks/1"
-_EVENT_IDS = uuid.UUID("8f0c4a52-3c2e-4d0e-9a51-6c1f2b7d9e43")
 
 
 class Reason(StrEnum):
@@ -78,29 +77,6 @@ class Registration:
 
 def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-def event_id(job: Job) -> str:
-    """Fixed by the job and its terminal status: queuing the same event twice (a retried
-    write, say) still gives receivers one id to de-duplicate on."""
-    return "msg_" + uuid.uuid5(_EVENT_IDS, f"{job.job_id}/{job.status.value}").hex
-
-
-def enqueue(ctx: Context, job: Job) -> None:
-    """Queue the webhook event of a job that has just become terminal, if its owner has a
-    webhook. Best effort: never fails the job; a lost event is a log line and a metric."""
-    if ctx.webhooks is None or ctx.webhook_queue is None:
-        return
-    try:
-        if ctx.webhooks.get_webhook(job.owner) is None:
-            return
-        event = WebhookEvent(event_id=event_id(job), owner=job.owner, job_id=job.job_id)
-        ctx.webhook_queue.send(event)
-    except Exception:
-        log.exception("webhook_enqueue_failed", job_id=job.job_id)
-        return
-    ctx.metrics.emit({Metric.WEBHOOKS_QUEUED: 1})
-    log.info("webhook_queued", job_id=job.job_id, event_id=event.event_id)
 
 
 def signature_headers(hook: Webhook, event: str, now: datetime, payload: bytes) -> dict[str, str]:
@@ -214,7 +190,7 @@ class Webhooks:
             target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
         except webhook_urls.UrlRefused:
             self._failed(hook, event, job, receive_count, receipt, Reason.REFUSED_ADDRESS)
-        payload = json.dumps(views.job_body(job, self._urls(job)), separators=(",", ":")).encode()
+        payload = json.dumps(job_body(job, self._urls(job)), separators=(",", ":")).encode()
         headers = signature_headers(hook, event.event_id, now, payload)
         started = time.monotonic()
         try:

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import time
 
-from chalicelib import deadline, imaging
-from chalicelib.errors import ConditionFailed, DomainError, FileTooLarge, JobBusy, PoisonMessage, TransientError
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import Job, JobStatus, Rendition
-from chalicelib.logs import get_logger
-from chalicelib.metrics import Metric
-from chalicelib.sandbox import run_limited
+from chalicelib.domain.errors import (
+    ConditionFailed,
+    DomainError,
+    FileTooLarge,
+    JobBusy,
+    PoisonMessage,
+    TransientError,
+)
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.vocabulary import ErrorCode, Outcome, RenditionName
+from chalicelib.imaging import render
+from chalicelib.imaging.sandbox import run_limited
+from chalicelib.runtime import deadline
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
-from chalicelib.vocabulary import ErrorCode, Outcome, RenditionName
 
 log = get_logger("worker")
 # Seconds kept back from the deadline for storing the renditions and finishing the job.
@@ -30,7 +38,7 @@ class Worker:
 
     def handle_object_created(self, event: ObjectCreated) -> Outcome:
         """Process one object-created event, within the invocation's time budget if it runs
-        in one (chalicelib/deadline.py): the time the worker function has before it is stopped.
+        in one (chalicelib/runtime/deadline.py): the time the worker function has before it is stopped.
 
         Returns normally when nothing is left to do for this event (done, duplicate, not
         ours); raises TransientError when the same event should be delivered again, and
@@ -189,7 +197,7 @@ class Worker:
         s = self._ctx.settings
         args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.budget)
         if not s.decode_cpu_seconds:
-            return imaging.make_renditions(*args)
+            return render.make_renditions(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
         # less: the wall clock only catches a child that hangs without using its CPU.
         wall = 4.0 * s.decode_cpu_seconds + 5.0
@@ -198,7 +206,7 @@ class Worker:
             wall = min(wall, budget.remaining() - _TIME_TO_FINISH)
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
-        return run_limited(imaging.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
+        return run_limited(render.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
                            wall_seconds=wall)
 
     def _fail(self, job: Job, code: ErrorCode) -> Outcome:

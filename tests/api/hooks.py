@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import strategies as st
 from PIL import Image
 
-from chalicelib.sniff import PIL_FORMATS  # noqa: E402
+from chalicelib.domain.sniff import PIL_FORMATS  # noqa: E402
 
 pillow_heif.register_heif_opener()
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http.auth import mint_token
 from tests.conftest import ROOT
 
 SEED = 20260715

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from playwright.sync_api import expect
 
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http.auth import mint_token
 from tests.browser.photos import landscape
 
 COGNITO = "https://image-jobs-dev.auth.us-east-1.amazoncognito.test"

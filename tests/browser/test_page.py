@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 import requests
 from playwright.sync_api import expect
 
-from chalicelib import problems
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http import problems
+from chalicelib.http.auth import mint_token
 from tests.browser.photos import landscape, large_landscape
 
 SETTINGS = Settings()

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http.auth import mint_token
 from tests.local_runner import local_runner
 
 

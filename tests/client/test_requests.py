@@ -6,14 +6,26 @@ import json
 import re
 
 import httpx
-import pytest
-
 import image_jobs
-from chalicelib.problems import PROBLEMS
-from image_jobs import (ERRORS_BY_CODE, ApiError, Client, ConnectionFailed, IdempotencyKeyReused,
-                        JobFinished, JobNotFound, Overloaded, RateLimited, StorageError, StorageUnavailable,
-                        Unauthorized, UnsupportedFormat)
+import pytest
+from image_jobs import (
+    ERRORS_BY_CODE,
+    ApiError,
+    Client,
+    ConnectionFailed,
+    IdempotencyKeyReused,
+    JobFinished,
+    JobNotFound,
+    Overloaded,
+    RateLimited,
+    StorageError,
+    StorageUnavailable,
+    Unauthorized,
+    UnsupportedFormat,
+)
 from image_jobs.errors import error_for
+
+from chalicelib.http.problems import PROBLEMS
 from tests.client.fakes import API, JOB_PATH, JPEG, FakeApi, FakeTime, accepted, job_answer, problem
 
 IMAGES, UPLOADS = "/api/v1/images", "/api/v1/uploads"

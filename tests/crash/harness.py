@@ -20,9 +20,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
 from chalicelib.config import Settings
-from chalicelib.errors import PoisonMessage, TransientError
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import TERMINAL, JobStatus
+from chalicelib.domain.errors import PoisonMessage, TransientError
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import TERMINAL, JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
@@ -92,7 +92,7 @@ class Injector:
         if self.point.how == "kill":
             raise Killed(self.point.label())
         if self.point.how == "retried":
-            from chalicelib.errors import ConditionFailed, KeyTaken
+            from chalicelib.domain.errors import ConditionFailed, KeyTaken
 
             raise KeyTaken() if self.point.call == "jobs.create_with_key" else ConditionFailed()
         raise TransientError(f"injected: {self.point.label()}")
@@ -376,7 +376,7 @@ SCENARIOS = [
 
 
 def _delete_again(world: World, job_id: str) -> None:
-    from chalicelib.errors import JobNotFound
+    from chalicelib.domain.errors import JobNotFound
 
     try:
         world.svc.manage.delete("alice", job_id)

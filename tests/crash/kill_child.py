@@ -14,7 +14,7 @@ import sys
 
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.config import Settings
-from chalicelib.events import parse_message
+from chalicelib.domain.events import parse_message
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.crash.harness import IMAGE, Injector

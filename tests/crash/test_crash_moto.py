@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.events import parse_message
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.events import parse_message
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context, new_job_id
 from local.provision import provision

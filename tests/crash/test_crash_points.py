@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.jobs import JobStatus
 from tests.crash.harness import IMAGE, SCENARIOS, Injector, Scenario, World, check, points_of, run_point
 
 CASES = [(scenario, point) for scenario in SCENARIOS for point in points_of(scenario)]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.jobs import JobStatus
 from tests.crash.harness import IMAGE, Killed, Scenario, World, check, retrying
 
 KEYS = ("key-a", "key-b")

@@ -109,7 +109,7 @@ def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
 
 
 def test_the_code_shards_and_sweeps_as_the_model_says():
-    from chalicelib.jobs import SWEEP_SHARDS
+    from chalicelib.domain.jobs import SWEEP_SHARDS
 
     assert SWEEP_SHARDS == cap.sweep_shards() == cap.SWEEP_SHARDS
     settings = Settings()

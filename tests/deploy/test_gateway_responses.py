@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from chalicelib import problems
+from chalicelib.http import problems
 from infra.gateway_responses import RESPONSES, apply
 from local.services import aws_client
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.metrics import Metric
+from chalicelib.runtime.metrics import Metric
 from local.provision import load_template
 from tests.deploy.test_stage_config import CLOUD_STAGES, config
 

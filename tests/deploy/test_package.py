@@ -189,8 +189,8 @@ def test_clients_see_the_contracts_paths_behind_the_api_gateway_stage(packaged):
     (/api/v1/image-jobs/<id>) leads back to the API."""
     from datetime import datetime, timezone
 
-    from chalicelib.jobs import Job, JobStatus
-    from chalicelib.views import job_location
+    from chalicelib.domain.jobs import Job, JobStatus
+    from chalicelib.http.views import job_location
 
     spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
     swagger = packaged.sam["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]

@@ -28,8 +28,8 @@ from chalice.app import SQSEventConfig
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
-from chalicelib.jobs import Job, JobStatus, Rendition, sweep_shard
-from chalicelib.errors import ConditionFailed, KeyTaken
+from chalicelib.domain.errors import ConditionFailed, KeyTaken
+from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.ports import IdempotencyRecord, ScanPoint, Webhook
 from infra.stage_config import stage_policy
 

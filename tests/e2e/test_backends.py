@@ -13,7 +13,7 @@ import requests
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.config import Settings
-from chalicelib.events import parse_message
+from chalicelib.domain.events import parse_message
 from local.services import aws_client
 from tests.e2e.test_images_api import assert_problem, headers, poll, upload_raw
 from tests.images import jpeg

@@ -11,8 +11,8 @@ import requests
 from PIL import Image
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
+from chalicelib.http.auth import mint_token
 from tests.images import jpeg, png, size_of
 
 SECRET = Settings().jwt_secret
@@ -50,7 +50,7 @@ def assert_problem(r, status, code):
     assert r.status_code == status, r.text
     assert r.headers["Content-Type"] == "application/problem+json"
     body = r.json()
-    # `instance`: the request's correlation id (chalicelib/correlation.py), on every problem
+    # `instance`: the request's correlation id (chalicelib/runtime/correlation.py), on every problem
     # the app answers, as X-Request-Id is; what the gateway answers itself has neither.
     request_id = r.headers.get("X-Request-Id")
     fields = PROBLEM_FIELDS | {"instance"} if request_id else PROBLEM_FIELDS

@@ -22,8 +22,8 @@ from PIL import Image
 
 from chalicelib.adapters.amqp import Topology, declare
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.events import ObjectCreated, aws_event, minio_event
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.events import ObjectCreated, aws_event, minio_event
+from chalicelib.domain.jobs import JobStatus
 from local.provision import provision
 from local.services import aws_client
 from tests.local_runner import Proc, start_local

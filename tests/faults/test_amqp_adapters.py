@@ -1,9 +1,9 @@
 """The AMQP re-drive publisher and backlog gauge against the real RabbitMQ."""
-from datetime import timedelta
 import time
+from datetime import timedelta
 
-from chalicelib.events import parse_message
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.events import parse_message
+from chalicelib.domain.jobs import JobStatus
 
 
 def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.jobs import JobStatus
 from tests.faults.conftest import photo, wait_for_broker
 from tests.proxy import TcpProxy
 

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
-from chalicelib.errors import ConditionFailed
-from chalicelib.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.errors import ConditionFailed
+from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
+from chalicelib.domain.vocabulary import ErrorCode
 from tests.fakes import FakeJobStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -209,7 +209,7 @@ def record(job_id, scope="scope-1", fingerprint="fp", expires=NOW + timedelta(ho
 
 
 def test_job_and_key_record_are_written_together(store):
-    from chalicelib.errors import KeyTaken
+    from chalicelib.domain.errors import KeyTaken
 
     first = new_job()
     store.create_with_key(first, record(first.job_id), NOW, QUOTA)
@@ -241,7 +241,7 @@ def test_release_only_frees_the_key_of_its_own_job(store):
 def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
     import uuid
 
-    from chalicelib.errors import KeyTaken
+    from chalicelib.domain.errors import KeyTaken
 
     barrier = threading.Barrier(20)
     made, taken = [], []
@@ -388,7 +388,7 @@ def test_a_sweeper_write_loses_to_a_claim_made_since_it_read(store):
 def test_create_takes_a_quota_slot_and_refuses_past_the_quota(store):
     import uuid
 
-    from chalicelib.errors import QuotaFull
+    from chalicelib.domain.errors import QuotaFull
 
     made = [new_job(str(uuid.uuid4())) for _ in range(3)]
     for job in made:
@@ -412,7 +412,7 @@ def test_create_takes_a_quota_slot_and_refuses_past_the_quota(store):
 def test_racing_creates_never_exceed_the_quota(store):
     import uuid
 
-    from chalicelib.errors import QuotaFull
+    from chalicelib.domain.errors import QuotaFull
 
     barrier = threading.Barrier(10)
     made, refused = [], []
@@ -438,7 +438,7 @@ def test_racing_creates_never_exceed_the_quota(store):
 def test_objects_of_reads_what_each_job_says_of_its_objects_and_skips_unknown_ids(store):
     import uuid
 
-    from chalicelib.jobs import JobObjects
+    from chalicelib.domain.jobs import JobObjects
 
     queued, ready = new_job(), new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
     store.create(queued, QUOTA)

@@ -7,8 +7,8 @@ import pytest
 import requests
 
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.events import parse_message
-from chalicelib.errors import FileTooLarge, TransientError
+from chalicelib.domain.errors import FileTooLarge, TransientError
+from chalicelib.domain.events import parse_message
 
 
 @pytest.fixture

@@ -1,16 +1,16 @@
 """The sweeper against moto's server, with every limit shortened."""
-from dataclasses import replace
-from datetime import timedelta
 import threading
 import time
 import uuid
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.events import parse_message
-from chalicelib.jobs import JobStatus
-from chalicelib.errors import JobExpired
+from chalicelib.domain.errors import JobExpired
+from chalicelib.domain.events import parse_message
+from chalicelib.domain.jobs import JobStatus
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -137,7 +137,7 @@ def test_a_job_written_before_sweep_key_is_swept_through_the_old_index_once(worl
 def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects_stay(settings_for, monkeypatch):
     from datetime import datetime, timezone
 
-    from chalicelib.jobs import Job, Rendition
+    from chalicelib.domain.jobs import Job, Rendition
     from chalicelib.usecases import orphans
 
     monkeypatch.setattr(orphans, "PAGE_KEYS", 5)

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from chalicelib import deadline
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.deadline import SdkLimits
-from chalicelib.errors import StorageUnavailable, TransientError
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.errors import StorageUnavailable, TransientError
+from chalicelib.domain.jobs import JobStatus
+from chalicelib.runtime import deadline
+from chalicelib.runtime.deadline import SdkLimits
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -125,7 +125,7 @@ def test_the_limits_fit_every_function_of_the_stages():
 
 
 def _job_ids(svc):
-    from chalicelib.jobs import SWEEP_SHARDS, TERMINAL
+    from chalicelib.domain.jobs import SWEEP_SHARDS, TERMINAL
 
     ids = set()
     for status in (JobStatus.QUEUED, *TERMINAL):

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
-from chalicelib.errors import DeliveryFailed
+from chalicelib.domain.errors import DeliveryFailed
 from chalicelib.ports import Address
 from tests.conftest import free_port
 

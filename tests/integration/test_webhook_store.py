@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
-from chalicelib.errors import ConditionFailed
-from chalicelib.jobs import SWEEP_SHARDS, JobStatus
+from chalicelib.domain.errors import ConditionFailed
+from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
 from chalicelib.ports import Webhook
 from tests.fakes import FakeWebhookStore
 

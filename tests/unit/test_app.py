@@ -9,7 +9,7 @@ import pytest
 from chalice.test import Client
 
 import app as application
-from chalicelib.auth import mint_token
+from chalicelib.http.auth import mint_token
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
@@ -197,7 +197,8 @@ def test_idempotency_key_with_a_space_at_an_end_is_400(client):
 
 
 def test_every_label_the_upload_route_takes_is_a_binary_type_for_api_gateway():
-    from chalicelib import request_body, sniff
+    from chalicelib.domain import sniff
+    from chalicelib.http import request_body
 
     binary = set(application.app.api.binary_types)
     assert set(request_body.BINARY_TYPES) <= binary
@@ -205,11 +206,11 @@ def test_every_label_the_upload_route_takes_is_a_binary_type_for_api_gateway():
 
 
 def test_a_webhook_delivery_runs_within_its_functions_time_budget(client, monkeypatch):
-    """Every invocation has its deadline (chalicelib/deadline.py), deliveries too: the SDK's
+    """Every invocation has its deadline (chalicelib/runtime/deadline.py), deliveries too: the SDK's
     attempts are then checked against the time the function has left."""
     from types import SimpleNamespace
 
-    from chalicelib import deadline
+    from chalicelib.runtime import deadline
 
     budgets = []
 

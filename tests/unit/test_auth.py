@@ -3,9 +3,9 @@ import time
 import jwt
 import pytest
 
-from chalicelib.auth import mint_token, owner_of, verify_token
 from chalicelib.config import Settings
-from chalicelib.errors import Unauthorized
+from chalicelib.domain.errors import Unauthorized
+from chalicelib.http.auth import mint_token, owner_of, verify_token
 
 SECRET = "a-test-secret-of-at-least-32-bytes!"
 SETTINGS = Settings(jwt_secret=SECRET)

@@ -4,8 +4,8 @@ import pytest
 
 from chalicelib.adapters import dynamo_jobs
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
-from chalicelib.errors import TransientError
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.jobs import JobStatus
 
 TABLE = "jobs"
 IDS = ["5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", "6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"]

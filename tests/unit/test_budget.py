@@ -4,9 +4,9 @@ import io
 import pytest
 from PIL import Image
 
-from chalicelib import imaging
-from chalicelib.budget import DecodeBudget, gif_frames, jpeg_segments, tiff_pages
-from chalicelib.errors import ImageTooComplex
+from chalicelib.domain.errors import ImageTooComplex
+from chalicelib.imaging import render
+from chalicelib.imaging.limits import DecodeBudget, gif_frames, jpeg_segments, tiff_pages
 from tests import hostile
 from tests.images import jpeg
 
@@ -22,7 +22,7 @@ def progressive_jpeg() -> bytes:
 def test_an_ordinary_progressive_jpeg_has_a_handful_of_scans_and_passes():
     scans, _ = jpeg_segments(progressive_jpeg(), stop_after_scans=10_000)
     assert 2 < scans <= 12
-    assert imaging.inspect(progressive_jpeg(), 50_000_000).content_type == "image/jpeg"
+    assert render.inspect(progressive_jpeg(), 50_000_000).content_type == "image/jpeg"
 
 
 def test_a_baseline_jpeg_has_one_scan():
@@ -33,9 +33,9 @@ def test_a_scan_bomb_is_refused_from_its_structure():
     bomb = hostile.scan_bomb(320, 240, 500)
     assert jpeg_segments(bomb, stop_after_scans=10_000)[0] >= 500
     with pytest.raises(ImageTooComplex):
-        imaging.inspect(bomb, 50_000_000)
+        render.inspect(bomb, 50_000_000)
     with pytest.raises(ImageTooComplex):  # the worker checks too: direct uploads skip the API
-        imaging.make_renditions(bomb, 50_000_000)
+        render.make_renditions(bomb, 50_000_000)
 
 
 def test_frame_and_page_bombs_are_refused_and_small_animations_pass():
@@ -43,9 +43,9 @@ def test_frame_and_page_bombs_are_refused_and_small_animations_pass():
     assert tiff_pages(hostile.page_bomb(1500), stop_after=10_000) == 1500
     for bomb in (hostile.frame_bomb(1200), hostile.page_bomb(1500)):
         with pytest.raises(ImageTooComplex):
-            imaging.inspect(bomb, 50_000_000)
-    assert imaging.inspect(hostile.frame_bomb(30), 50_000_000).content_type == "image/gif"
-    display, _ = imaging.make_renditions(hostile.frame_bomb(30), 50_000_000)
+            render.inspect(bomb, 50_000_000)
+    assert render.inspect(hostile.frame_bomb(30), 50_000_000).content_type == "image/gif"
+    display, _ = render.make_renditions(hostile.frame_bomb(30), 50_000_000)
     assert display.width == 4  # the first frame, never upscaled
 
 
@@ -59,19 +59,19 @@ def test_a_tiff_whose_directories_loop_counts_as_over_the_budget():
 
 def test_huge_metadata_is_refused_and_ordinary_metadata_passes():
     with pytest.raises(ImageTooComplex):
-        imaging.inspect(hostile.huge_profile_jpeg(2 * 1024 * 1024), 50_000_000)
-    imaging.inspect(hostile.huge_profile_jpeg(100 * 1024), 50_000_000)
+        render.inspect(hostile.huge_profile_jpeg(2 * 1024 * 1024), 50_000_000)
+    render.inspect(hostile.huge_profile_jpeg(100 * 1024), 50_000_000)
 
 
 def test_the_budget_is_configurable():
     bomb = hostile.scan_bomb(64, 64, 100)
-    imaging.inspect(bomb, 50_000_000, DecodeBudget(max_scans=200))
+    render.inspect(bomb, 50_000_000, DecodeBudget(max_scans=200))
     with pytest.raises(ImageTooComplex):
-        imaging.inspect(hostile.frame_bomb(30), 50_000_000, DecodeBudget(max_frames=10))
+        render.inspect(hostile.frame_bomb(30), 50_000_000, DecodeBudget(max_frames=10))
 
 
 def test_profiles_are_cached_by_digest_and_large_ones_not_at_all(monkeypatch):
-    from chalicelib import imaging as im
+    from chalicelib.imaging import render as im
 
     built = []
     monkeypatch.setattr(im, "_build_srgb_transform", lambda icc, mode: built.append(len(icc)))

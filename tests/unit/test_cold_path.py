@@ -15,8 +15,8 @@ from pathlib import Path
 
 from botocore.config import Config
 
+from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.clients import Clients
 from chalicelib.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,14 +28,14 @@ import base64, json, os, sys, time
 from datetime import datetime, timedelta, timezone
 
 import app
-from chalicelib.auth import mint_token
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.http.auth import mint_token
+from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import FakeJobStore, FakeObjectStore
 
-WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging", "structlog", "jwt",
-         "cryptography", "multipart", "chalicelib.budget", "chalicelib.events", "chalicelib.sandbox")
+WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging.render", "structlog", "jwt",
+         "cryptography", "multipart", "chalicelib.imaging.limits", "chalicelib.domain.events", "chalicelib.imaging.sandbox")
 seen = {"after import": [m for m in WATCH if m in sys.modules]}
 jobs = FakeJobStore()
 ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
@@ -94,7 +94,7 @@ def test_a_get_loads_only_what_it_needs_and_an_upload_loads_the_imaging_stack():
     assert set(seen["after GET"]) <= {"jwt", "cryptography"}
     # The same watch sees them once an upload needs them: the check above can fail.
     assert seen["post"] == 202
-    assert {"PIL", "PIL.ImageCms", "pillow_heif", "chalicelib.imaging", "structlog",
+    assert {"PIL", "PIL.ImageCms", "pillow_heif", "chalicelib.imaging.render", "structlog",
             "multipart"} <= set(seen["after POST"])
 
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.errors import PoisonMessage
-from chalicelib.events import ObjectCreated, aws_event, minio_event, parse_message
+from chalicelib.domain.errors import PoisonMessage
+from chalicelib.domain.events import ObjectCreated, aws_event, minio_event, parse_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 

@@ -5,11 +5,11 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.errors import RateLimited
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.errors import RateLimited
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.capacity import Capacity
+from chalicelib.usecases.admission import Capacity
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
 from tests.images import jpeg

@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.errors import KeyTaken, StorageUnavailable, TransientError
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.errors import KeyTaken, StorageUnavailable, TransientError
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue

@@ -1,4 +1,4 @@
-"""Unit tests for chalicelib.imaging. All inputs are generated here; no binary fixtures."""
+"""Unit tests for chalicelib.imaging.render. All inputs are generated here; no binary fixtures."""
 from __future__ import annotations
 
 import io
@@ -10,10 +10,10 @@ import zlib
 import pytest
 from PIL import Image, ImageCms, ImageStat, JpegImagePlugin
 
-from chalicelib import imaging
-from chalicelib.imaging import ImageInfo, inspect, make_renditions
-from chalicelib.sniff import ALLOWED_TYPES, sniff
-from chalicelib.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.sniff import ALLOWED_TYPES, sniff
+from chalicelib.imaging import render
+from chalicelib.imaging.render import ImageInfo, inspect, make_renditions
 
 LIMIT = 50_000_000
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
@@ -325,13 +325,13 @@ def test_thumb_is_a_centre_crop(size):
 
 def test_thumb_is_cut_from_display_not_original(monkeypatch):
     seen: list[tuple[int, int]] = []
-    real_cover = imaging._cover
+    real_cover = render._cover
 
     def spy(im, size):
         seen.append(im.size)
         return real_cover(im, size)
 
-    monkeypatch.setattr(imaging, "_cover", spy)
+    monkeypatch.setattr(render, "_cover", spy)
     display, _ = make_renditions(encode(solid(RED, (2400, 1600)), "JPEG"), LIMIT)
     assert seen == [(display.width, display.height)] == [(1280, 853)]
 

@@ -2,9 +2,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chalicelib.errors import IllegalTransition
-from chalicelib.jobs import TERMINAL, TRANSITIONS, Job, JobStatus, Rendition
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.errors import IllegalTransition
+from chalicelib.domain.jobs import TERMINAL, TRANSITIONS, Job, JobStatus, Rendition
+from chalicelib.domain.vocabulary import ErrorCode
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 WEEK = timedelta(days=7)

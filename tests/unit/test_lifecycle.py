@@ -4,12 +4,18 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.jobs import JobStatus
-from chalicelib.events import ObjectCreated
-from chalicelib.errors import (
-    FileTooLarge, IdempotencyKeyReused, InvalidRequest, JobExpired, JobFinished, JobNotFound,
-    StorageUnavailable, UnsupportedFormat,
+from chalicelib.domain.errors import (
+    FileTooLarge,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    JobExpired,
+    JobFinished,
+    JobNotFound,
+    StorageUnavailable,
+    UnsupportedFormat,
 )
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue

@@ -1,4 +1,4 @@
-"""Metrics as EMF lines (chalicelib/metrics.py): their shape, their low-cardinality dimensions,
+"""Metrics as EMF lines (chalicelib/runtime/metrics.py): their shape, their low-cardinality dimensions,
 and the lines of a known run through the use cases and the API, parsed back and checked."""
 import json
 import time
@@ -8,13 +8,13 @@ import pytest
 from chalice.test import Client
 
 import app as application
-from chalicelib.auth import mint_token
 from chalicelib.config import Settings
-from chalicelib.events import ObjectCreated
-from chalicelib.metrics import Dimension, EmfMetrics, Metric, QueueName, Route, emf_line
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http.auth import mint_token
+from chalicelib.runtime.metrics import Dimension, EmfMetrics, Metric, QueueName, Route, emf_line
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
-from chalicelib.vocabulary import ErrorCode
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, ListMetrics
 from tests.images import jpeg
 
@@ -160,7 +160,7 @@ def test_every_request_is_counted_and_shed_load_is_told_apart_from_faults(api):
 
 def test_a_fault_counts_as_a_server_error_and_its_instance_is_the_logged_correlation_id(api, monkeypatch, capsys):
     client, metrics, _ = api
-    from chalicelib.errors import TransientError
+    from chalicelib.domain.errors import TransientError
 
     def down(*_):
         raise TransientError("table unavailable")

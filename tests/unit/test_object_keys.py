@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from chalicelib.config import Settings
-from chalicelib.keys import ObjectKeys
+from chalicelib.domain.objectkeys import ObjectKeys
+from chalicelib.domain.vocabulary import RenditionName
 from chalicelib.usecases.context import new_job_id
-from chalicelib.vocabulary import RenditionName
 
 HEX = set("0123456789abcdef")
 

@@ -12,11 +12,12 @@ import yaml
 from openapi_spec_validator import validate
 
 import app as application
-from chalicelib import keys, problems, request_body, sniff, views
 from chalicelib.config import Settings
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.domain import objectkeys, sniff
+from chalicelib.domain.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http import problems, request_body, views
 from chalicelib.usecases.results import Accepted, UploadForm, Urls
-from chalicelib.vocabulary import ErrorCode
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text())
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -87,7 +88,7 @@ def test_every_problem_response_lists_codes_of_its_own_status():
             documented |= codes
     documented |= _codes(deref(SPEC["components"]["responses"]["MethodNotAllowed"])["content"]
                          ["application/problem+json"]["schema"])
-    # Only ever a job's error, never an HTTP answer (chalicelib/problems.py).
+    # Only ever a job's error, never an HTTP answer (chalicelib/http/problems.py).
     job_only = {ErrorCode.UPLOAD_MISSING, ErrorCode.PROCESSING_FAILED}
     assert documented == {code.value for code in ErrorCode} - job_only
 
@@ -128,7 +129,7 @@ def test_the_limits_in_the_spec_are_the_default_settings():
     assert set(uploads["schema"]["properties"]["content_type"]["enum"]) == sniff.ALLOWED_TYPES
     key = next(p for p in SPEC["components"]["parameters"].values() if p["name"] == "Idempotency-Key")
     assert _same_language(key["schema"], request_body.IDEMPOTENCY_KEY)
-    assert SPEC["components"]["schemas"]["JobId"]["pattern"] == f"^{keys.JOB_ID.pattern}$"
+    assert SPEC["components"]["schemas"]["JobId"]["pattern"] == f"^{objectkeys.JOB_ID.pattern}$"
 
 
 def _same_language(schema: dict, compiled) -> bool:

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.errors import TransientError
-from chalicelib.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.ports import ScanPoint
 from chalicelib.usecases import orphans
 from chalicelib.usecases.context import Context

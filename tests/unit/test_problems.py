@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib import problems
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http import problems
 
 # The shared contract sits beside a checkout in this project's workspace, not in a clone.
 CONTRACT = Path(__file__).resolve().parents[3] / "shared" / "CONTRACT.md"

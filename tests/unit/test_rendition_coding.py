@@ -8,8 +8,8 @@ import random
 import pytest
 from PIL import Image, ImageChops, ImageFilter
 
-from chalicelib.imaging import _output, make_renditions
-from chalicelib.vocabulary import RenditionName
+from chalicelib.domain.vocabulary import RenditionName
+from chalicelib.imaging.render import _output, make_renditions
 
 QUALITY = 85
 

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
@@ -158,7 +158,7 @@ def test_rendition_keys_name_their_attempt(svc):
 def test_a_finish_that_landed_but_was_retried_keeps_its_renditions(svc):
     """The SDK resent the finishing write after a lost answer; the retry failed on the write
     itself. The job is ready with this attempt's renditions: nothing may be deleted."""
-    from chalicelib.errors import ConditionFailed
+    from chalicelib.domain.errors import ConditionFailed
 
     job = svc.uploads.accept_upload("alice", jpeg()).job
     finish = svc.ctx.jobs.finish_attempt

@@ -1,7 +1,7 @@
 import pytest
 
-from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
-from chalicelib.request_body import idempotency_key, image_bytes, json_object
+from chalicelib.domain.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
+from chalicelib.http.request_body import idempotency_key, image_bytes, json_object
 
 JPEG = b"\xff\xd8\xff\xe0" + b"x" * 100
 
@@ -63,8 +63,8 @@ def test_an_image_label_outside_the_binary_types_is_unsupported():
 
 
 def test_every_type_the_sniffer_accepts_is_a_binary_type():
-    from chalicelib import sniff
-    from chalicelib.request_body import BINARY_TYPES
+    from chalicelib.domain import sniff
+    from chalicelib.http.request_body import BINARY_TYPES
 
     assert sniff.ALLOWED_TYPES <= set(BINARY_TYPES)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.errors import ImageTooComplex, InvalidImage, TransientError
-from chalicelib.sandbox import run_limited
+from chalicelib.domain.errors import ImageTooComplex, InvalidImage, TransientError
+from chalicelib.imaging.sandbox import run_limited
 
 
 def add(a, b):
@@ -122,7 +122,7 @@ def test_a_child_does_not_outlive_its_parent_even_mid_call():
     # parent-death signal can end it.
     script = textwrap.dedent("""
         import os, threading, time
-        from chalicelib import sandbox
+        from chalicelib.imaging import sandbox
         from tests.unit.test_sandbox import sleep_forever
         threading.Thread(target=sandbox.run_limited, args=(sleep_forever,),
                          kwargs={"cpu_seconds": 5, "wall_seconds": 60}, daemon=True).start()

@@ -3,14 +3,20 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.errors import PoisonMessage
-from chalicelib.jobs import JobStatus
-from chalicelib.events import ObjectCreated
-from chalicelib.errors import (
-    FileTooLarge, ImageTooLarge, InvalidImage, JobExpired, JobNotFound,
-    StorageUnavailable, TransientError, UnsupportedFormat,
+from chalicelib.domain.errors import (
+    FileTooLarge,
+    ImageTooLarge,
+    InvalidImage,
+    JobBusy,
+    JobExpired,
+    JobNotFound,
+    PoisonMessage,
+    StorageUnavailable,
+    TransientError,
+    UnsupportedFormat,
 )
-from chalicelib.errors import JobBusy
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
@@ -179,7 +185,7 @@ class Gauge:
 
 
 def test_uploads_are_shed_while_the_backlog_is_over_the_bound(svc):
-    from chalicelib.errors import Overloaded
+    from chalicelib.domain.errors import Overloaded
 
     svc.ctx.backlog = Gauge(svc.ctx.settings.max_backlog + 1)
     with pytest.raises(Overloaded) as shed:

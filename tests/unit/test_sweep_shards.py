@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.jobs import SWEEP_SHARDS, Job, JobStatus, shard_key, sweep_key, sweep_shard
+from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, shard_key, sweep_key, sweep_shard
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.sweeper import Sweeper
@@ -175,7 +175,7 @@ def test_a_failing_shard_does_not_stop_the_others():
     class Flaky(FakeJobStore):
         def due(self, status, now, limit, *, shard):
             if shard == 0:
-                from chalicelib.errors import TransientError
+                from chalicelib.domain.errors import TransientError
                 raise TransientError("throttled")
             return super().due(status, now, limit, shard=shard)
 

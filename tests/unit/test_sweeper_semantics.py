@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.errors import TransientError
-from chalicelib.events import ObjectCreated
-from chalicelib.jobs import SWEEP_SHARDS, JobStatus
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
@@ -192,7 +192,7 @@ def test_a_direct_upload_that_never_came_still_fails_upload_missing(svc):
 
 
 def test_the_sweep_stops_taking_jobs_when_its_invocation_runs_out_of_time(svc):
-    from chalicelib import deadline
+    from chalicelib.runtime import deadline
 
     for _ in range(3):
         svc.uploads.accept_upload("alice", jpeg())

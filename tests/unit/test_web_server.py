@@ -4,7 +4,7 @@ import time
 import pytest
 import requests
 
-from chalicelib.auth import verify_token
+from chalicelib.http.auth import verify_token
 from local.web import PageServer
 
 SECRET = "test-secret"

@@ -1,4 +1,4 @@
-"""The SSRF guard: which webhook URLs the service will call (chalicelib/webhook_urls.py).
+"""The SSRF guard: which webhook URLs the service will call (chalicelib/usecases/webhook_urls.py).
 
 Names resolve through a fake resolver (no DNS here), except `localhost`, which the machine's
 own resolver answers. Nothing is ever sent anywhere by these tests.
@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from chalicelib.ports import Address
-from chalicelib.webhook_urls import UrlRefused, check, system_resolver
+from chalicelib.usecases.webhook_urls import UrlRefused, check, system_resolver
 
 PUBLIC = "93.184.215.14"
 NAMES = {

@@ -9,16 +9,23 @@ from standardwebhooks import Webhook as StandardWebhook
 from standardwebhooks import WebhookVerificationError
 
 from chalicelib.config import Settings
-from chalicelib.errors import DeliveryFailed, InvalidRequest, PoisonMessage, RetryLater
-from chalicelib.jobs import JobStatus
+from chalicelib.domain.errors import DeliveryFailed, InvalidRequest, PoisonMessage, RetryLater
+from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import ErrorCode, Outcome
+from chalicelib.http.views import job_body
 from chalicelib.ports import WebhookEvent
 from chalicelib.usecases import UseCases
+from chalicelib.usecases.announce import event_id
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.webhooks import Delivery, event_id
-from chalicelib.vocabulary import ErrorCode, Outcome
-from chalicelib.views import job_body
+from chalicelib.usecases.webhooks import Delivery
 from tests.fakes import (
-    Clock, FakeJobStore, FakeObjectStore, FakeSender, FakeWebhookQueue, FakeWebhookStore, ListMetrics,
+    Clock,
+    FakeJobStore,
+    FakeObjectStore,
+    FakeSender,
+    FakeWebhookQueue,
+    FakeWebhookStore,
+    ListMetrics,
 )
 from tests.images import jpeg
 
@@ -42,7 +49,7 @@ def world():
 
 def ready_job(uc, owner="alice"):
     accepted = uc.uploads.accept_upload(owner, jpeg())
-    from chalicelib.events import ObjectCreated
+    from chalicelib.domain.events import ObjectCreated
 
     uc.worker.handle_object_created(ObjectCreated(uc.ctx.settings.bucket, accepted.job.original_key, 1))
     job = uc.ctx.jobs.get(accepted.job.job_id)
@@ -102,7 +109,7 @@ def test_cancel_and_failure_are_announced_too(world):
     world.manage.cancel("alice", queued.job_id)  # already cancelled: no second event
     failing = world.uploads.accept_upload("alice", jpeg()).job
     world.ctx.objects.objects.pop(failing.original_key)
-    from chalicelib.events import ObjectCreated
+    from chalicelib.domain.events import ObjectCreated
 
     outcome = world.worker.handle_object_created(ObjectCreated(world.ctx.settings.bucket, failing.original_key, 1))
     assert outcome is Outcome.FAILED

@@ -3,7 +3,7 @@ in its problem bodies, so that a client's error report leads to the log lines be
 
 In the cloud the id is the Lambda request id; locally `chalice local` and the runner's
 workers make a fresh one per request. A context variable carries it (each thread has its
-own), and chalicelib/logs.py adds it to every line, so no logger is passed anything. It is
+own), and chalicelib/runtime/logs.py adds it to every line, so no logger is passed anything. It is
 not kept in structlog's context: a request that logs nothing never imports structlog.
 """
 from __future__ import annotations

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Optional
 
-from chalicelib.errors import IllegalTransition
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.errors import IllegalTransition
+from chalicelib.domain.vocabulary import ErrorCode
 
 
 class JobStatus(str, Enum):

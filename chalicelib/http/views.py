@@ -4,11 +4,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Optional
 
-from chalicelib import problems
-from chalicelib.jobs import Job, JobStatus
+from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, RenditionName
+from chalicelib.http import problems
 from chalicelib.ports import Webhook
 from chalicelib.usecases.results import Accepted, Urls
-from chalicelib.vocabulary import PUBLIC_PREFIX, ErrorCode, RenditionName
 
 
 def rfc3339(value: datetime) -> str:

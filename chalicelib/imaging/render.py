@@ -3,7 +3,7 @@
 About 270 lines, one module on purpose: the steps below form one decode pipeline whose
 order matters for speed and safety (header checks, draft decode, orientation, colour).
 
-Safety: the format is decided by magic bytes only (chalicelib/sniff.py), and the pixel count is checked from
+Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel count is checked from
 the header before any pixel is decoded. Every decoding failure becomes a DomainError
 with a fixed, safe detail (never a library message).
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import threading
 import struct
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 import pillow_heif
 from PIL import Image, ImageCms
 
-from chalicelib.budget import DecodeBudget
-from chalicelib.budget import check as budget_check
-from chalicelib.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
-from chalicelib.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
-from chalicelib.vocabulary import RenditionName
+from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
+from chalicelib.domain.vocabulary import RenditionName
+from chalicelib.imaging.limits import DecodeBudget
+from chalicelib.imaging.limits import check as budget_check
 
 pillow_heif.register_heif_opener()
 

@@ -4,7 +4,7 @@ A small file can still be a bomb: a progressive JPEG that repeats a cheap scan t
 times, a GIF of thousands of frames, a TIFF of thousands of pages, or kilobytes of pixels
 wrapped in megabytes of profiles and metadata. Each is refused with ImageTooComplex from
 its structure alone; what the structure cannot show is bounded by the worker's CPU limit
-(chalicelib/sandbox.py).
+(chalicelib/imaging/sandbox.py).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from chalicelib.errors import ImageTooComplex, InvalidImage
+from chalicelib.domain.errors import ImageTooComplex, InvalidImage
 
 if TYPE_CHECKING:  # the API's read path must not import Pillow
     from PIL import Image

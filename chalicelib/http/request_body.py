@@ -10,9 +10,8 @@ import json
 import re
 from typing import Optional
 
-
-from chalicelib import sniff
-from chalicelib.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
+from chalicelib.domain import sniff
+from chalicelib.domain.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 
 MULTIPART = "multipart/form-data"
 JSON = "application/json"

@@ -1,4 +1,4 @@
-"""The decoding child's side of chalicelib/sandbox.py: serve calls until the pipe closes.
+"""The decoding child's side of chalicelib/imaging/sandbox.py: serve calls until the pipe closes.
 
 Messages both ways are pickles with an 8-byte length in front. A request is
 (fn, args, cpu_seconds); a reply is (ok, value, cpu_used_so_far).

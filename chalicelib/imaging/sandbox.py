@@ -5,7 +5,7 @@ child process: RLIMIT_CPU makes the kernel stop it once a call has used its CPU 
 a wall-clock deadline stops it if it hangs. A child is forked on first use and serves call
 after call (a fork per image cost copy-on-write faults and cold caches, about a fifth more
 CPU than the resize); one that dies or is stopped is replaced by the next call. Fork, pipes
-and setrlimit all work inside Lambda. The child's side: chalicelib/sandbox_child.py.
+and setrlimit all work inside Lambda. The child's side: chalicelib/imaging/sandbox_child.py.
 
 Each concurrent caller gets a child of its own from a small pool (the local runner's worker
 threads decode in parallel; Lambda uses one): a single shared child would serialise them.
@@ -20,9 +20,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from chalicelib.errors import ImageTooComplex, TransientError
-from chalicelib.sandbox_child import LIFETIME_CPU_SECONDS, ChildFailed, read_message, serve, write_message
-
+from chalicelib.domain.errors import ImageTooComplex, TransientError
+from chalicelib.imaging.sandbox_child import (
+    LIFETIME_CPU_SECONDS,
+    ChildFailed,
+    read_message,
+    serve,
+    write_message,
+)
 
 # Linux's default ceiling for an unprivileged process (/proc/sys/fs/pipe-max-size).
 _PIPE_BYTES = 1 << 20

@@ -24,7 +24,7 @@ def configure(level: int = logging.INFO) -> None:
 
 
 def _with_correlation_id(_logger, _method: str, event: dict) -> dict:
-    from chalicelib import correlation
+    from chalicelib.runtime import correlation
 
     correlation_id = correlation.current()
     if correlation_id is not None:

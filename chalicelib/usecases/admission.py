@@ -8,8 +8,8 @@ import time
 from datetime import datetime
 from typing import Optional
 
-from chalicelib.errors import Overloaded, RateLimited, TransientError
-from chalicelib.logs import get_logger
+from chalicelib.domain.errors import Overloaded, RateLimited, TransientError
+from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
 
 log = get_logger("capacity")

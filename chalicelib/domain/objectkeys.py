@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.vocabulary import RenditionName
+from chalicelib.domain.vocabulary import RenditionName
 
 # A version-4 UUID, matched whole (a trailing newline is not part of an id).
 JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

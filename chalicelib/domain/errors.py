@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.vocabulary import ErrorCode
 
 
 class DomainError(Exception):

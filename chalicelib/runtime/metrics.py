@@ -17,7 +17,7 @@ import threading
 from enum import Enum, StrEnum
 from typing import Callable, Mapping, Optional, Protocol
 
-from chalicelib.logs import get_logger
+from chalicelib.runtime.logs import get_logger
 
 NAMESPACE = "ImageJobs"
 log = get_logger("metrics")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from chalicelib.vocabulary import ErrorCode as C
+from chalicelib.domain.vocabulary import ErrorCode as C
 
 # code -> (HTTP status, title). The title is also the safe message of a failed job's error.
 # upload_missing and processing_failed are only ever a job's error, never an HTTP answer;

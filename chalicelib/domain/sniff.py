@@ -1,7 +1,6 @@
 """The type of an upload from its magic bytes only, never from a header or a filename."""
 from __future__ import annotations
 
-
 ALLOWED_TYPES: frozenset[str] = frozenset(
     {
         "image/jpeg",

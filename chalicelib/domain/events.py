@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional, Union
 from urllib.parse import quote_plus, unquote_plus
 
-from chalicelib.errors import PoisonMessage
+from chalicelib.domain.errors import PoisonMessage
 
 
 @dataclass(frozen=True)

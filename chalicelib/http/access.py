@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from chalicelib.metrics import Dimension, Metric, Metrics
-from chalicelib.vocabulary import ErrorCode
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.runtime.metrics import Dimension, Metric, Metrics
 
 # Refusals that protect the service: counted as shed load, not as faults.
 SHED = frozenset({ErrorCode.OVERLOADED, ErrorCode.RATE_LIMITED})

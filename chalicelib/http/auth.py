@@ -6,7 +6,7 @@ import warnings
 from typing import Any, Mapping
 
 from chalicelib.config import Settings
-from chalicelib.errors import Unauthorized
+from chalicelib.domain.errors import Unauthorized
 
 
 @functools.cache
