@@ -135,7 +135,7 @@ def _owner() -> str:
     """The caller, within its request rate (429 rate_limited past it)."""
     request = app.current_request
     owner = auth.owner_of(request.headers, request.context, settings)
-    use_cases().capacity.check_rate(owner)
+    use_cases().admission.check_rate(owner)
     return owner
 
 
@@ -207,7 +207,7 @@ def delete_image_job(job_id):
     return Response(status_code=204, body="", headers={"Cache-Control": "no-store"})
 
 
-@app.on_sqs_message(queue=settings.queue_name, batch_size=1,
+@app.on_sqs_message(queue=settings.events_queue_name, batch_size=1,
                     maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
     """One storage notification. Raising returns the message to the queue for a retry."""

@@ -131,7 +131,7 @@ def driver(root: str, api_url: str, aws_url: str, token: str, image: str, rounds
     answer = keep.post(f"{api_url}{prefix}/images", data=data, headers=post_headers, timeout=60)
     assert answer.status_code == 202, answer.text
     job_id = answer.json()["job_id"]
-    queue_url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+    queue_url = sqs.get_queue_url(QueueName=settings.events_queue_name)["QueueUrl"]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         messages = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", [])

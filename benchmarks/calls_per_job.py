@@ -244,7 +244,7 @@ def measure(endpoint: str) -> dict:
     # The uploads' backlog check reads the queue's depth at most every few seconds per API
     # process, not per upload: read once, at the warm-up, however slow this machine is.
     settings = Settings(endpoint_url=endpoint, bucket=f"calls-{suffix}", table=f"calls-{suffix}",
-                        queue_name=f"calls-{suffix}", backlog_cache_seconds=3600)
+                        events_queue_name=f"calls-{suffix}", backlog_cache_seconds=3600)
     clients = {n: aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb")}
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     (table,) = [r["Properties"] for r in load_template()["Resources"].values()

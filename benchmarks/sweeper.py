@@ -51,7 +51,7 @@ def _world(endpoint: str, threads: int, **overrides):
 
     suffix = uuid.uuid4().hex[:8]
     settings = Settings(endpoint_url=endpoint, bucket=f"sweep-{suffix}", table=f"sweep-{suffix}",
-                        queue_name=f"sweep-{suffix}", sweep_threads=threads, sweep_budget_seconds=3600,
+                        events_queue_name=f"sweep-{suffix}", sweep_threads=threads, sweep_budget_seconds=3600,
                         **overrides)
     clients = {n: aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb")}
     provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
@@ -69,13 +69,13 @@ def _fill(svc, s3, jobs: int) -> None:
     for n in range(jobs):
         job_id = str(uuid.uuid4())
         job = Job(job_id=job_id, owner=f"owner-{n % 50}", status=JobStatus.READY, created_at=past,
-                  updated_at=past, expires_at=past + timedelta(days=7), original_key=ctx.keys.original(job_id),
+                  updated_at=past, expires_at=past + timedelta(days=7), original_key=ctx.object_keys.original(job_id),
                   finished_at=past, sweep_at=past + timedelta(days=7))
         try:
             ctx.jobs.create(job, 1_000_000)
         except ConditionFailed:  # the SDK's retry of a create that had landed (a slow moto)
             assert ctx.jobs.get(job_id) is not None
-        for key in (job.original_key, *ctx.keys.renditions(job_id)):
+        for key in (job.original_key, *ctx.object_keys.renditions(job_id)):
             s3.put_object(Bucket=ctx.settings.bucket, Key=key, Body=b"x")
 
 
@@ -109,11 +109,11 @@ def _ready(svc, s3, dynamodb, jobs: int) -> None:
     made, keys = [], []
     for n in range(jobs):
         job_id = str(uuid.uuid4())
-        display, thumb = (Rendition(ctx.keys.rendition(job_id, 1, name), 1, 1) for name in ("display", "thumb"))
+        display, thumb = (Rendition(ctx.object_keys.rendition(job_id, 1, name), 1, 1) for name in ("display", "thumb"))
         made.append(Job(job_id=job_id, owner=f"owner-{n}", status=JobStatus.READY, created_at=now, updated_at=now,
-                        expires_at=now + timedelta(days=7), original_key=ctx.keys.original(job_id), attempt=1,
+                        expires_at=now + timedelta(days=7), original_key=ctx.object_keys.original(job_id), attempt=1,
                         display=display, thumb=thumb, finished_at=now))
-        keys += [ctx.keys.original(job_id), display.key, thumb.key]
+        keys += [ctx.object_keys.original(job_id), display.key, thumb.key]
     table = ctx.settings.table
     for start in range(0, len(made), 25):
         items = [{"PutRequest": {"Item": ctx.jobs._to_item(job).serialize()}} for job in made[start:start + 25]]
@@ -134,7 +134,7 @@ def _sequential_orphan_scan(ctx) -> int:
     grace = ctx.clock() - timedelta(seconds=ctx.settings.orphan_grace_seconds)
     deleted = 0
     for prefix in (ctx.settings.originals_prefix, ctx.settings.renditions_prefix):
-        for job_id, keys in itertools.groupby(ctx.objects.list_keys(prefix, grace), ctx.keys.job_id_of):
+        for job_id, keys in itertools.groupby(ctx.objects.list_keys(prefix, grace), ctx.object_keys.job_id_of):
             job = ctx.jobs.get(job_id) if job_id is not None else None
             for key in keys:
                 if not needed(None if job is None else JobObjects.of(job), key):

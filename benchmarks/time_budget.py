@@ -50,7 +50,7 @@ def old_use_cases(settings):
 
     from chalicelib.adapters.dynamo_jobs import DynamoJobStore
     from chalicelib.adapters.s3_store import S3Store
-    from chalicelib.adapters.sqs_queue import SqsQueue
+    from chalicelib.adapters.sqs_queue import SqsEventsQueue
     from chalicelib.usecases import UseCases
     from chalicelib.usecases.context import Context
 
@@ -61,7 +61,7 @@ def old_use_cases(settings):
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url,
                           connection={"connect_timeout_seconds": 2, "read_timeout_seconds": 5,
                                       "max_retry_attempts": 2})
-    queue = SqsQueue(sqs, settings.queue_name)
+    queue = SqsEventsQueue(sqs, settings.events_queue_name)
     return UseCases(Context(settings=settings, jobs=jobs, objects=S3Store(s3, settings.bucket),
                             publisher=queue, backlog=queue))
 
@@ -115,7 +115,7 @@ def main() -> int:
             for label, budgeted in (("before", False), ("after", True)):
                 suffix = uuid.uuid4().hex[:8]
                 settings = Settings(endpoint_url=endpoint, bucket=f"b-{suffix}", table=f"t-{suffix}",
-                                    queue_name=f"q-{suffix}", api_timeout_seconds=API_TIMEOUT)
+                                    events_queue_name=f"q-{suffix}", api_timeout_seconds=API_TIMEOUT)
                 clients = {n: aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb")}
                 provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
                 settings = Settings(**{**settings.__dict__, **overrides})

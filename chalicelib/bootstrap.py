@@ -13,7 +13,7 @@ from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.adapters.sqs_depth import SqsDepth
-from chalicelib.adapters.sqs_queue import SqsQueue
+from chalicelib.adapters.sqs_queue import SqsEventsQueue
 from chalicelib.adapters.sqs_webhooks import SqsWebhookQueue
 from chalicelib.config import Settings
 from chalicelib.runtime.deadline import SdkLimits
@@ -43,7 +43,7 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits, guard, sqs):
     # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.
     metrics = clients.lazy("cloudwatch", settings.endpoint_url, sdk_limits.client_config(limits),
                            prepare=guard)
-    queue = SqsQueue(sqs, settings.queue_name, QueueAgeMetric(metrics, settings.queue_name))
+    queue = SqsEventsQueue(sqs, settings.events_queue_name, QueueAgeMetric(metrics, settings.events_queue_name))
     return queue, queue
 
 

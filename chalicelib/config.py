@@ -38,7 +38,7 @@ class Settings:
     backlog_cache_seconds: int = 5
     bucket: str = "image-jobs"
     table: str = "image-jobs"
-    queue_name: str = "image-jobs-events"
+    events_queue_name: str = "image-jobs-events"
     originals_prefix: str = "originals/"
     renditions_prefix: str = "renditions/"
     auth_mode: str = "jwt"  # "jwt": HS256 checked by the app; "cognito": API Gateway did it
@@ -130,7 +130,7 @@ class Settings:
     # only for error answers: then a cold GET that logs nothing never loads structlog; every
     # request is counted and timed in the metrics either way.
     log_every_request: bool = False
-    dlq_name: Optional[str] = None  # default: <queue_name>-dlq, as the local stack names it
+    events_dlq: Optional[str] = None  # default: <events_queue_name>-dlq, as the local stack names it
     # Webhooks (chalicelib/usecases/webhooks.py): their own queue and dead-letter queue.
     webhook_queue_name: str = "image-jobs-webhooks"
     webhook_dlq_name: Optional[str] = None  # default: <webhook_queue_name>-dlq
@@ -149,7 +149,7 @@ class Settings:
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
         values = {}
         for field in fields(cls):
-            raw = environ.get(env_name(field.name))
+            raw = _read(environ, field.name)
             if raw is None or raw == "":
                 continue
             values[field.name] = _parse(field.name, field.type, raw)
@@ -223,7 +223,7 @@ class Settings:
 
     @property
     def events_dlq_name(self) -> str:
-        return self.dlq_name or f"{self.queue_name}-dlq"
+        return self.events_dlq or f"{self.events_queue_name}-dlq"
 
     @property
     def webhooks_dlq_name(self) -> str:
@@ -244,10 +244,10 @@ _ENV_NAMES = {
     "endpoint_url": "AWS_ENDPOINT_URL",
     "bucket": "IMAGES_BUCKET",
     "table": "JOBS_TABLE",
-    "queue_name": "JOBS_QUEUE",
+    "events_queue_name": "EVENTS_QUEUE",
     "jwt_secret": "AUTH_JWT_SECRET",
     "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
-    "dlq_name": "JOBS_DLQ",
+    "events_dlq": "EVENTS_DLQ",
     "webhook_queue_name": "WEBHOOK_QUEUE",
     "webhook_dlq_name": "WEBHOOK_DLQ",
 }
@@ -257,8 +257,26 @@ _ENV_NAMES = {
 _MAY_BE_ZERO = frozenset({"decode_cpu_seconds"})
 
 
+# Names a deployed stage may still carry from before a word got one meaning; read when the
+# new name is unset, refused when both are set and disagree.
+_OLD_ENV_NAMES = {
+    "events_queue_name": "JOBS_QUEUE",
+    "events_dlq": "JOBS_DLQ",
+}
+
+
 def env_name(field_name: str) -> str:
     return _ENV_NAMES.get(field_name, field_name.upper())
+
+
+def _read(environ: Mapping[str, str], field_name: str) -> Optional[str]:
+    raw = environ.get(env_name(field_name)) or None
+    old = _OLD_ENV_NAMES.get(field_name)
+    legacy = environ.get(old) or None if old else None
+    if raw is not None and legacy is not None and raw != legacy:
+        raise ValueError(f"{env_name(field_name)}={raw!r} and its old name {old}={legacy!r} disagree: "
+                         f"remove {old}")
+    return raw if raw is not None else legacy
 
 
 LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks")

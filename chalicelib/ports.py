@@ -115,7 +115,7 @@ class JobStore(Protocol):
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
         """As create, with its idempotency record in the same transaction.
 
-        Raises KeyTaken when a record that has not expired by `now` holds the key (an
+        Raises IdempotencyKeyTaken when a record that has not expired by `now` holds the key (an
         expired one is taken over, even if TTL has not deleted it yet), and also when a
         concurrent transaction on the same key made this one lose (DynamoDB's
         TransactionConflict): either way the caller reads the key again."""

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_SETTINGS = {
     "ImagesBucket": "bucket",
     "JobsTable": "table",
-    "EventsQueueName": "queue_name",
-    "DeadLetterQueueName": "dlq_name",
+    "EventsQueueName": "events_queue_name",
+    "DeadLetterQueueName": "events_dlq",
     "WebhookQueueName": "webhook_queue_name",
     "WebhookDeadLetterQueueName": "webhook_dlq_name",
     "MetricsService": "metrics_service",

@@ -15,7 +15,7 @@ localstack-<version>, shared by every clone on the machine):
 Environment (all optional): AWS_PORT=4566; LOCALSTACK_ROOT (its FILESYSTEM_ROOT, default
 <cache>/run/<port>, emptied at each start: nothing is kept between runs); DYNAMODB_REMOVE_EXPIRED_ITEMS
 (default 1: TTL deletes, as on AWS); S3_SKIP_SIGNATURE_VALIDATION (default 0: presigned URLs are
-checked, as on AWS); IMAGES_BUCKET, JOBS_TABLE, JOBS_QUEUE, AWS_REGION, which the
+checked, as on AWS); IMAGES_BUCKET, JOBS_TABLE, EVENTS_QUEUE, AWS_REGION, which the
 init hook localstack/init/ready.d/image-jobs.py provisions. Nothing is written outside the cache,
 the root and the pip cache.
 

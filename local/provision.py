@@ -92,7 +92,7 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     (events_name,) = {qc["Queue"]["Fn::GetAtt"][0]
                       for qc in bucket_props["NotificationConfiguration"]["QueueConfigurations"]}
     queue_url, queue_arn, dlq_url = _ensure_queue_pair(
-        sqs, template, queues, events_name, settings.queue_name, settings.events_dlq_name,
+        sqs, template, queues, events_name, settings.events_queue_name, settings.events_dlq_name,
         visibility_timeout)
     webhook_url, webhook_arn, webhook_dlq_url = _ensure_queue_pair(
         sqs, template, queues, WEBHOOK_QUEUE, settings.webhook_queue_name,
@@ -124,12 +124,12 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
                  webhook_url, webhook_arn, webhook_dlq_url)
 
 
-def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, dlq_name: str,
+def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, events_dlq: str,
                        visibility_timeout: Optional[int]) -> tuple[str, str, str]:
     """A queue and the dead-letter queue its redrive policy names: (url, arn, dlq url)."""
     props = queues[logical]
     dlq_props = queues[props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
-    dlq_url = _ensure_queue(sqs, dlq_name, _queue_attributes(dlq_props, template))
+    dlq_url = _ensure_queue(sqs, events_dlq, _queue_attributes(dlq_props, template))
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
     attributes = _queue_attributes(props, template)

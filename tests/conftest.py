@@ -46,7 +46,7 @@ def settings_for(moto_endpoint):
     def make(**overrides):
         suffix = uuid.uuid4().hex[:10]
         values = dict(endpoint_url=moto_endpoint, bucket=f"images-{suffix}",
-                      table=f"jobs-{suffix}", queue_name=f"events-{suffix}")
+                      table=f"jobs-{suffix}", events_queue_name=f"events-{suffix}")
         values.update(overrides)
         return Settings(**values)
 

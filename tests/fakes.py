@@ -6,7 +6,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
-from chalicelib.domain.errors import ConditionFailed, FileTooLarge, KeyTaken, QuotaFull, TransientError
+from chalicelib.domain.errors import ConditionFailed, FileTooLarge, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
 from chalicelib.ports import IdempotencyRecord, PresignedPost, ScanPoint, StoredObject, Webhook, WebhookEvent
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, wi
 class FakeJobStore:
     def __init__(self):
         self.items: dict[str, Job] = {}
-        self.keys: dict[str, IdempotencyRecord] = {}
+        self.idempotency: dict[str, IdempotencyRecord] = {}
         self.owners: dict[str, set[str]] = {}
         self.points: dict[str, ScanPoint] = {}
         self._lock = threading.Lock()
@@ -41,11 +41,11 @@ class FakeJobStore:
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
         with self._lock:
             self._check()
-            held = self.keys.get(record.scope)
+            held = self.idempotency.get(record.scope)
             if held is not None and now < held.expires_at:
-                raise KeyTaken()
+                raise IdempotencyKeyTaken()
             self._create(job, quota)
-            self.keys[record.scope] = record
+            self.idempotency[record.scope] = record
 
     def _create(self, job: Job, quota: int) -> None:
         if job.job_id in self.items:
@@ -67,13 +67,13 @@ class FakeJobStore:
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
         self._check()
-        return self.keys.get(scope)
+        return self.idempotency.get(scope)
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
         with self._lock:
             self._check()
-            if scope in self.keys and self.keys[scope].job_id == job_id:
-                del self.keys[scope]
+            if scope in self.idempotency and self.idempotency[scope].job_id == job_id:
+                del self.idempotency[scope]
 
     def get(self, job_id: str) -> Optional[Job]:
         self._check()

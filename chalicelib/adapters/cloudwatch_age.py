@@ -19,9 +19,9 @@ _LOOK_BACK = timedelta(minutes=10)
 
 
 class QueueAgeMetric:
-    def __init__(self, client, queue_name: str):
+    def __init__(self, client, events_queue_name: str):
         self._client = client
-        self._queue_name = queue_name
+        self._queue_name = events_queue_name
 
     def sent_after(self, now: datetime) -> Optional[datetime]:
         """A time before which no message still in the queue was sent; None without data."""

@@ -27,7 +27,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.domain.errors import ConditionFailed, KeyTaken, QuotaFull, TransientError
+from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.ports import IdempotencyRecord, ScanPoint
@@ -199,12 +199,12 @@ class DynamoJobStore:
         client once it is made (the time budget's hooks go on here)."""
         settings = connection or _CONNECTION
         self._model = make_job_model(table, region, host, settings)
-        self._keys = make_idempotency_model(table, region, host, settings)
+        self._idempotency = make_idempotency_model(table, region, host, settings)
         self._owners = make_owner_model(table, region, host, settings)
         self._points = make_scan_point_model(table, region, host, settings)
         self._connection = SharedConnection(clients or Clients(region), prepare_client,
                                              region=region, host=host, **settings)
-        self._connection.serve(self._model, self._keys, self._owners, self._points)
+        self._connection.serve(self._model, self._idempotency, self._owners, self._points)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
@@ -236,7 +236,7 @@ class DynamoJobStore:
         self._create(job, quota)
 
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
-        k = self._keys
+        k = self._idempotency
         key_item = k(IDEMPOTENCY_PREFIX + record.scope, fingerprint=record.fingerprint,
                      job_id=record.job_id, expires_at=record.expires_at)
         self._create(job, quota, key_item, k.pk.does_not_exist() | (k.expires_at <= now))
@@ -263,11 +263,11 @@ class DynamoJobStore:
             # TransactionConflict: a concurrent request's transaction on the same key was in
             # flight (moto never sends it; DynamoDB does). The caller reads the key again.
             if key_item is not None and "TransactionConflict" in reasons:
-                raise KeyTaken() from None
+                raise IdempotencyKeyTaken() from None
             if not failed:
                 raise TransientError("job table unavailable") from error
             if key_item is not None and failed[0] == 0:
-                raise KeyTaken() from None
+                raise IdempotencyKeyTaken() from None
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
             raise ConditionFailed() from None
@@ -293,7 +293,7 @@ class DynamoJobStore:
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
         try:
-            item = self._keys.get(IDEMPOTENCY_PREFIX + scope, consistent_read=True)
+            item = self._idempotency.get(IDEMPOTENCY_PREFIX + scope, consistent_read=True)
         except DoesNotExist:
             return None
         except PynamoDBException as error:
@@ -302,7 +302,7 @@ class DynamoJobStore:
                                  expires_at=item.expires_at)
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
-        k = self._keys
+        k = self._idempotency
         try:
             self._write(lambda: k(IDEMPOTENCY_PREFIX + scope).delete(condition=k.job_id == job_id))
         except ConditionFailed:

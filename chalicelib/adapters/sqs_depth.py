@@ -7,9 +7,9 @@ from chalicelib.domain.errors import TransientError
 
 
 class SqsDepth:
-    def __init__(self, client, queue_name: str):
+    def __init__(self, client, events_queue_name: str):
         self._client = client
-        self._queue_name = queue_name
+        self._queue_name = events_queue_name
         self._queue_url = None
 
     def depth(self) -> int:

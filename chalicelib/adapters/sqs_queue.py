@@ -13,16 +13,16 @@ if TYPE_CHECKING:
     from chalicelib.domain.events import ObjectCreated
 
 
-class SqsQueue:
+class SqsEventsQueue:
     """EventPublisher (the sweeper's re-drive) and BacklogGauge on the events queue."""
 
     # Waiting, in workers' hands, and delayed: a queue with none of them holds no message.
     _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                "ApproximateNumberOfMessagesDelayed")
 
-    def __init__(self, client, queue_name: str, oldest_message=None):
+    def __init__(self, client, events_queue_name: str, oldest_message=None):
         self._client = client
-        self._queue_name = queue_name
+        self._queue_name = events_queue_name
         self._queue_url = None
         # Where the age of the oldest message comes from when the queue is not empty
         # (CloudWatch in AWS; emulators have no such metric).

@@ -11,9 +11,9 @@ MAX_VISIBILITY_SECONDS = 43200  # SQS's limit: 12 hours
 
 
 class SqsWebhookQueue:
-    def __init__(self, client, queue_name: str):
+    def __init__(self, client, events_queue_name: str):
         self._client = client
-        self._queue_name = queue_name
+        self._queue_name = events_queue_name
         self._queue_url = None
 
     def _url(self) -> str:

@@ -100,7 +100,7 @@ class ConditionFailed(Exception):
     """A conditional write lost: the item was not in the state the write required."""
 
 
-class KeyTaken(Exception):
+class IdempotencyKeyTaken(Exception):
     """A live idempotency record already holds this key."""
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the API's read path must not import Pillow
 
 
 @dataclass(frozen=True)
-class DecodeBudget:
+class DecodeLimits:
     # libjpeg writes 10 scans for a colour progressive JPEG, mozjpeg a few more; bombs
     # repeat scans by the thousand, and every scan walks every block of the image.
     max_scans: int = 64
@@ -36,28 +36,28 @@ class Structure:
     metadata_bytes: int = 0
 
 
-def check(im: "Image.Image", data: bytes, content_type: str, budget: DecodeBudget) -> Structure:
-    """Raise ImageTooComplex if the opened (not yet decoded) image is over the budget."""
-    found = structure(im, data, content_type, budget)
-    if found.scans > budget.max_scans:
+def check(im: "Image.Image", data: bytes, content_type: str, limits: DecodeLimits) -> Structure:
+    """Raise ImageTooComplex if the opened (not yet decoded) image is over the limits."""
+    found = structure(im, data, content_type, limits)
+    if found.scans > limits.max_scans:
         raise ImageTooComplex(f"The image has {found.scans} progressive scans; at most "
-                              f"{budget.max_scans} are allowed.")
-    if found.frames > budget.max_frames:
-        raise ImageTooComplex(f"The image has more than {budget.max_frames} frames or pages.")
-    if found.metadata_bytes > budget.max_metadata_bytes:
+                              f"{limits.max_scans} are allowed.")
+    if found.frames > limits.max_frames:
+        raise ImageTooComplex(f"The image has more than {limits.max_frames} frames or pages.")
+    if found.metadata_bytes > limits.max_metadata_bytes:
         raise ImageTooComplex(f"The image carries {found.metadata_bytes} bytes of metadata; at "
-                              f"most {budget.max_metadata_bytes} are allowed.")
+                              f"most {limits.max_metadata_bytes} are allowed.")
     return found
 
 
-def structure(im: "Image.Image", data: bytes, content_type: str, budget: DecodeBudget) -> Structure:
+def structure(im: "Image.Image", data: bytes, content_type: str, limits: DecodeLimits) -> Structure:
     if content_type == "image/jpeg":
-        scans, metadata = jpeg_segments(data, stop_after_scans=budget.max_scans + 1)
+        scans, metadata = jpeg_segments(data, stop_after_scans=limits.max_scans + 1)
         return Structure(scans=scans, metadata_bytes=metadata)
     if content_type == "image/gif":
-        frames = gif_frames(data, stop_after=budget.max_frames + 1)
+        frames = gif_frames(data, stop_after=limits.max_frames + 1)
     elif content_type == "image/tiff":
-        frames = tiff_pages(data, stop_after=budget.max_frames + 1)
+        frames = tiff_pages(data, stop_after=limits.max_frames + 1)
     else:
         # PNG (acTL), WebP, HEIF and AVIF read the count from a header.
         frames = int(getattr(im, "n_frames", 1) or 1)
@@ -150,7 +150,7 @@ def _skip_sub_blocks(data: bytes, pos: int) -> int:
 
 def tiff_pages(data: bytes, stop_after: int) -> int:
     """Image file directories in a TIFF (classic or BigTIFF), following the chain of
-    offsets without reading any strip; a chain that loops counts as over the budget."""
+    offsets without reading any strip; a chain that loops counts as over the limits."""
     if len(data) < 16 or data[:2] not in (b"II", b"MM"):
         return 0
     order = "little" if data[:2] == b"II" else "big"

@@ -33,8 +33,8 @@ from PIL import Image, ImageCms
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.domain.vocabulary import RenditionName
-from chalicelib.imaging.limits import DecodeBudget
-from chalicelib.imaging.limits import check as budget_check
+from chalicelib.imaging.limits import DecodeLimits
+from chalicelib.imaging.limits import check as check_limits
 
 pillow_heif.register_heif_opener()
 
@@ -93,14 +93,14 @@ class Output:
 # -------------------------------------------------------------------------- inspect
 
 
-def inspect(data: bytes, max_pixels: int, budget: DecodeBudget = DecodeBudget()) -> ImageInfo:
+def inspect(data: bytes, max_pixels: int, limits: DecodeLimits = DecodeLimits()) -> ImageInfo:
     """Sniff (UnsupportedFormat if not allowed), read only the header (InvalidImage if
     Pillow cannot), and check width*height <= max_pixels (ImageTooLarge) before any
     pixel decoding. Width/height are as stored (before EXIF orientation); TIFF and
     HEIF report them upright because their decoders apply orientation themselves
     (HEIF's 'irot'/'imir' boxes; the EXIF tag is ignored there by specification).
-    The decode budget is checked from the structure too (ImageTooComplex)."""
-    im, content_type = _open(data, max_pixels, budget)
+    The decode limits are checked from the structure too (ImageTooComplex)."""
+    im, content_type = _open(data, max_pixels, limits)
     with im:
         return ImageInfo(content_type, im.width, im.height)
 
@@ -123,8 +123,8 @@ def _decoding() -> Iterator[None]:
         raise InvalidImage("The image could not be decoded.") from None
 
 
-def _open(data: bytes, max_pixels: int, budget: DecodeBudget) -> tuple[Image.Image, str]:
-    """Open lazily (header only) and enforce the type, pixel and decode-budget limits."""
+def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Image, str]:
+    """Open lazily (header only) and enforce the type, pixel and decode limits."""
     content_type = sniff(data)
     if content_type not in ALLOWED_TYPES:
         raise UnsupportedFormat("The file is not a supported image type.")
@@ -141,7 +141,7 @@ def _open(data: bytes, max_pixels: int, budget: DecodeBudget) -> tuple[Image.Ima
         )
     try:
         with _decoding():
-            budget_check(im, data, content_type, budget)
+            check_limits(im, data, content_type, limits)
     except Exception:
         im.close()
         raise
@@ -157,7 +157,7 @@ def make_renditions(
     display_box: int = 1280,
     thumb_size: int = 256,
     quality: int = 85,
-    budget: DecodeBudget = DecodeBudget(),
+    limits: DecodeLimits = DecodeLimits(),
 ) -> tuple[Output, Output]:
     """(display, thumb). Raises UnsupportedFormat / InvalidImage / ImageTooLarge /
     ImageTooComplex. Only the first frame of an animation or a multi-page file is decoded.
@@ -166,7 +166,7 @@ def make_renditions(
     thumb_size x thumb_size, centre-cropped from display; when display is smaller than
     thumb_size on a side the crop is upscaled to fill it.
     """
-    im, _ = _open(data, max_pixels, budget)
+    im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
         display = _display_image(im, display_box)
         thumb = _cover(display, thumb_size)

@@ -5,7 +5,7 @@
   worker.Worker         object-created event -> renditions -> ready or failed
   sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
   webhooks.Webhooks     an owner's webhook, and delivering its events
-  capacity.Capacity     per-owner request rate, backlog shedding
+  admission.Admission   per-owner request rate, backlog shedding
   lifecycle             the steps they share (fail, finish, remove, quota slots, clean up)
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from chalicelib.usecases.admission import Capacity
+from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
 
 if TYPE_CHECKING:
@@ -33,14 +33,14 @@ class UseCases:
         self.ctx = ctx
 
     @cached_property
-    def capacity(self) -> Capacity:
-        return Capacity(self.ctx)
+    def admission(self) -> Admission:
+        return Admission(self.ctx)
 
     @cached_property
     def uploads(self) -> Uploads:
         from chalicelib.usecases.uploads import Uploads
 
-        return Uploads(self.ctx, self.capacity)
+        return Uploads(self.ctx, self.admission)
 
     @cached_property
     def manage(self) -> ManageJobs:

@@ -20,7 +20,7 @@ _MAX_TRACKED_OWNERS = 10_000
 _RECONCILE_EVERY_SECONDS = 5.0
 
 
-class Capacity:
+class Admission:
     def __init__(self, ctx: Context, monotonic=time.monotonic):
         self._ctx = ctx
         self._monotonic = monotonic

@@ -1,5 +1,5 @@
 """What follows a job becoming terminal, besides the write that made it so: its metrics and
-its owner's webhook. Called once per job, from lifecycle.finished. Best effort: neither may
+its owner's webhook. Called once per job, from lifecycle.conclude. Best effort: neither may
 fail the job."""
 from __future__ import annotations
 

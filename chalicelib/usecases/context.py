@@ -22,7 +22,7 @@ from chalicelib.runtime.metrics import EmfMetrics, Metric, Metrics, QueueName
 from chalicelib.usecases.webhook_urls import Resolver, system_resolver
 
 if TYPE_CHECKING:
-    from chalicelib.imaging.limits import DecodeBudget
+    from chalicelib.imaging.limits import DecodeLimits
 
 
 def utcnow() -> datetime:
@@ -56,7 +56,7 @@ class Context:
             self.metrics = EmfMetrics(self.settings.metrics_service)
 
     @cached_property
-    def keys(self) -> ObjectKeys:
+    def object_keys(self) -> ObjectKeys:
         return ObjectKeys(self.settings.originals_prefix, self.settings.renditions_prefix)
 
     @cached_property
@@ -68,11 +68,11 @@ class Context:
         return timedelta(seconds=self.settings.queue_timeout_seconds)
 
     @cached_property
-    def budget(self) -> DecodeBudget:
-        from chalicelib.imaging.limits import DecodeBudget  # uploads and the worker only, not a GET
+    def decode_limits(self) -> DecodeLimits:
+        from chalicelib.imaging.limits import DecodeLimits  # uploads and the worker only, not a GET
 
         s = self.settings
-        return DecodeBudget(max_scans=s.max_scans, max_frames=s.max_frames,
+        return DecodeLimits(max_scans=s.max_scans, max_frames=s.max_frames,
                             max_metadata_bytes=s.max_metadata_bytes)
 
     @cached_property

@@ -28,17 +28,17 @@ def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) 
         log.warning("job_fail_lost", job_id=job.job_id, code=code.value)
         return None
     log.info("job_failed", job_id=job.job_id, code=code.value)
-    finished(ctx, failed)
+    conclude(ctx, failed)
     return failed
 
 
-def finished(ctx: Context, job: Job) -> None:
+def conclude(ctx: Context, job: Job) -> None:
     """`job` has just become terminal, by the one write that made it so: it no longer counts
     toward its owner's quota, it is counted, and its owner's webhook is told. Best effort;
     never fails the job. Call it for that write only (not when a finished job is removed),
     or the job is counted and announced twice; reconcile_slots gives back any slot whose
     release was lost."""
-    quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+    call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
     announce.job_finished(ctx, job)
 
 
@@ -57,7 +57,7 @@ def reconcile_slots(ctx: Context, owner: str) -> bool:
 
 def delete_attempt_renditions(ctx: Context, job_id: str, attempt: int) -> None:
     """One attempt's renditions: all that a worker may ever delete, since they are fenced."""
-    for key in ctx.keys.renditions(job_id, attempt):
+    for key in ctx.object_keys.renditions(job_id, attempt):
         ctx.objects.delete(key)
 
 
@@ -66,7 +66,7 @@ def rendition_keys(ctx: Context, job: Job) -> list[str]:
     their claims, so none is above `job.attempt`; one that started after this read (the job
     was not terminal yet) is the orphan sweep's."""
     keys = {key for attempt in range(1, job.attempt + 1)
-            for key in ctx.keys.renditions(job.job_id, attempt)}
+            for key in ctx.object_keys.renditions(job.job_id, attempt)}
     keys |= {r.key for r in (job.display, job.thumb) if r is not None}
     return sorted(keys)
 
@@ -86,9 +86,9 @@ def remove(ctx: Context, job: Job) -> None:
     if job.idempotency_scope:
         ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete(job.job_id)
-    # Gone, so no longer in the quota; not finished() again: it was counted and announced
+    # Gone, so no longer in the quota; not conclude() again: it was counted and announced
     # when it became terminal.
-    quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+    call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
 
 
 def remove_many(ctx: Context, jobs: list[Job]) -> None:
@@ -100,11 +100,11 @@ def remove_many(ctx: Context, jobs: list[Job]) -> None:
         if job.idempotency_scope:
             ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete_many([job.job_id for job in jobs])
-    for job in jobs:  # as remove(): not finished() again
-        quietly(ctx.jobs.release_slot, job.owner, job.job_id)
+    for job in jobs:  # as remove(): not conclude() again
+        call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
 
 
-def quietly(call: Callable, *args) -> None:
+def call_best_effort(call: Callable, *args) -> None:
     """Best effort: a later sweep or lease expiry covers what this does not."""
     try:
         call(*args)

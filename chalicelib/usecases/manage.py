@@ -52,9 +52,9 @@ class ManageJobs:
                 continue
             # A worker that wrote renditions before it noticed also removes them; this
             # covers one that died in between.
-            lifecycle.quietly(lifecycle.delete_renditions, ctx, cancelled)
+            lifecycle.call_best_effort(lifecycle.delete_renditions, ctx, cancelled)
             log.info("job_cancelled", job_id=job_id, was=job.status.value)
-            lifecycle.finished(ctx, cancelled)
+            lifecycle.conclude(ctx, cancelled)
             return cancelled
         raise TransientError("the job kept changing")
 

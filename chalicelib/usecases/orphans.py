@@ -123,7 +123,7 @@ class OrphanScan:
             return report
 
     def _orphans(self, page: list[str]) -> list[str]:
-        keys = self._ctx.keys
+        keys = self._ctx.object_keys
         ids = sorted({job_id for job_id in map(keys.job_id_of, page) if job_id is not None})
         jobs = self._ctx.jobs.objects_of(ids) if ids else {}
         return [key for key in page if not self._needed(jobs.get(keys.job_id_of(key)), key)]
@@ -136,4 +136,4 @@ class OrphanScan:
         if job.status is JobStatus.READY:
             return key in job.result_keys
         # A processing job's live attempt may be writing its renditions right now.
-        return job.status is JobStatus.PROCESSING and self._ctx.keys.attempt_of(key) == job.attempt
+        return job.status is JobStatus.PROCESSING and self._ctx.object_keys.attempt_of(key) == job.attempt

@@ -230,7 +230,7 @@ class Sweeper:
         if not drained.lost(sent_by):
             # Its message may still be waiting its turn behind a backlog: look again later,
             # without touching updated_at (the bound on when its message was sent).
-            lifecycle.quietly(ctx.jobs.update_if_unchanged,
+            lifecycle.call_best_effort(ctx.jobs.update_if_unchanged,
                               dataclasses.replace(job, sweep_at=now + look_again_after), job)
             return "waiting"
         if ctx.publisher is None:

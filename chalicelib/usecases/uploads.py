@@ -15,7 +15,7 @@ from chalicelib.domain.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
     JobNotFound,
-    KeyTaken,
+    IdempotencyKeyTaken,
     QuotaFull,
     RateLimited,
     StorageUnavailable,
@@ -30,7 +30,7 @@ from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric, Route
 from chalicelib.usecases import lifecycle
-from chalicelib.usecases.admission import Capacity
+from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Accepted, UploadForm
 
@@ -44,18 +44,18 @@ _GONE_PAUSES = (0.05, 0.1, 0.2)
 
 
 class Uploads:
-    def __init__(self, ctx: Context, capacity: Capacity):
+    def __init__(self, ctx: Context, admission: Admission):
         self._ctx = ctx
-        self._capacity = capacity
+        self._admission = admission
 
     # -- POST /images ------------------------------------------------------------------------
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
-        self._capacity.check_backlog()
+        self._admission.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
-        info = render.inspect(data, s.max_pixels, ctx.budget)
+        info = render.inspect(data, s.max_pixels, ctx.decode_limits)
         fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest())
         now = ctx.clock()
         job = self._new_job(owner, JobStatus.QUEUED, now)
@@ -89,11 +89,11 @@ class Uploads:
                                 lambda f: ctx.jobs.move(f, JobStatus.QUEUED))
         if failed is None:
             current = ctx.jobs.get(job.job_id)
-            if current is not None and not _doomed(current):
+            if current is not None and not _never_stored(current):
                 log.info("original_stored_after_all", job_id=job.job_id, status=current.status.value)
                 return current
         if job.idempotency_scope:
-            lifecycle.quietly(ctx.jobs.release_idempotency, job.idempotency_scope, job.job_id)
+            lifecycle.call_best_effort(ctx.jobs.release_idempotency, job.idempotency_scope, job.job_id)
         return None
 
     def _repair(self, accepted: Accepted, data: bytes, content_type: str) -> Accepted:
@@ -118,7 +118,7 @@ class Uploads:
                              idempotency_key: Optional[str] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
-        self._capacity.check_backlog()
+        self._admission.check_backlog()
         if not isinstance(content_type, str) or not isinstance(size, int) or isinstance(size, bool):
             raise InvalidRequest('Send {"content_type": "image/...", "size": <bytes>}')
         if content_type not in sniff.ALLOWED_TYPES:
@@ -154,7 +154,7 @@ class Uploads:
         job_id = ctx.new_id()
         fields.setdefault("sweep_at", now + ctx.queue_timeout)
         return Job(job_id=job_id, owner=owner, status=status, created_at=now, updated_at=now,
-                   expires_at=now + ctx.retention, original_key=ctx.keys.original(job_id), **fields)
+                   expires_at=now + ctx.retention, original_key=ctx.object_keys.original(job_id), **fields)
 
     def _create(self, job: Job, operation: str, key: Optional[str], fingerprint: str,
                 now: datetime) -> Accepted:
@@ -175,7 +175,7 @@ class Uploads:
                 self._within_quota(lambda quota: jobs.create_with_key(job, record, now, quota),
                                    job.owner)
                 return Accepted(job)
-            except KeyTaken:
+            except IdempotencyKeyTaken:
                 pass  # held, or a concurrent identical request's transaction was in flight
             held = jobs.get_idempotency(scope)
             if held is None or now >= held.expires_at:
@@ -194,7 +194,7 @@ class Uploads:
             try:
                 return create(s.max_active_jobs)
             except QuotaFull:
-                if not (first_try and self._capacity.may_reconcile(owner)
+                if not (first_try and self._admission.may_reconcile(owner)
                         and lifecycle.reconcile_slots(self._ctx, owner)):
                     break
         log.warning("upload_rate_limited", reason="active_jobs", limit=s.max_active_jobs)
@@ -209,7 +209,7 @@ class Uploads:
         job = self._job_of(held)
         if job is not None and job.owner != owner:
             raise JobNotFound()
-        if job is None or _doomed(job):
+        if job is None or _never_stored(job):
             log.info("idempotency_key_taken_over", job_id=held.job_id)
             self._ctx.jobs.release_idempotency(held.scope, held.job_id)
             return None
@@ -228,7 +228,7 @@ class Uploads:
         return self._ctx.jobs.get(held.job_id)
 
 
-def _doomed(job: Job) -> bool:
+def _never_stored(job: Job) -> bool:
     """A job that can no longer succeed because its original never arrived."""
     return job.status is JobStatus.FAILED and job.error_code in lifecycle.NEVER_STORED
 

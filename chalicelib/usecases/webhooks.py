@@ -205,7 +205,7 @@ class Webhooks:
         log.info("webhook_delivered", job_id=job.job_id, event_id=event.event_id,
                  attempt=receive_count, status=status, ms=round(elapsed_ms))
         if hook.failing_until is not None:
-            self._quietly(ctx.webhooks.mark_failing, hook.owner, None)
+            self._mark_failing(hook.owner, None)
         return Delivery.DELIVERED
 
     def _delay(self, receive_count: int) -> int:
@@ -226,7 +226,7 @@ class Webhooks:
         if not last:
             # The owner's other events wait as long as this one does.
             until = ctx.clock() + timedelta(seconds=delay)
-            self._quietly(ctx.webhooks.mark_failing, hook.owner, until)
+            self._mark_failing(hook.owner, until)
         self._retry(receipt, delay)
 
     def _drop(self, event: WebhookEvent, reason: Reason) -> Delivery:
@@ -240,9 +240,9 @@ class Webhooks:
             self._ctx.webhook_queue.retry_later(receipt, seconds)
         raise RetryLater("webhook delivery will be tried again", retry_in=seconds)
 
-    @staticmethod
-    def _quietly(call, *args) -> None:
+    def _mark_failing(self, owner: str, until) -> None:
+        """Set (or clear, with None) the owner's breaker; a store outage skips it."""
         try:
-            call(*args)
+            self._ctx.webhooks.mark_failing(owner, until)
         except TransientError:
             pass  # only the breaker's timing: the backoff itself is on the message

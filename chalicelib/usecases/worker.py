@@ -47,15 +47,15 @@ class Worker:
         ctx = self._ctx
         if event.bucket != ctx.settings.bucket:
             raise PoisonMessage("event for a bucket this service does not own")
-        if not ctx.keys.is_original(event.key):
+        if not ctx.object_keys.is_original(event.key):
             log.warning("event_ignored", reason="not_an_original")
             return Outcome.IGNORED
-        job_id = ctx.keys.job_id_of(event.key)
+        job_id = ctx.object_keys.job_id_of(event.key)
         started, received = time.monotonic(), ctx.clock()
         # The original first, then the claim: the claim (a conditional write) is then the
         # one check that the job is still to be done, made just before the resize, so a job
         # cancelled or deleted during the download is never resized, with no read to ask.
-        original = self._fetch(ctx.keys.original(job_id))
+        original = self._fetch(ctx.object_keys.original(job_id))
         job = self._claim(job_id)
         if isinstance(job, Outcome):
             return job
@@ -93,7 +93,7 @@ class Worker:
             pass
         current = ctx.jobs.get(job_id)
         if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
-            current = self._uploaded(current)  # a direct upload's bytes arrived: queue it
+            current = self._mark_arrived(current)  # a direct upload's bytes arrived: queue it
             if current.status is JobStatus.QUEUED:
                 try:
                     return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -107,7 +107,7 @@ class Worker:
             return Outcome.DUPLICATE
         return self._unclaimable(current)
 
-    def _uploaded(self, job: Job) -> Job:
+    def _mark_arrived(self, job: Job) -> Job:
         ctx = self._ctx
         try:
             queued = job.queued(ctx.clock(), ctx.queue_timeout)
@@ -147,7 +147,7 @@ class Worker:
             outputs = self._renditions(original)
             stored: dict[RenditionName, Rendition] = {}
             for out in outputs:
-                key = ctx.keys.rendition(job.job_id, job.attempt, out.name)
+                key = ctx.object_keys.rendition(job.job_id, job.attempt, out.name)
                 ctx.objects.put(key, out.data, out.content_type)
                 stored[out.name] = Rendition(key, out.width, out.height, out.content_type)
         except KeyError:
@@ -159,30 +159,30 @@ class Worker:
             # the attempt count bounds how often.
             log.exception("job_attempt_failed", job_id=job.job_id, attempt=job.attempt)
             with deadline.compensating():
-                lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
-                lifecycle.quietly(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
+                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
         display, thumb = stored[RenditionName.DISPLAY], stored[RenditionName.THUMB]
         done = job.ready(ctx.clock(), display, thumb, ctx.retention)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
-            if not self._landed(done):
+            if not self._was_stored(done):
                 # This attempt lost (cancelled, deleted, or a newer attempt): its renditions
                 # are its own, so removing them can never touch the winner's.
-                lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
                 log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
                 return Outcome.LOST
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
                  width=display.width, height=display.height)
-        lifecycle.finished(ctx, done)
+        lifecycle.conclude(ctx, done)
         # Earlier attempts of this job are over (their leases ended before this claim); what
         # one left behind goes now, and the orphan sweep covers a crash before this line.
         for attempt in range(1, job.attempt):
-            lifecycle.quietly(lifecycle.delete_attempt_renditions, ctx, job.job_id, attempt)
+            lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, attempt)
         return Outcome.READY
 
-    def _landed(self, done: Job) -> bool:
+    def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a
         lost answer, and the retry failed on the write itself. Only this attempt writes a
         result with its own attempt number."""
@@ -195,7 +195,7 @@ class Worker:
         than decode_cpu_seconds; the wall clock allows for a busy machine, within the time
         the worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.budget)
+        args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.decode_limits)
         if not s.decode_cpu_seconds:
             return render.make_renditions(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine

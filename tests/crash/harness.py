@@ -92,9 +92,9 @@ class Injector:
         if self.point.how == "kill":
             raise Killed(self.point.label())
         if self.point.how == "retried":
-            from chalicelib.domain.errors import ConditionFailed, KeyTaken
+            from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
 
-            raise KeyTaken() if self.point.call == "jobs.create_with_key" else ConditionFailed()
+            raise IdempotencyKeyTaken() if self.point.call == "jobs.create_with_key" else ConditionFailed()
         raise TransientError(f"injected: {self.point.label()}")
 
 
@@ -237,7 +237,7 @@ class World:
 
     def live_keys(self):
         now = self.clock()
-        return [r for r in self.jobs.keys.values() if now < r.expires_at]
+        return [r for r in self.jobs.idempotency.values() if now < r.expires_at]
 
 
 # ---------------------------------------------------------------- the client
@@ -647,7 +647,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
             found.append(f"{job.status.value} job {job.job_id[:8]} has renditions")
     # 3. No object is left without a job.
     for key in world.objects.objects:
-        job_id = world.svc.ctx.keys.job_id_of(key)
+        job_id = world.svc.ctx.object_keys.job_id_of(key)
         if job_id is None or job_id not in world.jobs.items:
             found.append(f"object without a job: {key.split('/')[0]}/{(job_id or '?')[:8]}")
     return sorted(set(found))

@@ -54,7 +54,7 @@ def main(step: str, call: str, nth: str, when: str) -> int:
 
         sqs = boto3.session.Session().client("sqs", region_name=settings.region,
                                              endpoint_url=settings.endpoint_url)
-        url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+        url = sqs.get_queue_url(QueueName=settings.events_queue_name)["QueueUrl"]
         (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1,
                                          WaitTimeSeconds=5)["Messages"]
         for event in parse_message(message["Body"]):

@@ -32,7 +32,7 @@ def moto_stack(moto_endpoint):
 
     suffix = uuid.uuid4().hex[:10]
     settings = Settings(endpoint_url=moto_endpoint, bucket=f"crash-{suffix}", table=f"crash-{suffix}",
-                        queue_name=f"crash-{suffix}", event_delay_seconds=0, sweep_threads=1,
+                        events_queue_name=f"crash-{suffix}", event_delay_seconds=0, sweep_threads=1,
                         orphan_sweep_threads=1)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     # A 1 s visibility timeout: a killed worker's message comes back at once.
@@ -89,7 +89,7 @@ class MotoWorld:
 
     def known_ids(self) -> set[str]:
         listed = self.clients["s3"].list_objects_v2(Bucket=self.settings.bucket).get("Contents", [])
-        from_objects = {self.svc.ctx.keys.job_id_of(o["Key"]) for o in listed}
+        from_objects = {self.svc.ctx.object_keys.job_id_of(o["Key"]) for o in listed}
         return {i for i in {*self.ids, *from_objects} if i is not None}
 
     def queued_messages(self) -> int:
@@ -209,7 +209,7 @@ def test_a_crash_on_moto_leaves_the_invariants_holding(moto_stack, path, call, n
 def _child(moto_stack, step: str, call: str, nth: int, when: str, key: str) -> subprocess.CompletedProcess:
     settings = moto_stack[0]
     env = dict(os.environ, AWS_ENDPOINT_URL=settings.endpoint_url, IMAGES_BUCKET=settings.bucket,
-               JOBS_TABLE=settings.table, JOBS_QUEUE=settings.queue_name, LOCAL_RUNNER="1",
+               JOBS_TABLE=settings.table, EVENTS_QUEUE=settings.events_queue_name, LOCAL_RUNNER="1",
                CRASH_IDEMPOTENCY_KEY=key)
     return subprocess.run([sys.executable, "-m", "tests.crash.kill_child", step, call, str(nth), when],
                           cwd=ROOT, env=env, capture_output=True, timeout=120)

@@ -62,7 +62,7 @@ def test_the_init_hook_provisioned_the_apps_stack(localstack):
     assert [(s["name"], s["state"]) for s in state["scripts"]] == [("image-jobs.py", "SUCCESSFUL")]
     settings = Settings(endpoint_url=localstack.endpoint)
     sqs, s3, dynamodb = (aws_client(n, settings.region, localstack.endpoint) for n in ("sqs", "s3", "dynamodb"))
-    queue_url = sqs.get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+    queue_url = sqs.get_queue_url(QueueName=settings.events_queue_name)["QueueUrl"]
     # Path-style queue URLs on the endpoint itself: nothing to resolve under *.localstack.cloud.
     assert queue_url.startswith(f"{localstack.endpoint}/queue/")
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -25,7 +25,7 @@ def run_init_script(settings, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AWS_ENDPOINT_URL")}
     env.update(IMAGE_JOBS_SOURCE=str(ROOT), IMAGE_JOBS_INIT_ENDPOINT=settings.endpoint_url,
                IMAGES_BUCKET=settings.bucket, JOBS_TABLE=settings.table,
-               JOBS_QUEUE=settings.queue_name, AWS_REGION=settings.region,
+               EVENTS_QUEUE=settings.events_queue_name, AWS_REGION=settings.region,
                # LocalStack's own process has no credentials for the script to lean on.
                AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="")
     # From an empty directory, so only IMAGE_JOBS_SOURCE can make the project importable.
@@ -41,12 +41,12 @@ def test_the_init_script_creates_the_templates_resources(settings_for, tmp_path)
 
     template = load_template()
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
-    queue_url = clients["sqs"].get_queue_url(QueueName=settings.queue_name)["QueueUrl"]
+    queue_url = clients["sqs"].get_queue_url(QueueName=settings.events_queue_name)["QueueUrl"]
     attrs = clients["sqs"].get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     events = template["Resources"]["EventsQueue"]["Properties"]
     assert attrs["VisibilityTimeout"] == str(template["Parameters"][events["VisibilityTimeout"]["Ref"]]["Default"])
     redrive = json.loads(attrs["RedrivePolicy"])
-    dlq_url = clients["sqs"].get_queue_url(QueueName=f"{settings.queue_name}-dlq")["QueueUrl"]
+    dlq_url = clients["sqs"].get_queue_url(QueueName=f"{settings.events_queue_name}-dlq")["QueueUrl"]
     dlq_arn = clients["sqs"].get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     assert redrive["deadLetterTargetArn"] == dlq_arn
     assert int(redrive["maxReceiveCount"]) == events["RedrivePolicy"]["maxReceiveCount"]
@@ -92,5 +92,5 @@ def test_the_compose_file_mounts_what_the_script_imports_and_names_the_apps_reso
     defaults = Settings()
     assert env["IMAGES_BUCKET"] == "${IMAGES_BUCKET:-%s}" % defaults.bucket
     assert env["JOBS_TABLE"] == "${JOBS_TABLE:-%s}" % defaults.table
-    assert env["JOBS_QUEUE"] == "${JOBS_QUEUE:-%s}" % defaults.queue_name
+    assert env["EVENTS_QUEUE"] == "${EVENTS_QUEUE:-%s}" % defaults.events_queue_name
     assert service["ports"] == ["127.0.0.1:4566:4566"]

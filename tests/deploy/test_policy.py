@@ -28,7 +28,7 @@ from chalice.app import SQSEventConfig
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
-from chalicelib.domain.errors import ConditionFailed, KeyTaken
+from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.ports import IdempotencyRecord, ScanPoint, Webhook
 from infra.stage_config import stage_policy
@@ -70,7 +70,7 @@ NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 def test_only_adapters_and_the_composition_root_touch_an_sdk():
     """Otherwise a call could hide outside what this test reads."""
     allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS)}
-    builders = [ROOT / "chalicelib" / "bootstrap.py", ROOT / "chalicelib" / "clients.py",
+    builders = [ROOT / "chalicelib" / "bootstrap.py", ADAPTERS / "botocore_clients.py",
                 *(ADAPTERS / name for name in SDK_HOOKS)]
     allowed.update(builders)
     for path in [ROOT / "app.py", *(ROOT / "chalicelib").rglob("*.py")]:
@@ -206,7 +206,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     key = IdempotencyRecord(scope="alice:images:k", fingerprint="f", job_id="j2",
                             expires_at=NOW + timedelta(days=1))
     call("create_with_key", job("j2"), key, NOW, 20)
-    with pytest.raises(KeyTaken):
+    with pytest.raises(IdempotencyKeyTaken):
         call("create_with_key", job("j3"), IdempotencyRecord("alice:images:k", "f", "j3", key.expires_at), NOW, 20)
     call("get_idempotency", key.scope)
     call("get", "j1")
@@ -279,7 +279,7 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
     import app as application
 
     # Each SQS event source is wired by a queue name that a stack output replaces.
-    sources = {settings.queue_name: outputs["EventsQueueArn"],
+    sources = {settings.events_queue_name: outputs["EventsQueueArn"],
                settings.webhook_queue_name: outputs["WebhookQueueArn"]}
     seen = set()
     for source in application.app.event_sources:

@@ -65,7 +65,7 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     settings = Settings.from_environ(env)
     assert settings.bucket == outputs["ImagesBucket"]
     assert settings.table == outputs["JobsTable"]
-    assert settings.queue_name == outputs["EventsQueueName"]
+    assert settings.events_queue_name == outputs["EventsQueueName"]
     assert settings.cognito_user_pool_arn == outputs["UserPoolArn"]
     assert settings.auth_mode == "cognito"
     assert set(env) == {"AUTH_MODE", "ROUTE_PREFIX", "WORKER_MAX_CONCURRENCY", "MAX_BACKLOG",

@@ -78,7 +78,7 @@ class World:
         self.env = {
             "AWS_ENDPOINT_URL": moto_endpoint, "EMBEDDED_AWS": "0",
             "IMAGES_BUCKET": f"images-{suffix}", "JOBS_TABLE": f"jobs-{suffix}",
-            "JOBS_QUEUE": f"events-{suffix}", "QUEUE_BACKEND": backend,
+            "EVENTS_QUEUE": f"events-{suffix}", "QUEUE_BACKEND": backend,
             "AMQP_URL": AMQP_URL, "AMQP_EXCHANGE": f"x-{suffix}", "AMQP_QUEUE": f"q-{suffix}",
             "AMQP_ROUTING_KEY": f"k-{suffix}", "AMQP_BRIDGE": "1",
             # A killed worker's job is claimed again once its lease ends, and the lease must
@@ -137,7 +137,7 @@ class World:
 
     def deliver_again(self, job_id: str, times: int) -> None:
         """The same object-created event, delivered again (at-least-once delivery)."""
-        key = self.service.ctx.keys.original(job_id)
+        key = self.service.ctx.object_keys.original(job_id)
         if self.backend == "sqs":
             import json
 

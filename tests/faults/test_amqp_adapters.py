@@ -21,7 +21,7 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     doc = __import__("json").loads(body)
     assert doc["EventName"] == "s3:ObjectCreated:Put" and doc["Records"][0]["eventSource"] == "minio:s3"
     (event,) = parse_message(body)
-    assert (event.bucket, event.key) == (world.settings.bucket, svc.ctx.keys.original(job_id))
+    assert (event.bucket, event.key) == (world.settings.bucket, svc.ctx.object_keys.original(job_id))
     assert svc.worker.handle_object_created(event) == "ready"
     assert svc.ctx.jobs.get(job_id).status is JobStatus.READY
 

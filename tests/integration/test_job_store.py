@@ -209,13 +209,13 @@ def record(job_id, scope="scope-1", fingerprint="fp", expires=NOW + timedelta(ho
 
 
 def test_job_and_key_record_are_written_together(store):
-    from chalicelib.domain.errors import KeyTaken
+    from chalicelib.domain.errors import IdempotencyKeyTaken
 
     first = new_job()
     store.create_with_key(first, record(first.job_id), NOW, QUOTA)
     assert store.get_idempotency("scope-1") == record(first.job_id)
     second = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
-    with pytest.raises(KeyTaken):
+    with pytest.raises(IdempotencyKeyTaken):
         store.create_with_key(second, record(second.job_id), NOW, QUOTA)
     assert store.get(second.job_id) is None  # the losing job was not written either
 
@@ -241,7 +241,7 @@ def test_release_only_frees_the_key_of_its_own_job(store):
 def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
     import uuid
 
-    from chalicelib.domain.errors import KeyTaken
+    from chalicelib.domain.errors import IdempotencyKeyTaken
 
     barrier = threading.Barrier(20)
     made, taken = [], []
@@ -252,7 +252,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
         try:
             store.create_with_key(job, record(job.job_id), NOW, QUOTA)
             made.append(job.job_id)
-        except KeyTaken:
+        except IdempotencyKeyTaken:
             taken.append(job.job_id)
 
     threads = [threading.Thread(target=attempt) for _ in range(20)]

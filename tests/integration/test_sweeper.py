@@ -84,7 +84,7 @@ def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
 
 def test_an_orphan_original_disappears(world):
     svc, stack, clients = world
-    orphan = svc.ctx.keys.original(str(uuid.uuid4()))
+    orphan = svc.ctx.object_keys.original(str(uuid.uuid4()))
     clients["s3"].put_object(Bucket=svc.ctx.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
     assert svc.sweeper.sweep_orphans()["orphans_deleted"] == 1
@@ -158,14 +158,14 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
     kept, ghosts = set(), set()
     for first in "aab":
         jid = job_id(first)
-        display, thumb = (Rendition(ctx.keys.rendition(jid, 1, name), 1, 1) for name in ("display", "thumb"))
+        display, thumb = (Rendition(ctx.object_keys.rendition(jid, 1, name), 1, 1) for name in ("display", "thumb"))
         ctx.jobs.create(Job(job_id=jid, owner="alice", status=JobStatus.READY, created_at=now, updated_at=now,
-                            expires_at=now + timedelta(days=7), original_key=ctx.keys.original(jid), attempt=1,
+                            expires_at=now + timedelta(days=7), original_key=ctx.object_keys.original(jid), attempt=1,
                             display=display, thumb=thumb), 100)
-        kept |= {put(ctx.keys.original(jid)), put(display.key), put(thumb.key)}
-        ghosts.add(put(ctx.keys.rendition(jid, 2, "display")))  # a stale attempt's
+        kept |= {put(ctx.object_keys.original(jid)), put(display.key), put(thumb.key)}
+        ghosts.add(put(ctx.object_keys.rendition(jid, 2, "display")))  # a stale attempt's
     for first in "aaaaaaaabbb":
-        ghosts.add(put(ctx.keys.original(job_id(first))))  # no job at all
+        ghosts.add(put(ctx.object_keys.original(job_id(first))))  # no job at all
     time.sleep(1.1)
 
     # Each batched read takes 4 s of a fake clock: the 10 s budget stops the run after 3 pages.

@@ -66,7 +66,7 @@ def hung_storage(moto_endpoint):
     suffix = uuid.uuid4().hex[:10]
     # A 6 s API function keeps the test short; the arithmetic is the same at 25 s.
     settings = Settings(endpoint_url=moto_endpoint, bucket=f"budget-{suffix}", table=f"budget-{suffix}",
-                        queue_name=f"budget-{suffix}", api_timeout_seconds=6,
+                        events_queue_name=f"budget-{suffix}", api_timeout_seconds=6,
                         s3_endpoint_url=f"http://127.0.0.1:{hole.port}")
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "dynamodb")}
     s3 = aws_client("s3", settings.region, settings.endpoint_url)  # provision the bucket on moto

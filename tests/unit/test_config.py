@@ -16,10 +16,10 @@ def test_defaults_follow_the_contract():
 def test_environment_overrides_with_aws_names():
     s = Settings.from_environ({
         "AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566",
-        "IMAGES_BUCKET": "b", "JOBS_TABLE": "t", "JOBS_QUEUE": "q",
+        "IMAGES_BUCKET": "b", "JOBS_TABLE": "t", "EVENTS_QUEUE": "q",
         "AUTH_JWT_SECRET": "x", "MAX_UPLOAD_BYTES": "100", "LEASE_SECONDS": "65",
     })
-    assert (s.region, s.endpoint_url, s.bucket, s.table, s.queue_name) == (
+    assert (s.region, s.endpoint_url, s.bucket, s.table, s.events_queue_name) == (
         "eu-west-1", "http://127.0.0.1:4566", "b", "t", "q")
     assert s.jwt_secret == "x" and s.max_upload_bytes == 100 and s.lease_seconds == 65
     assert s.presign_endpoint_url == "http://127.0.0.1:4566"
@@ -126,3 +126,14 @@ def test_the_local_runner_refuses_to_start_on_a_bad_setting_before_serving_anyth
     assert done.returncode == 2
     assert "AUTH_MODE must be one of jwt, cognito exactly" in done.stderr
     assert "ready" not in done.stdout
+
+
+def test_the_events_queue_keeps_its_old_names_as_aliases():
+    """A stage deployed before the events queue had one name still carries JOBS_QUEUE/JOBS_DLQ."""
+    base = {"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:aws:cognito-idp:us-east-1:1:userpool/p"}
+    old = Settings.from_environ({**base, "JOBS_QUEUE": "q-old", "JOBS_DLQ": "d-old"})
+    assert old.events_queue_name == "q-old" and old.events_dlq_name == "d-old"
+    new = Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "q"})
+    assert new.events_queue_name == "q" and new.events_dlq_name == "q-dlq"
+    with pytest.raises(ValueError, match="JOBS_QUEUE"):
+        Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "other"})

@@ -9,7 +9,7 @@ from chalicelib.domain.errors import RateLimited
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.admission import Capacity
+from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
 from tests.images import jpeg
@@ -76,7 +76,7 @@ def test_a_replay_of_an_accepted_upload_needs_no_slot(svc):
 def test_the_request_rate_is_a_token_bucket_per_owner():
     now = [0.0]
     settings = Settings(owner_requests_per_second=2, owner_burst=4)
-    capacity = Capacity(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()),
+    capacity = Admission(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()),
                         monotonic=lambda: now[0])
     for _ in range(4):
         capacity.check_rate("alice")

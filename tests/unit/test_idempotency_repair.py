@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.config import Settings
-from chalicelib.domain.errors import KeyTaken, StorageUnavailable, TransientError
+from chalicelib.domain.errors import IdempotencyKeyTaken, StorageUnavailable, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
@@ -88,11 +88,11 @@ def test_a_key_whose_job_failed_for_storage_is_taken_over_by_the_retry(svc):
         svc.uploads.accept_upload("alice", jpeg(), "key-1")
     svc.ctx.jobs.release_idempotency = real_release
     (first,) = svc.ctx.jobs.items.values()
-    assert first.error_code == "storage_unavailable" and svc.ctx.jobs.keys  # a doomed job holds it
+    assert first.error_code == "storage_unavailable" and svc.ctx.jobs.idempotency  # a doomed job holds it
     svc.ctx.objects.down = False
     retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     assert not retried.replayed and retried.job.job_id != first.job_id
-    assert svc.ctx.jobs.keys[first.idempotency_scope].job_id == retried.job.job_id
+    assert svc.ctx.jobs.idempotency[first.idempotency_scope].job_id == retried.job.job_id
     assert deliver(svc) == ["ready"]
 
 
@@ -110,7 +110,7 @@ def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(svc):
 
     def put_then_time_out(key, data, content_type):
         real_put(key, data, content_type)
-        job_id = svc.ctx.keys.job_id_of(key)
+        job_id = svc.ctx.object_keys.job_id_of(key)
         svc.ctx.jobs.claim(job_id, svc.ctx.clock(), svc.ctx.lease, 3)  # a fast worker
         raise TransientError("read timeout")
 
@@ -118,7 +118,7 @@ def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(svc):
     accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     svc.ctx.objects.put = real_put
     assert accepted.job.status is JobStatus.PROCESSING and not accepted.replayed
-    assert svc.ctx.jobs.keys[accepted.job.idempotency_scope].job_id == accepted.job.job_id
+    assert svc.ctx.jobs.idempotency[accepted.job.idempotency_scope].job_id == accepted.job.job_id
     again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     assert again.replayed and again.job.job_id == accepted.job.job_id
     assert len(svc.ctx.jobs.items) == 1
@@ -130,7 +130,7 @@ def test_a_put_that_failed_for_sure_still_fails_the_job_and_frees_the_key(svc):
         svc.uploads.accept_upload("alice", jpeg(), "key-1")
     (job,) = svc.ctx.jobs.items.values()
     assert job.status is JobStatus.FAILED and job.error_code == "storage_unavailable"
-    assert svc.ctx.jobs.keys == {}
+    assert svc.ctx.jobs.idempotency == {}
 
 
 class ConflictOnce(FakeJobStore):
@@ -145,7 +145,7 @@ class ConflictOnce(FakeJobStore):
         if self.winner is not None:
             winner, self.winner = self.winner, None
             super().create_with_key(winner(job), winner_record(record, winner(job)), now, quota)
-            raise KeyTaken()
+            raise IdempotencyKeyTaken()
         super().create_with_key(job, record, now, quota)
 
 

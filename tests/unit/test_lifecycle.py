@@ -197,7 +197,7 @@ def test_delete_removes_record_original_renditions_and_key(svc):
     with pytest.raises(JobNotFound):
         svc.manage.delete("bob", job.job_id)
     svc.manage.delete("alice", job.job_id)
-    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {} and svc.ctx.jobs.keys == {}
+    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {} and svc.ctx.jobs.idempotency == {}
     with pytest.raises(JobNotFound):
         svc.manage.delete("alice", job.job_id)
     with pytest.raises(JobNotFound):
@@ -260,7 +260,7 @@ def test_jobs_past_retention_are_deleted_with_their_objects(svc):
 
 def test_orphan_objects_are_deleted_after_the_grace_period(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
-    orphan = svc.ctx.keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
+    orphan = svc.ctx.object_keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     svc.ctx.objects.put(orphan, b"x", "image/jpeg")
     svc.ctx.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/1/display.jpg", b"x", "image/jpeg")
     assert svc.sweeper.sweep_orphans() == {}

@@ -65,7 +65,7 @@ def put(ctx, key):
 
 def add_job(ctx, status=JobStatus.READY, attempt=1, first="a") -> Job:
     jid = job_id(first)
-    keys = ctx.keys
+    keys = ctx.object_keys
     job = Job(job_id=jid, owner="alice", status=status, created_at=START, updated_at=START,
               expires_at=START + WEEK, original_key=keys.original(jid), attempt=attempt)
     if status is JobStatus.READY:
@@ -85,7 +85,7 @@ def test_the_ranges_hold_every_job_id_key_under_a_prefix_exactly_once(world):
     assert ranges == [f"originals/{d}" for d in "0123456789abcdef"]
     for _ in range(100):
         jid = str(uuid.uuid4())
-        for key in (world.keys.original(jid), world.keys.rendition(jid, 1, "display")):
+        for key in (world.object_keys.original(jid), world.object_keys.rendition(jid, 1, "display")):
             holding = [r for p in ("originals/", "renditions/") for r in key_ranges(p) if key.startswith(r)]
             assert len(holding) == 1, (key, holding)
 
@@ -95,7 +95,7 @@ def test_a_page_keeps_what_its_jobs_need_and_deletes_the_rest(world):
     ready = add_job(ctx)
     processing = add_job(ctx, JobStatus.PROCESSING, attempt=2)
     queued = add_job(ctx, JobStatus.QUEUED, attempt=0)
-    keys = ctx.keys
+    keys = ctx.object_keys
     kept = {put(ctx, ready.original_key), put(ctx, ready.display.key), put(ctx, ready.thumb.key),
             put(ctx, processing.original_key), put(ctx, keys.rendition(processing.job_id, 2, "display")),
             put(ctx, queued.original_key)}
@@ -116,7 +116,7 @@ def test_a_page_keeps_what_its_jobs_need_and_deletes_the_rest(world):
 def test_objects_younger_than_the_grace_period_are_kept_until_a_pass_finds_them_old(world):
     ctx = world
     ghost = job_id()
-    young = put(ctx, ctx.keys.original(ghost))
+    young = put(ctx, ctx.object_keys.original(ghost))
     later(ctx, ctx.settings.orphan_grace_seconds - 1)
     assert OrphanScan(ctx).run() == {}
     assert young in ctx.objects.objects
@@ -130,7 +130,7 @@ def test_a_run_out_of_budget_stops_cleanly_and_the_next_resumes_at_its_point(wor
     kept = [add_job(ctx, JobStatus.QUEUED, attempt=0) for _ in range(10)]
     for job in kept:
         put(ctx, job.original_key)
-    ghosts = [put(ctx, ctx.keys.original(job_id())) for _ in range(14)]  # 24 keys: 6 pages
+    ghosts = [put(ctx, ctx.object_keys.original(job_id())) for _ in range(14)]  # 24 keys: 6 pages
     later(ctx)
 
     first = OrphanScan(ctx).run()  # three pages of 4, then the budget is spent
@@ -154,14 +154,14 @@ def test_a_run_out_of_budget_stops_cleanly_and_the_next_resumes_at_its_point(wor
 
 def test_a_finished_pass_rests_until_the_next_is_due_then_starts_over(world):
     ctx = world
-    put(ctx, ctx.keys.original(job_id()))
+    put(ctx, ctx.object_keys.original(job_id()))
     later(ctx)
     assert OrphanScan(ctx).run() == {"orphans_deleted": 1}
     started = ctx.clock()
     ranges = [r for prefix in ("originals/", "renditions/") for r in key_ranges(prefix)]
     assert ctx.jobs.points == {name: ScanPoint(after=None, pass_started=started) for name in ranges}
 
-    late = put(ctx, ctx.keys.original(job_id()))
+    late = put(ctx, ctx.object_keys.original(job_id()))
     later(ctx, ctx.settings.orphan_grace_seconds + 1)
     ctx.objects.listed.clear()
     assert OrphanScan(ctx).run() == {}  # every range made its pass today
@@ -174,8 +174,8 @@ def test_a_finished_pass_rests_until_the_next_is_due_then_starts_over(world):
 
 def test_a_range_that_fails_resumes_at_its_last_point_and_the_others_go_on(world):
     ctx = world
-    ghosts = [put(ctx, ctx.keys.original(job_id("b"))) for _ in range(6)]
-    other = put(ctx, ctx.keys.original(job_id("c")))
+    ghosts = [put(ctx, ctx.object_keys.original(job_id("b"))) for _ in range(6)]
+    other = put(ctx, ctx.object_keys.original(job_id("c")))
     later(ctx)
     reads, calls = ctx.jobs.objects_of, []
 

@@ -7,7 +7,7 @@ import pytest
 from botocore.stub import Stubber
 
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
-from chalicelib.adapters.sqs_queue import SqsQueue
+from chalicelib.adapters.sqs_queue import SqsEventsQueue
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 URL = "https://sqs.us-east-1.amazonaws.com/123456789012/events"
@@ -29,7 +29,7 @@ def test_an_empty_queue_holds_nothing_sent_before_now():
     sqs, cloudwatch = clients()
     with Stubber(sqs) as stub, Stubber(cloudwatch):
         counts(stub, 0, 0, 0)
-        assert SqsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW) == NOW
+        assert SqsEventsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW) == NOW
 
 
 @pytest.mark.parametrize("visible, in_flight, delayed", [(3, 0, 0), (0, 1, 0), (0, 0, 1)])
@@ -42,7 +42,7 @@ def test_a_busy_queue_asks_cloudwatch_how_old_its_oldest_message_is(visible, in_
             {"Timestamp": minute - timedelta(minutes=1), "Maximum": 30.0},
             {"Timestamp": minute, "Maximum": 400.0},  # the latest: 400 s old at that minute
         ]})
-        before = SqsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW)
+        before = SqsEventsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW)
     assert before == minute - timedelta(seconds=400)
 
 
@@ -51,11 +51,11 @@ def test_without_a_datapoint_the_answer_is_unknown():
     with Stubber(sqs) as stub, Stubber(cloudwatch) as metrics:
         counts(stub, 5, 0, 0)
         metrics.add_response("get_metric_statistics", {"Datapoints": []})
-        assert SqsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW) is None
+        assert SqsEventsQueue(sqs, "events", QueueAgeMetric(cloudwatch, "events")).drained_before(NOW) is None
 
 
 def test_without_the_metric_a_busy_queue_is_unknown():
     sqs, _ = clients()
     with Stubber(sqs) as stub:
         counts(stub, 1, 0, 0)
-        assert SqsQueue(sqs, "events").drained_before(NOW) is None
+        assert SqsEventsQueue(sqs, "events").drained_before(NOW) is None

@@ -93,7 +93,7 @@ def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(s
 
 def test_the_finishing_attempt_removes_what_earlier_attempts_left(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
-    leftover = svc.ctx.keys.rendition(job.job_id, 1, "display")
+    leftover = svc.ctx.object_keys.rendition(job.job_id, 1, "display")
     svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
     svc.ctx.objects.put(leftover, b"half", "image/jpeg")  # attempt 1 died after one write
     svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
@@ -108,7 +108,7 @@ def test_delete_removes_every_attempts_renditions(svc):
         svc.ctx.clock.advance(svc.ctx.lease.total_seconds() + 1)
         claimed = svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
         assert claimed.attempt == attempt
-        svc.ctx.objects.put(svc.ctx.keys.rendition(job.job_id, attempt, "thumb"), b"x", "image/jpeg")
+        svc.ctx.objects.put(svc.ctx.object_keys.rendition(job.job_id, attempt, "thumb"), b"x", "image/jpeg")
     svc.manage.delete("alice", job.job_id)
     assert svc.ctx.objects.objects == {}
 
@@ -116,7 +116,7 @@ def test_delete_removes_every_attempts_renditions(svc):
 def test_cancel_removes_every_attempts_renditions(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
     svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
-    svc.ctx.objects.put(svc.ctx.keys.rendition(job.job_id, 1, "display"), b"x", "image/jpeg")
+    svc.ctx.objects.put(svc.ctx.object_keys.rendition(job.job_id, 1, "display"), b"x", "image/jpeg")
     svc.manage.cancel("alice", job.job_id)
     assert renditions(svc, job.job_id) == []
 
@@ -126,7 +126,7 @@ def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_resul
     assert svc.worker.handle_object_created(event(job)) == "ready"
     done = svc.ctx.jobs.items[job.job_id]
     # A stale attempt 7 wrote after the result and died before cleaning up.
-    stray = svc.ctx.keys.rendition(job.job_id, 7, "display")
+    stray = svc.ctx.object_keys.rendition(job.job_id, 7, "display")
     svc.ctx.objects.put(stray, b"x", "image/jpeg")
     svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
     assert svc.sweeper.sweep_orphans() == {"orphans_deleted": 1}
@@ -137,8 +137,8 @@ def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_resul
 def test_the_orphan_sweep_keeps_the_live_attempts_renditions(svc):
     job = svc.uploads.accept_upload("alice", jpeg()).job
     claimed = svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
-    live = svc.ctx.keys.rendition(job.job_id, claimed.attempt, "display")
-    dead = svc.ctx.keys.rendition(job.job_id, claimed.attempt - 1 or 9, "display")
+    live = svc.ctx.object_keys.rendition(job.job_id, claimed.attempt, "display")
+    dead = svc.ctx.object_keys.rendition(job.job_id, claimed.attempt - 1 or 9, "display")
     svc.ctx.objects.put(live, b"x", "image/jpeg")
     svc.ctx.objects.put(dead, b"x", "image/jpeg")
     svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
@@ -147,7 +147,7 @@ def test_the_orphan_sweep_keeps_the_live_attempts_renditions(svc):
 
 
 def test_rendition_keys_name_their_attempt(svc):
-    keys = svc.ctx.keys
+    keys = svc.ctx.object_keys
     key = keys.rendition("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", 2, "thumb")
     assert key == "renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/2/thumb.jpg"
     assert keys.attempt_of(key) == 2 and keys.job_id_of(key) == "5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"

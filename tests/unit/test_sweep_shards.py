@@ -206,10 +206,10 @@ def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():
         current = svc.ctx.jobs.get(job.job_id)
         svc.ctx.jobs.move(current.cancelled(svc.ctx.clock(), timedelta(days=7)), JobStatus.QUEUED)
     # key-0's record was taken over meanwhile by a newer job: the removal must leave it be.
-    newer = dataclasses.replace(svc.ctx.jobs.keys[keyed[0].idempotency_scope], job_id="newer")
-    svc.ctx.jobs.keys[newer.scope] = newer
+    newer = dataclasses.replace(svc.ctx.jobs.idempotency[keyed[0].idempotency_scope], job_id="newer")
+    svc.ctx.jobs.idempotency[newer.scope] = newer
     svc.ctx.clock.advance(7 * 24 * 3600)
     assert svc.sweeper.sweep()["expired_deleted"] == 10
     assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {}
-    assert svc.ctx.jobs.keys == {newer.scope: newer}
+    assert svc.ctx.jobs.idempotency == {newer.scope: newer}
     assert svc.ctx.jobs.active_jobs("alice") == set()

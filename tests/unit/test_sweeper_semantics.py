@@ -147,12 +147,12 @@ def test_a_queued_job_whose_original_never_arrived_fails_and_frees_its_key(svc):
         svc.uploads.accept_upload("alice", jpeg(), "key-1")
     svc.ctx.objects.put = restore
     (job,) = svc.ctx.jobs.items.values()
-    assert job.status is JobStatus.QUEUED and svc.ctx.jobs.keys  # the kill skipped compensation
+    assert job.status is JobStatus.QUEUED and svc.ctx.jobs.idempotency  # the kill skipped compensation
     svc.ctx.clock.advance(svc.ctx.settings.queue_timeout_seconds)
     assert svc.sweeper.sweep()["never_stored"] == 1
     failed = job_of(svc, job.job_id)
     assert failed.status is JobStatus.FAILED and failed.error_code == "storage_unavailable"
-    assert svc.ctx.jobs.keys == {}
+    assert svc.ctx.jobs.idempotency == {}
     retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
     assert not retried.replayed and retried.job.job_id != job.job_id
     assert deliver(svc) == ["ready"]

@@ -4,7 +4,7 @@ LocalStack runs this once it is ready, inside its own Python (by exec, so there 
 __file__ and no __main__). It builds the resources from infra/template.yaml through
 local/provision.py, the very code the local runner uses on its embedded stack, so the cloud,
 the embedded stack and LocalStack come from one definition. Names come from the app's own
-variables (IMAGES_BUCKET, JOBS_TABLE, JOBS_QUEUE, AWS_REGION), defaults as the app's.
+variables (IMAGES_BUCKET, JOBS_TABLE, EVENTS_QUEUE, AWS_REGION), defaults as the app's.
 
 localstack/localstack.compose.yaml mounts infra/, local/ and chalicelib/ at /opt/image-jobs.
 Provisioning is idempotent: the runner may provision again (EMBEDDED_AWS=0) and changes nothing.

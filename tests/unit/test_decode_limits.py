@@ -6,11 +6,11 @@ from PIL import Image
 
 from chalicelib.domain.errors import ImageTooComplex
 from chalicelib.imaging import render
-from chalicelib.imaging.limits import DecodeBudget, gif_frames, jpeg_segments, tiff_pages
+from chalicelib.imaging.limits import DecodeLimits, gif_frames, jpeg_segments, tiff_pages
 from tests import hostile
 from tests.images import jpeg
 
-BUDGET = DecodeBudget()
+BUDGET = DecodeLimits()
 
 
 def progressive_jpeg() -> bytes:
@@ -65,9 +65,9 @@ def test_huge_metadata_is_refused_and_ordinary_metadata_passes():
 
 def test_the_budget_is_configurable():
     bomb = hostile.scan_bomb(64, 64, 100)
-    render.inspect(bomb, 50_000_000, DecodeBudget(max_scans=200))
+    render.inspect(bomb, 50_000_000, DecodeLimits(max_scans=200))
     with pytest.raises(ImageTooComplex):
-        render.inspect(hostile.frame_bomb(30), 50_000_000, DecodeBudget(max_frames=10))
+        render.inspect(hostile.frame_bomb(30), 50_000_000, DecodeLimits(max_frames=10))
 
 
 def test_profiles_are_cached_by_digest_and_large_ones_not_at_all(monkeypatch):
