@@ -2,7 +2,9 @@
 
 The local runner calls this against moto's server or LocalStack, so the embedded stack is
 built from the same definition that the cloud deploys; tests compare the two. Idempotent:
-running it on a stack that exists changes nothing.
+running it on a stack that exists changes nothing. Idempotent under concurrency too: LocalStack's
+init hook and `EMBEDDED_AWS=0 make run` may provision at once, so every create that finds its
+resource made (or being made) by the other in the meantime counts as success.
 """
 from __future__ import annotations
 
@@ -159,7 +161,12 @@ def _ensure_queue(sqs, name: str, attributes: dict[str, str]) -> str:
     try:
         return sqs.get_queue_url(QueueName=name)["QueueUrl"]
     except sqs.exceptions.QueueDoesNotExist:
+        pass
+    try:
         return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    except sqs.exceptions.QueueNameExists:
+        # Made by another provisioner since, with other attributes (same ones are no error).
+        return sqs.get_queue_url(QueueName=name)["QueueUrl"]
 
 
 def _queue_attributes(props: dict, template: dict) -> dict[str, str]:
@@ -171,13 +178,15 @@ def _ensure_bucket(s3, settings: Settings) -> None:
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     if settings.bucket in existing:
         return
-    if settings.region == "us-east-1":
-        s3.create_bucket(Bucket=settings.bucket)
-    else:
-        s3.create_bucket(
-            Bucket=settings.bucket,
-            CreateBucketConfiguration={"LocationConstraint": settings.region},
-        )
+    location = ({} if settings.region == "us-east-1" else
+                {"CreateBucketConfiguration": {"LocationConstraint": settings.region}})
+    try:
+        s3.create_bucket(Bucket=settings.bucket, **location)
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+        # Made by another provisioner since; a name taken by someone else fails here.
+        s3.head_bucket(Bucket=settings.bucket)
 
 
 # CloudFormation's names of a CORS rule's keys where PutBucketCors names them otherwise.
@@ -211,34 +220,58 @@ def _ensure_cors(s3, bucket: str, bucket_props: dict, template: dict) -> None:
 
 def _ensure_table(dynamodb, name: str, props: dict) -> None:
     if name not in dynamodb.list_tables().get("TableNames", []):
-        dynamodb.create_table(
-            TableName=name,
-            AttributeDefinitions=props["AttributeDefinitions"],
-            KeySchema=props["KeySchema"],
-            GlobalSecondaryIndexes=props.get("GlobalSecondaryIndexes", []),
-            BillingMode=props["BillingMode"],
-        )
-        dynamodb.get_waiter("table_exists").wait(TableName=name)
-    else:
-        _ensure_indexes(dynamodb, name, props)
+        try:
+            dynamodb.create_table(
+                TableName=name,
+                AttributeDefinitions=props["AttributeDefinitions"],
+                KeySchema=props["KeySchema"],
+                GlobalSecondaryIndexes=props.get("GlobalSecondaryIndexes", []),
+                BillingMode=props["BillingMode"],
+            )
+        except dynamodb.exceptions.ResourceInUseException:
+            pass  # made, or being made, by another provisioner since: the waiter below covers both
+    _wait_for_table(dynamodb, name)
+    _ensure_indexes(dynamodb, name, props)
     ttl = props["TimeToLiveSpecification"]
+    if not _ttl_enabled(dynamodb, name):
+        try:
+            dynamodb.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": ttl["Enabled"]},
+            )
+        except ClientError:
+            # "TimeToLive is already enabled": another provisioner's update came first.
+            if not _ttl_enabled(dynamodb, name):
+                raise
+
+
+def _ttl_enabled(dynamodb, name: str) -> bool:
     status = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
-    if status.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-        dynamodb.update_time_to_live(
-            TableName=name,
-            TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": ttl["Enabled"]},
-        )
+    return status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
+
+
+def _wait_for_table(dynamodb, name: str) -> None:
+    """Until the table is ACTIVE, however it was made; at once when it is already."""
+    dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
 
 
 def _ensure_indexes(dynamodb, name: str, props: dict) -> None:
     """A table made before the template gained an index (a kept LocalStack volume) gets it,
     as CloudFormation would: one UpdateTable per index; DynamoDB backfills it. Indexes the
     template dropped are left alone."""
-    described = dynamodb.describe_table(TableName=name)["Table"]
-    have = {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])}
     for index in props.get("GlobalSecondaryIndexes", []):
-        if index["IndexName"] in have:
+        if index["IndexName"] in _index_names(dynamodb, name):
             continue
-        dynamodb.update_table(TableName=name, AttributeDefinitions=props["AttributeDefinitions"],
-                              GlobalSecondaryIndexUpdates=[{"Create": index}])
-        dynamodb.get_waiter("table_exists").wait(TableName=name)
+        try:
+            dynamodb.update_table(TableName=name, AttributeDefinitions=props["AttributeDefinitions"],
+                                  GlobalSecondaryIndexUpdates=[{"Create": index}])
+        except ClientError:
+            # Another provisioner's UpdateTable for the same index came first.
+            if index["IndexName"] not in _index_names(dynamodb, name):
+                raise
+        _wait_for_table(dynamodb, name)
+
+
+def _index_names(dynamodb, name: str) -> set[str]:
+    described = dynamodb.describe_table(TableName=name)["Table"]
+    return {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])}

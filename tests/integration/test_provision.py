@@ -1,6 +1,9 @@
 """One definition, no drift: the embedded stack is what infra/template.yaml deploys."""
 import json
+import threading
+import uuid
 
+import pytest
 from pynamodb.attributes import TTLAttribute
 
 from chalicelib.adapters.dynamo_jobs import (
@@ -8,6 +11,7 @@ from chalicelib.adapters.dynamo_jobs import (
 )
 from chalicelib.config import Settings
 from local.provision import load_template, provision
+from local.services import aws_client
 
 
 def resources(kind):
@@ -100,3 +104,78 @@ def test_provisioning_twice_changes_nothing(stack):
     assert again == provisioned
     after = clients["s3"].get_bucket_notification_configuration(Bucket=settings.bucket)
     assert after["QueueConfigurations"] == before["QueueConfigurations"]  # not re-put
+
+
+class LinedUp:
+    """Holds each write call (create, put, update) until the other provisioner makes the same
+    one, so both have looked before either writes: the race of LocalStack's init hook and the
+    runner, every time rather than now and then."""
+
+    WRITES = ("Create", "Put", "Update")
+
+    def __init__(self, parties: int = 2, wait: float = 3):
+        self.parties, self.wait = parties, wait
+        self.barriers: dict[tuple, threading.Barrier] = {}
+        self.lock = threading.Lock()
+
+    def attach(self, client) -> None:
+        client.meta.events.register("before-call", self._hold)
+
+    def _hold(self, model, params, **_):
+        if not model.name.startswith(self.WRITES):
+            return
+        what = (model.service_model.service_name, model.name,
+                params.get("QueueName") or params.get("Bucket") or params.get("TableName"))
+        with self.lock:
+            barrier = self.barriers.setdefault(what, threading.Barrier(self.parties))
+        try:
+            barrier.wait(self.wait)
+        except threading.BrokenBarrierError:
+            pass  # the other went another way (it found the resource made): carry on alone
+
+
+@pytest.fixture(params=["moto", "localstack"])
+def endpoint(request):
+    if request.param == "moto":
+        return request.getfixturevalue("moto_endpoint")
+    return request.getfixturevalue("localstack").endpoint
+
+
+def test_two_provisioners_at_once_both_succeed_with_one_set_of_resources(endpoint, settings_for):
+    settings = settings_for(endpoint_url=endpoint, webhook_queue_name=f"webhooks-{uuid.uuid4().hex[:10]}")
+    lined_up = LinedUp()
+    results, errors = [], []
+
+    def provision_once():
+        clients = {n: aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb")}
+        for client in clients.values():
+            lined_up.attach(client)
+        try:
+            results.append(provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"]))
+        except Exception as error:  # noqa: BLE001 (the test reports it)
+            errors.append(error)
+
+    threads = [threading.Thread(target=provision_once) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    first, second = results
+    assert first == second
+
+    sqs, s3, dynamodb = (aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb"))
+    for name, urls in ((settings.events_queue_name, [first.queue_url, first.dlq_url]),
+                       (settings.webhook_queue_name, [first.webhook_queue_url, first.webhook_dlq_url])):
+        assert sorted(sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", [])) == sorted(urls)
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]].count(settings.bucket) == 1
+    (config,) = s3.get_bucket_notification_configuration(Bucket=settings.bucket)["QueueConfigurations"]
+    assert config["QueueArn"] == first.queue_arn
+    assert dynamodb.list_tables()["TableNames"].count(settings.table) == 1
+    described = dynamodb.describe_table(TableName=settings.table)["Table"]
+    assert described["TableStatus"] == "ACTIVE"
+    (table,) = resources("AWS::DynamoDB::Table")
+    assert ({i["IndexName"] for i in described["GlobalSecondaryIndexes"]}
+            == {i["IndexName"] for i in table["GlobalSecondaryIndexes"]})
+    ttl = dynamodb.describe_time_to_live(TableName=settings.table)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] == "ENABLED"
