@@ -17,6 +17,8 @@ import threading
 import uuid
 
 HOST = "127.0.0.1"
+# LocalStack's start takes up to a minute on a busy machine, its init hook a few seconds more.
+LOCALSTACK_INIT_TIMEOUT = 120
 
 
 def main() -> int:
@@ -82,6 +84,8 @@ def main() -> int:
         if embedded:
             moto = services.start_moto(HOST, aws_port)
             log.info("embedded_aws_started", endpoint=settings.endpoint_url)
+        elif not _wait_for_localstack(settings.endpoint_url, log):
+            return 1
         clients = {name: services.aws_client(name, settings.region, settings.endpoint_url)
                    for name in ("sqs", "dynamodb")}
         clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
@@ -138,6 +142,20 @@ def main() -> int:
             part.stop()
         services.stop(api)
         services.stop(moto)
+
+
+def _wait_for_localstack(endpoint: str, log) -> bool:
+    """EMBEDDED_AWS=0 beside a `make localstack` still starting: provisioning while its init
+    hook provisions is a race, so wait until the hook is done. Not LocalStack: go on at once."""
+    from local.localstack import LocalStackError, wait_for_init
+
+    try:
+        wait_for_init(endpoint, LOCALSTACK_INIT_TIMEOUT,
+                      on_waiting=lambda why: log.info("localstack_init_waiting", reason=why))
+    except LocalStackError as error:
+        log.error("localstack_not_ready", reason=str(error))
+        return False
+    return True
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):

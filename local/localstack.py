@@ -39,6 +39,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -335,24 +336,66 @@ def start(port: int, root: Path, installation: Installation | None = None, overr
     return LocalStack(process, f"http://{HOST}:{port}", root)
 
 
+def init_stage(endpoint: str) -> dict | None:
+    """LocalStack's READY init stage as /_localstack/init/ready shows it ({"completed": bool,
+    "scripts": [{"name", "state"}]}); None when something else answers there (moto's server,
+    DynamoDB Local, MinIO). OSError when nothing answers yet."""
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_localstack/init/ready", timeout=2) as answer:
+            stage = json.load(answer)
+    except urllib.error.HTTPError as error:
+        if error.code >= 500:
+            raise OSError(f"it answers {error.code}") from None  # a gateway still starting
+        return None
+    except ValueError:
+        return None
+    return stage if isinstance(stage, dict) and "completed" in stage else None
+
+
+def wait_for_init(endpoint: str, timeout: float, alive=lambda: None, on_waiting=lambda why: None,
+                  interval: float = 0.5) -> dict | None:
+    """Until LocalStack at `endpoint` has run its ready.d scripts, so that nobody provisions
+    beside its init hook: the READY stage, or None at once when the endpoint is not LocalStack.
+    Raises LocalStackError when a script failed, or at `timeout` (naming what it waited for);
+    `alive` raises when what should answer has gone; `on_waiting(why)` is told once, when
+    there is something to wait for."""
+    deadline = time.monotonic() + timeout
+    told = False
+    while True:
+        alive()
+        try:
+            stage = init_stage(endpoint)
+        except OSError as error:
+            stage, waiting = {}, f"nothing answers at {endpoint} ({error})"
+        else:
+            if stage is None:
+                return None
+            waiting = f"LocalStack at {endpoint} is still running its init scripts"
+        failed = [s["name"] for s in stage.get("scripts", []) if s.get("state") == "ERROR"]
+        if failed:
+            raise LocalStackError(f"LocalStack init scripts failed: {failed} (its log says why)")
+        if stage.get("completed"):
+            return stage
+        if time.monotonic() > deadline:
+            raise LocalStackError(f"{waiting} after {timeout:.0f} s")
+        if not told:
+            on_waiting(waiting)
+            told = True
+        time.sleep(interval)  # each poll is a log line of LocalStack's
+
+
 def wait_ready(localstack: LocalStack, timeout: float = 120) -> dict:
     """Until the ready.d hook has provisioned the stack; raises if it fails or LocalStack exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def alive():
         if localstack.process.poll() is not None:
             raise LocalStackError(f"LocalStack exited with {localstack.process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{localstack.endpoint}/_localstack/init/ready", timeout=2) as r:
-                state = json.load(r)
-        except (OSError, ValueError):
-            state = {}
-        failed = [s["name"] for s in state.get("scripts", []) if s.get("state") == "ERROR"]
-        if failed:
-            raise LocalStackError(f"LocalStack init scripts failed: {failed}")
-        if state.get("completed") and state.get("scripts"):
-            return state
-        time.sleep(0.5)  # each poll is a log line of LocalStack's
-    raise LocalStackError(f"LocalStack not ready after {timeout:.0f} s")
+
+    stage = wait_for_init(localstack.endpoint, timeout, alive)
+    if stage is None:
+        raise LocalStackError(f"something other than LocalStack answers at {localstack.endpoint}")
+    if not stage.get("scripts"):
+        raise LocalStackError(f"LocalStack ran no init script: is {READY_D} linked into its root?")
+    return stage
 
 
 def port_free(port: int) -> bool:

@@ -111,3 +111,12 @@ def children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def test_the_runners_wait_on_init_knows_localstack_from_moto(localstack, moto_endpoint):
+    """EMBEDDED_AWS=0 waits for LocalStack's init hook (local/__main__.py); against moto's
+    server, or anything else, it goes on at once."""
+    stage = tooling.wait_for_init(localstack.endpoint, timeout=10)
+    assert stage["completed"]
+    assert [(s["name"], s["state"]) for s in stage["scripts"]] == [("image-jobs.py", "SUCCESSFUL")]
+    assert tooling.wait_for_init(moto_endpoint, timeout=10) is None

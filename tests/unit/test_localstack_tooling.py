@@ -7,6 +7,7 @@ import os
 import pytest
 
 from local import localstack as tooling
+from tests.scripted_http import ScriptedServer
 
 
 @pytest.fixture
@@ -97,3 +98,59 @@ def test_the_cache_follows_xdg_or_its_own_variable(monkeypatch, tmp_path):
     monkeypatch.setenv("LOCALSTACK_CACHE", str(tmp_path / "mine"))
     assert tooling.cache_home() == tmp_path / "mine"
     assert os.path.isabs(tooling.cache_home())
+
+
+def scripted_stages(*stages):
+    """LocalStack's /_localstack/init/ready answering each stage in turn, then the last."""
+    left = list(stages)
+
+    def answer(path, _headers):
+        assert path == "/_localstack/init/ready"
+        return 200, left.pop(0) if len(left) > 1 else left[0]
+
+    return answer
+
+
+def script(state):
+    return {"stage": "READY", "name": "image-jobs.py", "state": state}
+
+
+def test_the_wait_on_init_lasts_until_the_ready_scripts_have_run():
+    running = {"completed": False, "scripts": [script("RUNNING")]}
+    done = {"completed": True, "scripts": [script("SUCCESSFUL")]}
+    told = []
+    with ScriptedServer(scripted_stages(running, running, done)) as localstack:
+        stage = tooling.wait_for_init(localstack.url, timeout=10, on_waiting=told.append, interval=0.01)
+    assert stage == done
+    assert len(localstack.requests) == 3
+    assert told == [f"LocalStack at {localstack.url} is still running its init scripts"]
+
+
+def test_a_failed_init_script_is_reported_by_name():
+    failed = {"completed": True, "scripts": [script("ERROR")]}
+    with ScriptedServer(scripted_stages(failed)) as localstack:
+        with pytest.raises(tooling.LocalStackError, match=r"init scripts failed: \['image-jobs.py'\]"):
+            tooling.wait_for_init(localstack.url, timeout=10, interval=0.01)
+
+
+def test_an_init_that_never_ends_times_out_saying_so():
+    running = {"completed": False, "scripts": [script("RUNNING")]}
+    with ScriptedServer(scripted_stages(running)) as localstack:
+        with pytest.raises(tooling.LocalStackError, match="still running its init scripts after 0 s"):
+            tooling.wait_for_init(localstack.url, timeout=0.2, interval=0.01)
+
+
+def test_something_other_than_localstack_is_not_waited_for():
+    """moto's server, DynamoDB Local, MinIO: a 4xx or a body that is not the init state."""
+    for status, body in ((404, b"<Error/>"), (400, {"__type": "MissingAuthenticationToken"}),
+                         (200, b"not json")):
+        with ScriptedServer(lambda *_: (status, body)) as other:
+            assert tooling.wait_for_init(other.url, timeout=10, interval=0.01) is None
+            assert len(other.requests) == 1
+
+
+def test_nothing_listening_yet_is_waited_for_until_the_timeout():
+    told = []
+    with pytest.raises(tooling.LocalStackError, match="nothing answers at http://127.0.0.1:9 "):
+        tooling.wait_for_init("http://127.0.0.1:9", timeout=0.2, on_waiting=told.append, interval=0.01)
+    assert len(told) == 1
