@@ -95,30 +95,42 @@ def child_env(overrides: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def warm_up(api_url: str, jwt_secret: str, timeout: float = 60) -> None:
+WARM_UP_SUBJECT = "runner-warm-up"
+
+
+def warm_up(api_url: str, jwt_secret: str, timeout: float = 60, clock=time.time,
+            interval: float = 0.2) -> None:
     """One authenticated request through the API, so that 'ready' means uploads are served:
-    the app and its clients are built by then, not by the first user's upload."""
+    the app and its clients are built by then, not by the first user's upload. Each try has a
+    token of its own: one minted once expires within a long wait, and its 401 would hide why
+    the API fails. Gives up at `timeout` with the last answer (a 503 from a store that is gone)."""
     import json
-    import time as _time
     import urllib.error
     import urllib.request
 
     from chalicelib.http.auth import mint_token
 
-    token = mint_token("runner-warm-up", jwt_secret, 60, int(_time.time()))
-    request = urllib.request.Request(f"{api_url}/api/v1/image-jobs/00000000-0000-4000-8000-000000000000",
-                                     headers={"Authorization": f"Bearer {token}"})
-    deadline = _time.monotonic() + timeout
+    deadline = time.monotonic() + timeout
     while True:
+        token = mint_token(WARM_UP_SUBJECT, jwt_secret, 60, int(clock()))
+        request = urllib.request.Request(
+            f"{api_url}/api/v1/image-jobs/00000000-0000-4000-8000-000000000000",
+            headers={"Authorization": f"Bearer {token}"})
         try:
             urllib.request.urlopen(request, timeout=10)
             return
         except urllib.error.HTTPError as error:
-            if error.code == 404 and json.loads(error.read()).get("code") == "job_not_found":
+            try:
+                body = json.loads(error.read())
+            except ValueError:
+                body = {}
+            if not isinstance(body, dict):
+                body = {}
+            if error.code == 404 and body.get("code") == "job_not_found":
                 return
-            if _time.monotonic() > deadline:
-                raise RuntimeError(f"the API answers {error.code} to a warm-up request") from None
-        except OSError:
-            if _time.monotonic() > deadline:
-                raise
-        _time.sleep(0.2)
+            failure = f"the API answers {error.code} {body.get('code', '')}: {body.get('detail', '')}"
+        except OSError as error:
+            failure = f"the API does not answer ({error})"
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the warm-up request failed for {timeout:.0f} s; the last try: {failure}")
+        time.sleep(interval)
