@@ -17,8 +17,8 @@ import threading
 import uuid
 
 HOST = "127.0.0.1"
-# LocalStack's start takes up to a minute on a busy machine, its init hook a few seconds more.
-LOCALSTACK_INIT_TIMEOUT = 120
+# Longer than `make localstack` waits for its own start (wait_ready), which stops it past that.
+LOCALSTACK_INIT_TIMEOUT = 180
 
 
 def main() -> int:
