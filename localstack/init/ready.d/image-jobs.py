@@ -7,7 +7,7 @@ the embedded stack and LocalStack come from one definition. Names come from the 
 variables (IMAGES_BUCKET, JOBS_TABLE, EVENTS_QUEUE, AWS_REGION), defaults as the app's.
 
 localstack/localstack.compose.yaml mounts infra/, local/ and chalicelib/ at /opt/image-jobs.
-Provisioning is idempotent: the runner may provision again (EMBEDDED_AWS=0) and changes nothing.
+Provisioning is idempotent, even at the same time: the runner may provision too (EMBEDDED_AWS=0).
 """
 import os
 import sys
