@@ -58,6 +58,11 @@ def test_a_public_https_url_is_accepted_with_the_addresses_to_dial():
     "https://[fd00:ec2::254]/latest",         # AWS's IPv6 metadata address (unique local)
     "https://[64:ff9b::a9fe:a9fe]/latest",    # metadata through NAT64
     "https://[2002:a9fe:a9fe::1]/latest",     # metadata through 6to4
+    "https://[::7f00:1]/hook",                # IPv4-compatible loopback (::127.0.0.1)
+    "https://[::a9fe:a9fe]/latest",           # IPv4-compatible metadata
+    "https://[::ffff:0:a9fe:a9fe]/latest",    # IPv4-translated metadata (SIIT)
+    "https://[64:ff9b:1::a9fe:a9fe]/latest",  # local-use NAT64: never public, however it embeds
+    "https://[64:ff9b:1:ffff::1]/hook",
     "https://10.1.2.3/hook",                  # 10/8
     "https://172.16.5.4/hook",
     "https://192.168.1.1/hook",
@@ -80,6 +85,9 @@ def test_private_loopback_link_local_and_metadata_addresses_are_refused(url):
     ("https://nowhere.invalid/hook", "does not resolve"),
     ("https://hooks.example.com:99999/hook", "not a valid URL"),
     ("https://" + "a" * 2050 + ".com/", "at most 2048"),
+    ("https://hooks.example.com/" + "é" * 1000, "at most 2048"),  # 6,000 once encoded
+    ("https://xn--a.example/hook", "does not resolve"),
+    ("https://a\u200db.example/hook", "internationalised domain name"),  # a joiner alone: no IDNA label
     ("", "https"),
     (None, "https"),
     (42, "https"),
@@ -96,3 +104,25 @@ def test_where_loopback_is_allowed_it_may_be_plain_http_but_nothing_else_private
         refused(url, allow_loopback=True)
     # Plain http to a public host stays refused: only loopback receivers may skip TLS.
     assert "https" in refused("http://hooks.example.com/hook", allow_loopback=True)
+
+
+def test_a_public_ipv6_address_is_not_taken_for_an_embedded_private_one():
+    assert check("https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/h", False, resolve).addresses
+
+
+def test_an_international_host_and_path_are_normalised_to_what_the_wire_carries():
+    seen = []
+
+    def recording(host, port):
+        seen.append(host)
+        return [PUBLIC]
+
+    target = check("https://Bücher.Example/straße/ü?q=ä&r=%41%zz", False, recording)
+    assert target.url == "https://xn--bcher-kva.example/stra%C3%9Fe/%C3%BC?q=%C3%A4&r=%41%25zz"
+    assert target.host == seen[0] == "xn--bcher-kva.example"
+    assert target.url.isascii()
+    # An ASCII URL comes back as it was given, escapes and all.
+    plain = "https://hooks.example.com/a/%7Euser/x;y@z?a=1&b=%2F"
+    assert check(plain, False, resolve).url == plain
+    assert check("https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:8443/h", False, resolve).url == \
+        "https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:8443/h"
