@@ -36,6 +36,10 @@ class JobNotFound(DomainError):
     code = ErrorCode.JOB_NOT_FOUND
 
 
+class WebhookNotFound(DomainError):
+    code = ErrorCode.WEBHOOK_NOT_FOUND
+
+
 class JobExpired(DomainError):
     code = ErrorCode.JOB_EXPIRED
 

@@ -14,6 +14,7 @@ class ErrorCode(StrEnum):
 
     UNAUTHORIZED = "unauthorized"
     JOB_NOT_FOUND = "job_not_found"
+    WEBHOOK_NOT_FOUND = "webhook_not_found"
     JOB_EXPIRED = "job_expired"
     JOB_FINISHED = "job_finished"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"

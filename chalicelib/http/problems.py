@@ -11,6 +11,7 @@ from chalicelib.domain.vocabulary import ErrorCode as C
 PROBLEMS: dict[C, tuple[int, str]] = {
     C.UNAUTHORIZED: (401, "Missing or invalid bearer token"),
     C.JOB_NOT_FOUND: (404, "No such job"),
+    C.WEBHOOK_NOT_FOUND: (404, "No webhook is registered"),
     C.JOB_EXPIRED: (410, "The job has passed its retention period"),
     C.JOB_FINISHED: (409, "The job has already finished"),
     C.IDEMPOTENCY_KEY_REUSED: (409, "The Idempotency-Key was used for a different request"),

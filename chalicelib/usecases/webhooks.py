@@ -33,6 +33,7 @@ from chalicelib.domain.errors import (
     RetryLater,
     StorageUnavailable,
     TransientError,
+    WebhookNotFound,
 )
 from chalicelib.domain.jobs import Job
 from chalicelib.http.views import job_body
@@ -137,7 +138,7 @@ class Webhooks:
         for _ in range(3):
             current = store.get_webhook(owner)
             if current is None:
-                raise InvalidRequest("No webhook is registered: PUT /webhook first")
+                raise WebhookNotFound("No webhook is registered: PUT /webhook first")
             now = self._ctx.clock()
             hook = dataclasses.replace(current, secret=new_secret(), previous_secret=current.secret,
                                        previous_until=now + ROTATION_GRACE)

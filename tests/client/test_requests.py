@@ -314,7 +314,7 @@ def test_every_code_the_server_sends_has_its_own_error_class():
 
 
 def test_the_contracts_codes_all_have_classes():
-    contract = ("unauthorized job_not_found job_expired job_finished idempotency_key_reused invalid_request "
+    contract = ("unauthorized job_not_found webhook_not_found job_expired job_finished idempotency_key_reused invalid_request "
                 "file_too_large unsupported_format invalid_image image_too_large image_too_complex "
                 "upload_missing storage_unavailable rate_limited overloaded processing_failed "
                 "method_not_allowed internal_error").split()

@@ -9,7 +9,7 @@ from standardwebhooks import Webhook as StandardWebhook
 from standardwebhooks import WebhookVerificationError
 
 from chalicelib.config import Settings
-from chalicelib.domain.errors import DeliveryFailed, InvalidRequest, PoisonMessage, RetryLater
+from chalicelib.domain.errors import DeliveryFailed, InvalidRequest, PoisonMessage, RetryLater, WebhookNotFound
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.http.views import job_body
@@ -82,8 +82,8 @@ def test_rotation_gives_a_new_secret_and_keeps_the_old_one_signing_for_a_day(wor
     new = world.webhooks.rotate("alice")
     assert new.secret != old.secret and new.previous_secret == old.secret
     assert new.previous_until == world.ctx.clock() + timedelta(hours=24)
-    with pytest.raises(InvalidRequest):
-        world.webhooks.rotate("bob")  # nothing to rotate
+    with pytest.raises(WebhookNotFound):
+        world.webhooks.rotate("bob")  # nothing to rotate: the resource is missing, not the request wrong
 
 
 def test_remove_is_idempotent(world):

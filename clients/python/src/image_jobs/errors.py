@@ -44,6 +44,12 @@ class JobNotFound(ApiError):
     code = "job_not_found"
 
 
+class WebhookNotFound(ApiError):
+    """404 from the webhook routes that need one registered first (rotating the secret)."""
+
+    code = "webhook_not_found"
+
+
 class JobExpired(ApiError):
     code = "job_expired"
 
@@ -110,7 +116,7 @@ class InternalError(ApiError):
 
 ERRORS_BY_CODE: Dict[str, Type[ApiError]] = {
     cls.code: cls for cls in (
-        Unauthorized, Forbidden, JobNotFound, JobExpired, JobFinished, IdempotencyKeyReused,
+        Unauthorized, Forbidden, JobNotFound, WebhookNotFound, JobExpired, JobFinished, IdempotencyKeyReused,
         InvalidRequest, FileTooLarge, UnsupportedFormat, InvalidImage, ImageTooLarge,
         ImageTooComplex, UploadMissing, StorageUnavailable, RateLimited, Overloaded,
         ProcessingFailed, MethodNotAllowed, InternalError,
