@@ -300,15 +300,14 @@ def rotate_webhook_secret():
 @app.on_sqs_message(queue=settings.webhook_queue_name, batch_size=1,
                     maximum_concurrency=settings.webhook_max_concurrency)
 def deliver_webhook(event):
-    """One webhook event. A failed attempt has already set its message to come back after the
-    backoff; raising RetryLater keeps Lambda (or the local worker) from deleting it."""
+    """One webhook event. A retry is a new message that carries the event's attempts; a copy
+    that came before it was due raises RetryLater, which keeps Lambda (or the local worker)
+    from deleting it (its visibility is already set to when it is due)."""
     correlation.begin(correlation.of_context(event.context))
     with _invocation(event.context, settings.webhook_function_timeout_seconds):
         for record in event:
-            attributes = record.to_dict().get("attributes") or {}
-            count = int(attributes.get("ApproximateReceiveCount", "1"))
             try:
-                use_cases().webhooks.deliver(record.body, count, record.receipt_handle)
+                use_cases().webhooks.deliver(record.body, record.receipt_handle)
             except PoisonMessage:
                 log.error("poison_message_dropped", queue="webhooks")
 

@@ -81,7 +81,7 @@ def build_use_cases(settings: Settings) -> UseCases:
         metrics=EmfMetrics(settings.metrics_service),
         webhooks=DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url, clients,
                                     connection=pynamodb, prepare_client=guard),
-        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name),
+        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name, settings.webhooks_dlq_name),
         webhook_sender=HttpWebhookSender(),
         gauges=gauges,
     ))

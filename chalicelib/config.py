@@ -139,8 +139,8 @@ class Settings:
     # One delivery attempt, connecting and answering together, is cut off after this.
     webhook_timeout_seconds: int = 5
     # Seconds to wait after each failed attempt (Standard Webhooks' schedule, about 27 hours
-    # in all); one attempt more than delays, then the queue dead-letters the event. The
-    # template's maxReceiveCount for the webhook queue must be len(delays) + 1.
+    # in all); one attempt more than delays, then the event is dead-lettered. The same steps
+    # are the owner's breaker windows while their endpoint is down.
     webhook_retry_delays: str = "5,300,1800,7200,18000,36000,36000"
     # Delivery Lambdas reading the webhook queue at once (the event source's maximum).
     webhook_max_concurrency: int = 5

@@ -205,6 +205,19 @@ class JobStore(Protocol):
 
 # -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
 @dataclass(frozen=True)
+class Breaker:
+    """The owner's endpoint as deliveries last found it (usecases/webhooks.py says when it
+    opens). While it is open, the owner's events wait until `failing_until` without calling."""
+
+    failing_until: datetime | None = None
+    failures: int = 0                 # the endpoint's failures in a row: the step of its backoff
+    suspect_event: str | None = None  # the last event answered 5xx while the breaker was closed
+
+    def is_open(self, now: datetime) -> bool:
+        return self.failing_until is not None and now < self.failing_until
+
+
+@dataclass(frozen=True)
 class Webhook:
     """An owner's registered endpoint. `secret` signs deliveries (whsec_ + base64); after a
     rotation the previous secret also signs until `previous_until`, so a receiver can switch
@@ -216,20 +229,27 @@ class Webhook:
     created_at: datetime
     previous_secret: str | None = None
     previous_until: datetime | None = None
-    # While the endpoint is failing, deliveries wait until then instead of calling it.
-    failing_until: datetime | None = None
+    breaker: Breaker = Breaker()
 
 
 @dataclass(frozen=True)
 class WebhookEvent:
-    """One event to deliver: `event_id` is the webhook-id, the same on every retry."""
+    """One event to deliver: `event_id` is the webhook-id, the same on every retry.
+    `attempts` counts the attempts made so far; `not_before` is when the next may be made."""
 
     event_id: str
     owner: str
     job_id: str
+    attempts: int = 0
+    not_before: datetime | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"event_id": self.event_id, "owner": self.owner, "job_id": self.job_id})
+        data = {"event_id": self.event_id, "owner": self.owner, "job_id": self.job_id}
+        if self.attempts:
+            data["attempts"] = self.attempts
+        if self.not_before is not None:
+            data["not_before"] = self.not_before.isoformat()
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, body: str) -> "WebhookEvent":
@@ -238,7 +258,18 @@ class WebhookEvent:
         if not isinstance(data, dict) or not all(
                 isinstance(data.get(k), str) and data[k] for k in ("event_id", "owner", "job_id")):
             raise ValueError("not a webhook event")
-        return cls(event_id=data["event_id"], owner=data["owner"], job_id=data["job_id"])
+        attempts = data.get("attempts", 0)
+        if type(attempts) is not int or attempts < 0:
+            raise ValueError("not a webhook event")
+        not_before = data.get("not_before")
+        if not_before is not None:
+            if not isinstance(not_before, str):
+                raise ValueError("not a webhook event")
+            not_before = datetime.fromisoformat(not_before)
+            if not_before.tzinfo is None:
+                raise ValueError("not a webhook event")
+        return cls(event_id=data["event_id"], owner=data["owner"], job_id=data["job_id"],
+                   attempts=attempts, not_before=not_before)
 
 
 class WebhookStore(Protocol):
@@ -259,17 +290,23 @@ class WebhookStore(Protocol):
         """A missing one is fine."""
         ...
 
-    def mark_failing(self, owner: str, until: datetime | None) -> None:
-        """Set (or clear, with None) when deliveries to the owner's endpoint may resume; does
-        nothing if the owner has no webhook any more."""
+    def save_breaker(self, owner: str, breaker: Breaker) -> None:
+        """Unconditional; does nothing if the owner has no webhook any more."""
         ...
 
 
 class WebhookQueue(Protocol):
-    def send(self, event: WebhookEvent) -> None: ...
+    def send(self, event: WebhookEvent, delay_seconds: int = 0) -> None:
+        """Queue `event`; it may arrive sooner than `delay_seconds` (SQS delays at most 15
+        minutes), never later: its `not_before` says when it is due."""
+        ...
 
     def retry_later(self, receipt: str, seconds: int) -> None:
         """Show the received message `receipt` again after `seconds` (at most 12 hours)."""
+        ...
+
+    def dead_letter(self, event: WebhookEvent) -> None:
+        """Put `event` in the dead-letter queue: it had its last attempt."""
         ...
 
 

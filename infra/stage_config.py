@@ -167,12 +167,21 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
             {
                 "Sid": "WebhookQueue",
                 "Effect": "Allow",
-                # Send: a job became terminal. ChangeMessageVisibility: a failed delivery's
-                # backoff. Receive, Delete, GetQueueAttributes: the event source, and its depth.
+                # Send: a job became terminal, or a copy of an event for its retry or its
+                # deferral. ChangeMessageVisibility: a copy due later than SQS can delay it.
+                # Receive, Delete, GetQueueAttributes: the event source, and its depth.
                 "Action": ["sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
                            "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage",
                            "sqs:SendMessage"],
                 "Resource": [outputs["WebhookQueueArn"]],
+            },
+            {
+                "Sid": "WebhookDeadLetters",
+                "Effect": "Allow",
+                # An event's last failed attempt puts it there itself: its copies are new
+                # messages, so the redrive policy's receive count never reaches it.
+                "Action": ["sqs:SendMessage"],
+                "Resource": [outputs["WebhookDeadLetterQueueArn"]],
             },
             {
                 "Sid": "DeadLetterDepths",

@@ -315,26 +315,34 @@ class FakeWebhookStore:
             self._check()
             self.hooks.pop(owner, None)
 
-    def mark_failing(self, owner: str, until: Optional[datetime]) -> None:
+    def save_breaker(self, owner: str, breaker) -> None:
         with self._lock:
             self._check()
             if owner in self.hooks:
-                self.hooks[owner] = dataclasses.replace(self.hooks[owner], failing_until=until)
+                self.hooks[owner] = dataclasses.replace(self.hooks[owner], breaker=breaker)
 
 
 class FakeWebhookQueue:
     def __init__(self):
         self.sent: list[WebhookEvent] = []
+        self.sent_delays: list[int] = []         # delay_seconds of each send, as sent
         self.delays: list[tuple[str, int]] = []  # (receipt, seconds) of retry_later
+        self.dead_letters: list[WebhookEvent] = []
         self.down = False
 
-    def send(self, event: WebhookEvent) -> None:
+    def send(self, event: WebhookEvent, delay_seconds: int = 0) -> None:
         if self.down:
             raise TransientError("webhook queue unavailable")
         self.sent.append(event)
+        self.sent_delays.append(delay_seconds)
 
     def retry_later(self, receipt: str, seconds: int) -> None:
         self.delays.append((receipt, seconds))
+
+    def dead_letter(self, event: WebhookEvent) -> None:
+        if self.down:
+            raise TransientError("webhook queue unavailable")
+        self.dead_letters.append(event)
 
 
 class FakeSender:

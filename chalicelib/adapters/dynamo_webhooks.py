@@ -7,17 +7,16 @@ routes read it, and the API shows it only when it is created or rotated.
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Callable, Optional
 
-from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
 from chalicelib.domain.errors import ConditionFailed, TransientError
-from chalicelib.ports import Webhook
+from chalicelib.ports import Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
@@ -32,7 +31,10 @@ class WebhookItem(Model):
     created_at = UTCDateTimeAttribute()
     previous_secret = UnicodeAttribute(null=True)
     previous_until = UTCDateTimeAttribute(null=True)
+    # The breaker (ports.Breaker); absent when it is closed.
     failing_until = UTCDateTimeAttribute(null=True)
+    failures = NumberAttribute(null=True)
+    suspect_event = UnicodeAttribute(null=True)
 
 
 class DynamoWebhookStore:
@@ -57,7 +59,8 @@ class DynamoWebhookStore:
             raise TransientError("webhook store unavailable") from error
         return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
                        previous_secret=item.previous_secret, previous_until=item.previous_until,
-                       failing_until=item.failing_until)
+                       breaker=Breaker(failing_until=item.failing_until, failures=int(item.failures or 0),
+                                       suspect_event=item.suspect_event))
 
     def create_webhook(self, webhook: Webhook) -> None:
         self._save(webhook, self._model.pk.does_not_exist())
@@ -69,7 +72,7 @@ class DynamoWebhookStore:
     def _save(self, webhook: Webhook, condition) -> None:
         item = self._model(WEBHOOK_PREFIX + webhook.owner, url=webhook.url, secret=webhook.secret,
                            created_at=webhook.created_at, previous_secret=webhook.previous_secret,
-                           previous_until=webhook.previous_until, failing_until=webhook.failing_until)
+                           previous_until=webhook.previous_until, **_breaker_fields(webhook.breaker))
         try:
             item.save(condition=condition)
         except PynamoDBException as error:
@@ -83,12 +86,19 @@ class DynamoWebhookStore:
         except PynamoDBException as error:
             raise TransientError("webhook store unavailable") from error
 
-    def mark_failing(self, owner: str, until: Optional[datetime]) -> None:
+    def save_breaker(self, owner: str, breaker: Breaker) -> None:
         m = self._model
-        action = m.failing_until.remove() if until is None else m.failing_until.set(until)
+        actions = [getattr(m, name).remove() if value is None else getattr(m, name).set(value)
+                   for name, value in _breaker_fields(breaker).items()]
         try:
-            m(WEBHOOK_PREFIX + owner).update(actions=[action], condition=m.pk.exists())
+            m(WEBHOOK_PREFIX + owner).update(actions=actions, condition=m.pk.exists())
         except PynamoDBException as error:
             if condition_failed(error):
                 return  # deleted meanwhile: nothing to mark
             raise TransientError("webhook store unavailable") from error
+
+
+def _breaker_fields(breaker: Breaker) -> dict[str, Any]:
+    """The item's breaker attributes, None for each one a closed breaker leaves out."""
+    return {"failing_until": breaker.failing_until, "failures": breaker.failures or None,
+            "suspect_event": breaker.suspect_event}

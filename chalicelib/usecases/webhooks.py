@@ -6,12 +6,19 @@ the job, exactly as GET shows it, is POSTed there, signed per Standard Webhooks.
   Webhooks.deliver                    one attempt at one queued event
 
 Delivery is at least once from its own queue, never in the worker's way. The webhook-id is
-fixed when the event is queued, so every retry carries the same one. A failed attempt sets
-the message to come back after the next delay of Settings.webhook_delays (about a day in
-all); after the last one the queue dead-letters it. While an owner's endpoint is failing,
-that owner's other events wait out the same backoff without calling it, so a slow or dead
-endpoint costs one short attempt per backoff step, not one per event, and other owners'
-deliveries never queue behind it. The body is made at delivery, so its URLs are fresh.
+fixed when the event is queued, so every retry carries the same one. The event counts its
+own attempts: a failed one (whatever it raised) queues a new copy with one more, due after
+the next delay of Settings.webhook_delays (about a day in all); after the last one it goes
+to the dead-letter queue. The queue's receive count is only the safety net for a handler
+that keeps crashing.
+
+The owner's breaker (ports.Breaker) holds their other events back only while the endpoint
+is down: no answer at all, or 5xx to two different events in a row (Verdict). Deferred
+events are queued again for the moment it closes, with their attempts untouched; its
+window grows by the same schedule with each failure in a row, and a delivery closes it.
+So a dead endpoint costs one short attempt per step, not one per event, a receiver that
+refuses one event holds back none of the others, and other owners' deliveries never queue
+behind either. The body is made at delivery, so its URLs are fresh.
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.jobs import Job
 from chalicelib.http.views import job_body
-from chalicelib.ports import Webhook, WebhookEvent
+from chalicelib.ports import Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases import webhook_urls
@@ -63,11 +70,26 @@ class Reason(StrEnum):
     REFUSED_ADDRESS = "refused_address"  # the name now resolves somewhere it may not go
     NO_WEBHOOK = "no_webhook"            # the owner removed it
     JOB_GONE = "job_gone"                # the job was deleted before its event went out
+    ERROR = "error"                      # the attempt raised something unexpected here
 
 
 class Delivery(StrEnum):
+    """What became of a received event: in every case its message may be deleted."""
+
     DELIVERED = "delivered"
     DROPPED = "dropped"
+    RETRYING = "retrying"            # the attempt failed: a copy comes back after its backoff
+    DEFERRED = "deferred"            # the breaker is open: a copy comes back when it closes
+    DEAD_LETTERED = "dead_lettered"  # that was its last attempt
+
+
+class Verdict(StrEnum):
+    """What a failed attempt says about the owner's endpoint (usecases/webhooks.py)."""
+
+    DOWN = "down"          # no answer, or refused address: every event would fail
+    SUSPECT = "suspect"    # 5xx, 408 or 429: down if another event fails so next
+    REJECTED = "rejected"  # another non-2xx: the receiver refused this event
+    OURS = "ours"          # the attempt crashed here: the endpoint is not to blame
 
 
 @dataclass(frozen=True)
@@ -118,7 +140,7 @@ class Webhooks:
                     log.info("webhook_registered", host=target.host)
                     return Registration(hook, show_secret=True)
                 # A new URL may be a mended endpoint: let deliveries try it at once.
-                hook = dataclasses.replace(current, url=target.url, failing_until=None)
+                hook = dataclasses.replace(current, url=target.url, breaker=Breaker())
                 store.update_webhook(hook, seen=current)
                 log.info("webhook_changed", host=target.host)
                 return Registration(hook, show_secret=False)
@@ -163,72 +185,102 @@ class Webhooks:
             raise InvalidRequest(str(refused)) from None
 
     # -- delivery ------------------------------------------------------------------------
-    def deliver(self, body: str, receive_count: int, receipt: Optional[str]) -> Delivery:
-        """One attempt at the event in `body`, received for the `receive_count`-th time.
+    def deliver(self, body: str, receipt: Optional[str]) -> Delivery:
+        """One attempt at the event in `body`, or its deferral.
 
-        Returns when the event is done with (delivered, or nothing left to send); raises
-        RetryLater once the message is set to come back, and PoisonMessage for a body that
-        is no event of ours."""
+        Returns when the message is done with: delivered, dropped, or queued again as a new
+        copy that carries its attempts (then the received one may be deleted). Raises
+        RetryLater for a copy that arrived before it was due (it is set to come back then),
+        and PoisonMessage for a body that is no event of ours."""
         ctx = self._ctx
         try:
             event = WebhookEvent.from_json(body)
         except ValueError:
             raise PoisonMessage("not a webhook event") from None
+        now = ctx.clock()
+        if event.not_before is not None and now < event.not_before:
+            self._retry(receipt, (event.not_before - now).total_seconds())
         hook = self._store().get_webhook(event.owner)
         if hook is None:
             return self._drop(event, Reason.NO_WEBHOOK)
         job = ctx.jobs.get(event.job_id)
         if job is None or job.owner != event.owner or not job.status.terminal:
             return self._drop(event, Reason.JOB_GONE)
-        now = ctx.clock()
-        if hook.failing_until is not None and now < hook.failing_until:
+        if hook.breaker.is_open(now):
+            # The endpoint is down: wait for the breaker, without spending an attempt.
+            until = hook.breaker.failing_until
             ctx.metrics.emit({Metric.WEBHOOKS_DEFERRED: 1})
-            wait = (hook.failing_until - now).total_seconds()
             log.info("webhook_deferred", job_id=job.job_id, event_id=event.event_id,
-                     attempt=receive_count, retry_in=int(max(wait, self._delay(receive_count))))
-            self._retry(receipt, max(wait, self._delay(receive_count)))
-        try:
-            target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
-        except webhook_urls.UrlRefused:
-            self._failed(hook, event, job, receive_count, receipt, Reason.REFUSED_ADDRESS)
-        payload = json.dumps(job_body(job, self._urls(job)), separators=(",", ":")).encode()
-        headers = signature_headers(hook, event.event_id, now, payload)
+                     attempt=event.attempts + 1, retry_in=int((until - now).total_seconds() + 0.999))
+            self._queue_again(dataclasses.replace(event, not_before=until), now)
+            return Delivery.DEFERRED
         started = time.monotonic()
         try:
-            status = ctx.webhook_sender.post(hook.url, target.addresses, headers, payload,
+            target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
+            payload = json.dumps(job_body(job, self._urls(job)), separators=(",", ":")).encode()
+            headers = signature_headers(hook, event.event_id, now, payload)
+            status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
                                              ctx.settings.webhook_timeout_seconds)
+        except webhook_urls.UrlRefused:
+            return self._failed(hook, event, job, Reason.REFUSED_ADDRESS, Verdict.DOWN)
         except DeliveryFailed as failed:
-            self._failed(hook, event, job, receive_count, receipt, Reason(failed.reason))
+            return self._failed(hook, event, job, Reason(failed.reason), Verdict.DOWN)
+        except Exception:
+            # Ours, not the receiver's (a URL stored before it was normalised, say): the
+            # event backs off like any failure, and the endpoint is not blamed for it.
+            log.exception("webhook_attempt_crashed", job_id=job.job_id, event_id=event.event_id)
+            return self._failed(hook, event, job, Reason.ERROR, Verdict.OURS)
         elapsed_ms = (time.monotonic() - started) * 1000
         if not 200 <= status < 300:
-            self._failed(hook, event, job, receive_count, receipt, Reason.STATUS, status=status)
+            return self._failed(hook, event, job, Reason.STATUS, verdict_of(status), status=status)
         ctx.metrics.emit({Metric.WEBHOOK_DELIVERIES: 1, Metric.WEBHOOK_LATENCY: elapsed_ms})
         log.info("webhook_delivered", job_id=job.job_id, event_id=event.event_id,
-                 attempt=receive_count, status=status, ms=round(elapsed_ms))
-        if hook.failing_until is not None:
-            self._mark_failing(hook.owner, None)
+                 attempt=event.attempts + 1, status=status, ms=round(elapsed_ms))
+        if hook.breaker != Breaker():
+            self._save_breaker(hook.owner, Breaker())
         return Delivery.DELIVERED
 
-    def _delay(self, receive_count: int) -> int:
-        delays = self._ctx.settings.webhook_delays
-        if receive_count >= len(delays) + 1:
-            return 1  # that was the last attempt: back at once, for the queue to dead-letter
-        return delays[max(1, receive_count) - 1]
-
-    def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, receive_count: int,
-                receipt: Optional[str], reason: Reason, **details) -> NoReturn:
+    def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, reason: Reason,
+                verdict: Verdict, **details) -> Delivery:
         ctx = self._ctx
-        delay = self._delay(receive_count)
-        last = receive_count >= ctx.settings.webhook_attempts
+        now = ctx.clock()
+        attempts = event.attempts + 1
+        last = attempts >= ctx.settings.webhook_attempts
+        delay = None if last else self._delay(attempts)
         ctx.metrics.emit({Metric.WEBHOOK_FAILURES: 1}, {Dimension.REASON: reason})
         log.warning("webhook_attempt_failed", job_id=job.job_id, event_id=event.event_id,
-                    attempt=receive_count, reason=reason.value, dead_letter=last,
-                    retry_in=None if last else delay, **details)
-        if not last:
-            # The owner's other events wait as long as this one does.
-            until = ctx.clock() + timedelta(seconds=delay)
-            self._mark_failing(hook.owner, until)
-        self._retry(receipt, delay)
+                    attempt=attempts, reason=reason.value, verdict=verdict.value,
+                    dead_letter=last, retry_in=delay, **details)
+        breaker = self._next_breaker(hook.breaker, event, verdict, now)
+        if breaker != hook.breaker:
+            self._save_breaker(hook.owner, breaker)
+        if last:
+            ctx.webhook_queue.dead_letter(dataclasses.replace(event, attempts=attempts, not_before=None))
+            return Delivery.DEAD_LETTERED
+        self._queue_again(dataclasses.replace(event, attempts=attempts,
+                                              not_before=now + timedelta(seconds=delay)), now)
+        return Delivery.RETRYING
+
+    def _next_breaker(self, breaker: Breaker, event: WebhookEvent, verdict: Verdict,
+                      now: datetime) -> Breaker:
+        """Only an endpoint that is down opens the breaker: one that gave no answer, or that
+        answered 5xx to two different events in a row. A receiver refusing one event's
+        body (a 4xx, or a 5xx on that event alone) holds back none of the others."""
+        if verdict is Verdict.SUSPECT and breaker.suspect_event in (None, event.event_id):
+            return dataclasses.replace(breaker, suspect_event=event.event_id)
+        if verdict in (Verdict.DOWN, Verdict.SUSPECT):
+            failures = breaker.failures + 1
+            step = self._delay(min(failures, len(self._ctx.settings.webhook_delays)))
+            return Breaker(failing_until=now + timedelta(seconds=step), failures=failures)
+        return breaker
+
+    def _delay(self, attempts: int) -> int:
+        """The wait after the `attempts`-th failure in a row."""
+        return self._ctx.settings.webhook_delays[attempts - 1]
+
+    def _queue_again(self, event: WebhookEvent, now: datetime) -> None:
+        """A new copy of the event, due at its `not_before`; the received one is then done."""
+        self._ctx.webhook_queue.send(event, int((event.not_before - now).total_seconds() + 0.999))
 
     def _drop(self, event: WebhookEvent, reason: Reason) -> Delivery:
         self._ctx.metrics.emit({Metric.WEBHOOKS_DROPPED: 1}, {Dimension.REASON: reason})
@@ -239,11 +291,18 @@ class Webhooks:
         seconds = int(seconds + 0.999)
         if receipt is not None:
             self._ctx.webhook_queue.retry_later(receipt, seconds)
-        raise RetryLater("webhook delivery will be tried again", retry_in=seconds)
+        raise RetryLater("webhook delivery is not due yet", retry_in=seconds)
 
-    def _mark_failing(self, owner: str, until) -> None:
-        """Set (or clear, with None) the owner's breaker; a store outage skips it."""
+    def _save_breaker(self, owner: str, breaker: Breaker) -> None:
+        """A store outage skips it: only the breaker's timing, the event's own backoff holds."""
         try:
-            self._ctx.webhooks.mark_failing(owner, until)
+            self._ctx.webhooks.save_breaker(owner, breaker)
         except TransientError:
-            pass  # only the breaker's timing: the backoff itself is on the message
+            pass
+
+
+def verdict_of(status: int) -> Verdict:
+    """What a non-2xx answer says about the endpoint."""
+    if status in (408, 429) or status >= 500:
+        return Verdict.SUSPECT
+    return Verdict.REJECTED

@@ -16,10 +16,12 @@ RESOURCES = TEMPLATE["Resources"]
 EMITTED = {m.value for m in Metric}
 
 
-def test_the_webhook_queue_dead_letters_after_the_apps_last_attempt():
+def test_the_webhook_queue_keeps_a_dead_letter_safety_net_beside_the_apps_own_count():
     queue = RESOURCES["WebhookQueue"]["Properties"]
     settings = Settings()
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == settings.webhook_attempts
+    # The app counts attempts in the event; a copy is received twice on a good day, so a
+    # redrive after a few more receives only catches a handler that keeps failing.
+    assert queue["RedrivePolicy"]["maxReceiveCount"] >= 5
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookDeadLetterQueue", "Arn"]}
     # No event may expire before its last attempt, nor in the dead-letter queue before a look.
     assert queue["MessageRetentionPeriod"] > sum(settings.webhook_delays) + 3600

@@ -30,7 +30,7 @@ from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
-from chalicelib.ports import IdempotencyRecord, ScanPoint, Webhook
+from chalicelib.ports import Breaker, IdempotencyRecord, ScanPoint, Webhook
 from infra.stage_config import stage_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +41,8 @@ BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "sqs_webhooks.py":
 # SQS adapter module -> the stack outputs of the queues bootstrap.py points it at.
 SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQueueArn",),
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
+# Queues a module only sends to (an event's last attempt goes to the dead letters itself).
+SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
 PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
@@ -179,10 +181,10 @@ def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
         call("create_webhook", hook)
     call("get_webhook", "alice")
     call("update_webhook", dataclasses.replace(hook, secret="whsec_BBBB"), seen=hook)
-    call("mark_failing", "alice", NOW)
-    call("mark_failing", "alice", None)
+    call("save_breaker", "alice", Breaker(failing_until=NOW, failures=1, suspect_event="msg_1"))
+    call("save_breaker", "alice", Breaker())
     call("delete_webhook", "alice")
-    call("mark_failing", "alice", NOW)  # gone: a no-op
+    call("save_breaker", "alice", Breaker(failing_until=NOW))  # gone: a no-op
     return called
 
 
@@ -268,6 +270,8 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
         action = IAM_ACTION.get(f"{service}:{operation}", f"{service}:{operation}")
         if service == "sqs":
             needed |= {(action, outputs[queue]) for queue in SQS_QUEUES[module]}
+            if action in ("sqs:SendMessage", "sqs:GetQueueUrl"):
+                needed |= {(action, outputs[queue]) for queue in SQS_SENDS_TO.get(module, ())}
         elif service == "cloudwatch":
             needed.add((action, "*"))  # reading metrics has no resource-level permissions
         elif action == "s3:ListBucket":

@@ -8,7 +8,7 @@ import pytest
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
-from chalicelib.ports import Webhook
+from chalicelib.ports import Breaker, Webhook
 from tests.fakes import FakeWebhookStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -28,7 +28,8 @@ def test_create_then_get_round_trips_every_field(store):
     store.create_webhook(HOOK)
     assert store.get_webhook("alice") == HOOK
     full = dataclasses.replace(HOOK, owner="bob", previous_secret="whsec_b2xk",
-                               previous_until=NOW + timedelta(hours=24), failing_until=NOW)
+                               previous_until=NOW + timedelta(hours=24),
+                               breaker=Breaker(failing_until=NOW, failures=2, suspect_event="msg_1"))
     store.create_webhook(full)
     assert store.get_webhook("bob") == full
     assert store.get_webhook("carol") is None
@@ -53,15 +54,19 @@ def test_update_is_conditional_on_the_secret_it_saw(store):
     assert store.get_webhook("alice") == rotated
 
 
-def test_failing_until_is_set_and_cleared_and_a_removed_webhook_stays_removed(store):
+def test_the_breaker_is_saved_and_closed_and_a_removed_webhook_stays_removed(store):
     store.create_webhook(HOOK)
-    store.mark_failing("alice", NOW + timedelta(minutes=5))
-    assert store.get_webhook("alice").failing_until == NOW + timedelta(minutes=5)
-    store.mark_failing("alice", None)
-    assert store.get_webhook("alice").failing_until is None
+    open_ = Breaker(failing_until=NOW + timedelta(minutes=5), failures=3)
+    store.save_breaker("alice", open_)
+    assert store.get_webhook("alice").breaker == open_
+    suspect = Breaker(failing_until=NOW, failures=3, suspect_event="msg_2")
+    store.save_breaker("alice", suspect)
+    assert store.get_webhook("alice").breaker == suspect
+    store.save_breaker("alice", Breaker())
+    assert store.get_webhook("alice") == HOOK
     store.delete_webhook("alice")
     store.delete_webhook("alice")
-    store.mark_failing("alice", NOW)  # must not bring it back
+    store.save_breaker("alice", open_)  # must not bring it back
     assert store.get_webhook("alice") is None
 
 

@@ -215,7 +215,7 @@ def test_a_webhook_delivery_runs_within_its_functions_time_budget(client, monkey
     budgets = []
 
     class Webhooks:
-        def deliver(self, body, count, receipt_handle):
+        def deliver(self, body, receipt_handle):
             budgets.append(deadline.current())
 
     monkeypatch.setattr(application, "use_cases", lambda: SimpleNamespace(webhooks=Webhooks()))

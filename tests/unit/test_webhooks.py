@@ -13,7 +13,7 @@ from chalicelib.domain.errors import DeliveryFailed, InvalidRequest, PoisonMessa
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.http.views import job_body
-from chalicelib.ports import WebhookEvent
+from chalicelib.ports import Breaker, WebhookEvent
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.announce import event_id
 from chalicelib.usecases.context import Context
@@ -125,8 +125,8 @@ def test_a_queue_that_is_down_never_fails_the_job(world):
 
 # -- delivery ------------------------------------------------------------------------------
 
-def deliver(world, event, count=1, receipt="r-1"):
-    return world.webhooks.deliver(event.to_json(), count, receipt)
+def deliver(world, event, receipt="r-1"):
+    return world.webhooks.deliver(event.to_json(), receipt)
 
 
 def test_a_delivery_posts_the_job_as_get_shows_it_signed_per_standard_webhooks(world):
@@ -164,44 +164,163 @@ def test_after_a_rotation_both_secrets_verify_until_the_grace_ends(world):
         StandardWebhook(old).verify(call["body"], call["headers"])
 
 
-def test_a_failed_attempt_comes_back_after_the_schedules_delay_with_the_same_id(world):
+def requeued(world):
+    """The copy the last failure or deferral queued, with the delay it was sent with."""
+    queue = world.ctx.webhook_queue
+    return queue.sent[-1], queue.sent_delays[-1]
+
+
+def test_a_failed_attempt_queues_a_copy_due_after_the_schedules_delay_with_the_same_id(world):
     world.webhooks.register("alice", URL)
     world.ctx.webhook_sender.answers = [500, DeliveryFailed("timeout"), 200]
     ready_job(world)
     (event,) = world.ctx.webhook_queue.sent
     delays = world.ctx.settings.webhook_delays
-    with pytest.raises(RetryLater) as first:
-        deliver(world, event, count=1, receipt="r-1")
-    assert first.value.retry_in == delays[0]
-    # The owner's endpoint is failing: an attempt before the delay is up waits without a call.
-    with pytest.raises(RetryLater):
-        deliver(world, event, count=2, receipt="r-2")
+    assert deliver(world, event) is Delivery.RETRYING
+    first, sent_delay = requeued(world)
+    assert (first.attempts, sent_delay) == (1, delays[0])
+    assert first.not_before == world.ctx.clock() + timedelta(seconds=delays[0])
+    # A copy that comes before it is due is set to come back then, without a call.
+    with pytest.raises(RetryLater) as early:
+        deliver(world, first, receipt="r-2")
+    assert early.value.retry_in == delays[0] and world.ctx.webhook_queue.delays == [("r-2", delays[0])]
     assert len(world.ctx.webhook_sender.calls) == 1
     world.ctx.clock.advance(delays[0])
-    with pytest.raises(RetryLater) as second:
-        deliver(world, event, count=3, receipt="r-3")
-    assert second.value.retry_in == delays[2]
-    world.ctx.clock.advance(delays[2])
-    assert deliver(world, event, count=4, receipt="r-4") is Delivery.DELIVERED
-    assert world.ctx.webhook_queue.delays[0] == ("r-1", delays[0])
-    assert [d for _, d in world.ctx.webhook_queue.delays][2] == delays[2]
+    assert deliver(world, first) is Delivery.RETRYING
+    second, sent_delay = requeued(world)
+    assert (second.attempts, sent_delay) == (2, delays[1])
+    world.ctx.clock.advance(delays[1])
+    assert deliver(world, second) is Delivery.DELIVERED
     ids = {c["headers"]["webhook-id"] for c in world.ctx.webhook_sender.calls}
     assert ids == {event.event_id} and len(world.ctx.webhook_sender.calls) == 3
-    assert world.ctx.webhooks.hooks["alice"].failing_until is None  # mended: no more waiting
+    assert world.ctx.webhooks.hooks["alice"].breaker == Breaker()  # mended: no more waiting
     metrics = world.ctx.metrics
     assert metrics.total("WebhookFailures", Reason="status") == 1
     assert metrics.total("WebhookFailures", Reason="timeout") == 1
-    assert metrics.total("WebhookDeliveries") == 1 and metrics.total("WebhooksDeferred") == 1
+    assert metrics.total("WebhookDeliveries") == 1
 
 
-def test_the_last_attempt_hands_the_event_to_the_dead_letter_queue_at_once(world):
+def test_the_last_attempt_hands_the_event_to_the_dead_letter_queue(world):
     world.webhooks.register("alice", URL)
     world.ctx.webhook_sender.answers = [503]
     ready_job(world)
     (event,) = world.ctx.webhook_queue.sent
-    with pytest.raises(RetryLater) as last:
-        deliver(world, event, count=world.ctx.settings.webhook_attempts)
-    assert last.value.retry_in == 1
+    last = dataclasses.replace(event, attempts=world.ctx.settings.webhook_attempts - 1)
+    assert deliver(world, last) is Delivery.DEAD_LETTERED
+    (dead,) = world.ctx.webhook_queue.dead_letters
+    assert dead.event_id == event.event_id and dead.attempts == world.ctx.settings.webhook_attempts
+    assert len(world.ctx.webhook_queue.sent) == 1  # no copy queued
+
+
+def owners_events(world, count):
+    """`count` ready jobs of alice's, the events they queued."""
+    for _ in range(count):
+        ready_job(world)
+    return list(world.ctx.webhook_queue.sent)
+
+
+class RejectsOne(FakeSender):
+    """A receiver that refuses one job's body with `status` and takes every other."""
+
+    def __init__(self, job_id, status):
+        super().__init__(200)
+        self.job_id, self.status = job_id, status
+
+    def post(self, url, addresses, headers, body, timeout):
+        super().post(url, addresses, headers, body, timeout)
+        return self.status if json.loads(body)["job_id"] == self.job_id else 200
+
+
+@pytest.mark.parametrize("status", [400, 422, 500])
+def test_a_receiver_rejecting_one_event_holds_back_none_of_the_others(world, status):
+    world.webhooks.register("alice", URL)
+    bad, *good = owners_events(world, 4)
+    world.ctx.webhook_sender = RejectsOne(bad.job_id, status)
+    assert deliver(world, bad) is Delivery.RETRYING
+    for event in good:
+        assert deliver(world, event) is Delivery.DELIVERED
+    # Its retry is refused again, and still holds back nobody.
+    retry, _ = requeued(world)
+    world.ctx.clock.advance(world.ctx.settings.webhook_delays[0])
+    assert deliver(world, retry) is Delivery.RETRYING
+    assert not world.ctx.webhooks.hooks["alice"].breaker.is_open(world.ctx.clock())
+    assert world.ctx.metrics.total("WebhooksDeferred") == 0
+
+
+@pytest.mark.parametrize("failure", [DeliveryFailed("connection"), DeliveryFailed("timeout")])
+def test_an_endpoint_that_is_down_defers_the_owners_other_events_without_spending_attempts(world, failure):
+    world.webhooks.register("alice", URL)
+    first, *others = owners_events(world, 3)
+    world.ctx.webhook_sender.answers = [failure]
+    assert deliver(world, first) is Delivery.RETRYING
+    breaker = world.ctx.webhooks.hooks["alice"].breaker
+    window = world.ctx.settings.webhook_delays[0]
+    assert breaker.failing_until == world.ctx.clock() + timedelta(seconds=window)
+    for event in others:
+        assert deliver(world, event) is Delivery.DEFERRED
+        copy, sent_delay = requeued(world)
+        assert copy.attempts == 0 and copy.not_before == breaker.failing_until and sent_delay == window
+    assert len(world.ctx.webhook_sender.calls) == 1
+    assert world.ctx.metrics.total("WebhooksDeferred") == 2
+    # The breaker's window over and the endpoint back: the deferred copies go out at once.
+    world.ctx.clock.advance(window)
+    world.ctx.webhook_sender.answers = [200]
+    for copy in world.ctx.webhook_queue.sent[-2:]:
+        assert deliver(world, copy) is Delivery.DELIVERED
+    assert world.ctx.webhooks.hooks["alice"].breaker == Breaker()
+
+
+def test_the_breakers_window_grows_with_the_endpoints_failures_not_with_an_events_attempts(world):
+    world.webhooks.register("alice", URL)
+    first, second = owners_events(world, 2)
+    delays = world.ctx.settings.webhook_delays
+    world.ctx.webhook_sender.answers = [DeliveryFailed("connection")]
+    # An event on its sixth attempt opens the breaker only for the endpoint's first step.
+    deliver(world, dataclasses.replace(first, attempts=5))
+    assert requeued(world)[0].attempts == 6 and requeued(world)[1] == delays[5]
+    assert world.ctx.webhooks.hooks["alice"].breaker.failing_until == world.ctx.clock() + timedelta(seconds=delays[0])
+    world.ctx.clock.advance(delays[0])
+    deliver(world, second)
+    breaker = world.ctx.webhooks.hooks["alice"].breaker
+    assert breaker.failures == 2
+    assert breaker.failing_until == world.ctx.clock() + timedelta(seconds=delays[1])
+
+
+def test_5xx_to_two_different_events_in_a_row_is_an_endpoint_that_is_down(world):
+    world.webhooks.register("alice", URL)
+    first, second, third = owners_events(world, 3)
+    world.ctx.webhook_sender.answers = [503]
+    assert deliver(world, first) is Delivery.RETRYING
+    assert not world.ctx.webhooks.hooks["alice"].breaker.is_open(world.ctx.clock())
+    assert deliver(world, second) is Delivery.RETRYING
+    assert world.ctx.webhooks.hooks["alice"].breaker.is_open(world.ctx.clock())
+    assert deliver(world, third) is Delivery.DEFERRED
+
+
+@pytest.mark.parametrize("error", [UnicodeEncodeError("ascii", "ü", 0, 1, "no"), RuntimeError("bug"),
+                                   KeyError("x")])
+def test_any_exception_of_an_attempt_is_a_counted_backed_off_attempt(world, error):
+    world.webhooks.register("alice", URL)
+    (event,) = owners_events(world, 1)
+    world.ctx.webhook_sender.answers = [error]
+    assert deliver(world, event) is Delivery.RETRYING
+    copy, sent_delay = requeued(world)
+    assert copy.attempts == 1 and sent_delay == world.ctx.settings.webhook_delays[0]
+    assert world.ctx.metrics.total("WebhookFailures", Reason="error") == 1
+    assert world.ctx.webhooks.hooks["alice"].breaker == Breaker()  # ours: the endpoint is not blamed
+
+
+def test_an_event_carries_its_attempts_and_due_time_through_the_queue():
+    due = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    event = WebhookEvent("msg_1", "alice", "job-1", attempts=3, not_before=due)
+    assert WebhookEvent.from_json(event.to_json()) == event
+    assert WebhookEvent.from_json('{"event_id": "m", "owner": "o", "job_id": "j"}').attempts == 0
+    for body in ('{"event_id": "m", "owner": "o", "job_id": "j", "attempts": -1}',
+                 '{"event_id": "m", "owner": "o", "job_id": "j", "attempts": "2"}',
+                 '{"event_id": "m", "owner": "o", "job_id": "j", "not_before": 5}',
+                 '{"event_id": "m", "owner": "o", "job_id": "j", "not_before": "2030-01-02T03:04:05"}'):
+        with pytest.raises(ValueError):
+            WebhookEvent.from_json(body)
 
 
 def test_the_schedule_spans_about_a_day():
@@ -215,8 +334,7 @@ def test_a_name_that_now_resolves_inside_is_refused_at_delivery_without_a_call(w
     ready_job(world)
     (event,) = world.ctx.webhook_queue.sent
     world.ctx.resolve = lambda host, port: ["169.254.169.254"]  # DNS changed after registration
-    with pytest.raises(RetryLater):
-        deliver(world, event)
+    assert deliver(world, event) is Delivery.RETRYING
     assert world.ctx.webhook_sender.calls == []
     assert world.ctx.metrics.total("WebhookFailures", Reason="refused_address") == 1
 
@@ -246,7 +364,7 @@ def test_an_event_for_someone_elses_job_is_never_sent(world):
 def test_a_body_that_is_no_event_is_poison(world, body):
     world.webhooks.register("alice", URL)
     with pytest.raises(PoisonMessage):
-        world.webhooks.deliver(body, 1, "r")
+        world.webhooks.deliver(body, "r")
 
 
 def test_event_ids_are_fixed_by_the_job_and_its_terminal_status(world):
