@@ -267,3 +267,18 @@ def test_make_stats_and_trace_read_the_runs_log(run, story):
     assert trace.returncode == 0, trace.stderr
     events = [line.split()[3] for line in trace.stdout.splitlines()]
     assert events.index("upload_accepted") < events.index("job_ready") < events.index("webhook_delivered")
+
+
+def test_rotating_with_no_webhook_registered_is_404_webhook_not_found(run):
+    r = requests.post(f"{run.api}/api/v1/webhook/rotate-secret", headers=headers("nobody-registered"),
+                      timeout=30)
+    assert_problem(r, 404, "webhook_not_found")
+
+
+def test_an_international_url_is_stored_encoded_and_delivered(run, receivers):
+    base, calls = receivers
+    register(run, "ines", f"{base}/ínès/straße")
+    shown = requests.get(f"{run.api}/api/v1/webhook", headers=headers("ines"), timeout=30).json()
+    assert shown["url"] == f"{base}/%C3%ADn%C3%A8s/stra%C3%9Fe"
+    upload(run, "ines")
+    wait_for("ines's webhook", lambda: calls["/%C3%ADn%C3%A8s/stra%C3%9Fe"], 60)

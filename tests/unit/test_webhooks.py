@@ -373,3 +373,21 @@ def test_event_ids_are_fixed_by_the_job_and_its_terminal_status(world):
     assert event_id(job) == event_id(job) and event_id(job).startswith("msg_")
     failed = dataclasses.replace(job, status=JobStatus.FAILED, error_code=ErrorCode.INVALID_IMAGE)
     assert event_id(failed) != event_id(job)
+
+
+def test_a_url_is_stored_as_it_will_be_sent_and_an_invalid_idna_host_is_a_clear_400(world):
+    world.ctx.resolve = lambda host, port: [PUBLIC]
+    hook = world.webhooks.register("alice", "https://Bücher.example/straße?q=ü").webhook
+    assert hook.url == "https://xn--bcher-kva.example/stra%C3%9Fe?q=%C3%BC"
+    with pytest.raises(InvalidRequest, match="internationalised domain name"):
+        world.webhooks.register("alice", "https://a\u200db.example/hook")
+
+
+def test_a_url_stored_before_normalisation_is_sent_in_its_ascii_form(world):
+    world.webhooks.register("alice", URL)
+    hook = world.ctx.webhooks.hooks["alice"]
+    world.ctx.webhooks.hooks["alice"] = dataclasses.replace(hook, url=URL + "/straße")
+    ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    assert deliver(world, event) is Delivery.DELIVERED
+    assert world.ctx.webhook_sender.calls[-1]["url"] == URL + "/stra%C3%9Fe"
