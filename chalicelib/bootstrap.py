@@ -8,6 +8,7 @@ from chalicelib.adapters import sdk_limits
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_presign import GetPresigner
@@ -78,6 +79,8 @@ def build_use_cases(settings: Settings) -> UseCases:
         gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
     return UseCases(Context(
         settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
+        rates=DynamoRateStore(settings.table, settings.region, settings.endpoint_url, clients,
+                              connection=pynamodb, prepare_client=guard),
         metrics=EmfMetrics(settings.metrics_service),
         webhooks=DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url, clients,
                                     connection=pynamodb, prepare_client=guard),

@@ -203,6 +203,25 @@ class JobStore(Protocol):
         a page listed twice."""
         ...
 
+# -- the per-owner request rate (chalicelib/usecases/admission.py) --------------------------
+class RateStore(Protocol):
+    """Each owner's token bucket, one for all API processes, kept as the time it is full
+    again (`full_at`, epoch seconds; none stored: full). A request takes `cost` seconds of
+    it (1 / rate); an empty bucket refills in `depth` seconds (burst / rate), so a token is
+    left while full_at <= now + depth - cost. Both writes return the new full_at, raise
+    ConditionFailed when their precondition does not hold and TransientError when the
+    store is unavailable. What they store expires by itself once the bucket is full."""
+
+    def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
+        """full_at = now + cost. Precondition: the bucket is full (full_at <= now, or none)."""
+        ...
+
+    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+        """full_at += cost. Precondition: it is neither full nor empty:
+        now < full_at <= now + depth - cost."""
+        ...
+
+
 # -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
 @dataclass(frozen=True)
 class Breaker:

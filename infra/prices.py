@@ -104,6 +104,8 @@ def cost_per_1000(images_per_day: float) -> list[Line]:
         Line("SQS", f"{sqs} requests", sqs * SQS_REQUEST),
         Line("DynamoDB writes", f"{cap.per_image('wcu') + cap.per_image('index_wcu'):g} WRU "
              "(table + sweep index)", (cap.per_image("wcu") + cap.per_image("index_wcu")) * DYNAMO_WRITE_UNIT),
+        Line("DynamoDB rate limit", f"{cap.rate_limit_wru_per_image():g} WRU (one an API request)",
+             cap.rate_limit_wru_per_image() * DYNAMO_WRITE_UNIT),
         Line("DynamoDB reads", f"{cap.per_image('rcu'):g} RRU + orphan scan "
              f"{cap.ORPHAN_SCAN_READS_PER_STORED_JOB * retention_days():g}",
              (cap.per_image("rcu") + cap.ORPHAN_SCAN_READS_PER_STORED_JOB * retention_days())
@@ -114,6 +116,11 @@ def cost_per_1000(images_per_day: float) -> list[Line]:
              marginal(log_bytes_per_image() / GB, month, LAMBDA_LOGS_GB)),
     ]
     return [Line(line.component, line.basis, line.per_1000 * 1000) for line in lines]
+
+
+def rate_limit_per_1000_requests() -> float:
+    """The shared per-owner rate's own cost, per 1,000 API requests (on demand, any volume)."""
+    return cap.RATE_LIMIT_WRU_PER_REQUEST * DYNAMO_WRITE_UNIT * 1000
 
 
 def cognito_per_1000(images_per_day: float) -> float:
@@ -146,4 +153,6 @@ def report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
                 + "".join(f"{cognito_per_1000(v):>11.4f}" for v in volumes))
     rows.append(f"{'+ data out, both renditions fetched once':<58}"
                 + "".join(f"{data_out_per_1000(v):>11.4f}" for v in volumes))
+    rows.append(f"the shared per-owner request rate alone: ${rate_limit_per_1000_requests():.6f} per 1,000 "
+                "API requests")
     return "\n".join(rows)

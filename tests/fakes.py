@@ -322,6 +322,39 @@ class FakeWebhookStore:
                 self.hooks[owner] = dataclasses.replace(self.hooks[owner], breaker=breaker)
 
 
+class FakeRateStore:
+    """RateStore in memory, with the same preconditions as DynamoRateStore; `writes` counts
+    every write asked for, as the table would bill them (a failed condition too)."""
+
+    def __init__(self):
+        self.full_at: dict[str, float] = {}
+        self.writes = 0
+        self._lock = threading.Lock()
+        self.down = False
+
+    def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
+        with self._lock:
+            self._write()
+            if self.full_at.get(owner, now) > now:
+                raise ConditionFailed()
+            self.full_at[owner] = now + cost
+            return self.full_at[owner]
+
+    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+        with self._lock:
+            self._write()
+            full_at = self.full_at.get(owner)
+            if full_at is None or not now < full_at <= now + depth - cost:
+                raise ConditionFailed()
+            self.full_at[owner] = full_at + cost
+            return self.full_at[owner]
+
+    def _write(self):
+        if self.down:
+            raise TransientError("rate store unavailable")
+        self.writes += 1
+
+
 class FakeWebhookQueue:
     def __init__(self):
         self.sent: list[WebhookEvent] = []

@@ -8,6 +8,11 @@ from typing import Any, Mapping
 from chalicelib.config import Settings
 from chalicelib.domain.errors import Unauthorized
 
+# The longest subject (UTF-8 bytes) that may own jobs: Cognito's are UUIDs (36). It keeps
+# every key the owner is part of far under DynamoDB's 2,048 bytes, and a job's item within
+# one write unit (tests/integration/test_capacity_calls.py leaves it this much room).
+MAX_SUBJECT_BYTES = 128
+
 
 @functools.cache
 def _jwt():
@@ -26,11 +31,16 @@ def owner_of(headers: Mapping[str, str], context: Mapping[str, Any], settings: S
     if settings.auth_mode == "cognito":
         # API Gateway's Cognito authorizer already checked the token; it passes the claims.
         claims = (context or {}).get("authorizer", {}).get("claims", {})
-        subject = claims.get("sub")
-        if not subject:
-            raise Unauthorized()
-        return subject
+        return _owner(claims.get("sub"))
     return verify_token(_bearer(headers), settings.jwt_secret)
+
+
+def _owner(subject: Any) -> str:
+    if not isinstance(subject, str) or not subject:
+        raise Unauthorized("The bearer token has no subject")
+    if len(subject.encode("utf-8", "surrogatepass")) > MAX_SUBJECT_BYTES:
+        raise Unauthorized("The bearer token's subject is too long")
+    return subject
 
 
 def _bearer(headers: Mapping[str, str]) -> str:
@@ -49,10 +59,7 @@ def verify_token(token: str, secret: str) -> str:
         )
     except jwt.PyJWTError:
         raise Unauthorized("The bearer token is invalid or expired") from None
-    subject = claims["sub"]
-    if not isinstance(subject, str) or not subject:
-        raise Unauthorized("The bearer token has no subject")
-    return subject
+    return _owner(claims["sub"])
 
 
 def mint_token(subject: str, secret: str, ttl_seconds: int, now: int) -> str:

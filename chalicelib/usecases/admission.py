@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Optional
 
-from chalicelib.domain.errors import Overloaded, RateLimited, TransientError
+from chalicelib.domain.errors import ConditionFailed, Overloaded, RateLimited, TransientError
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
 
@@ -30,22 +30,68 @@ class Admission:
         self._reconciled: dict[str, float] = {}
 
     def check_rate(self, owner: str) -> None:
-        """429 rate_limited past the owner's rate (a token bucket in this process: in the
-        cloud, API Gateway's throttling bounds the total in front of it)."""
+        """429 rate_limited past the owner's rate: a token bucket per owner, shared by every
+        API process through ctx.rates (without one, this process's bucket alone).
+
+        This process's own bucket is checked first and takes a token only for a request the
+        shared one admitted, so it never holds fewer tokens than the shared one: a request it
+        refuses, the shared bucket would refuse too, and costs no write."""
         s = self._ctx.settings
         rate, burst = s.owner_requests_per_second, s.owner_burst
         now = self._monotonic()
         with self._lock:
-            tokens, at = self._buckets.get(owner, (float(burst), now))
-            tokens = min(float(burst), tokens + (now - at) * rate)
+            tokens = self._tokens(owner, now, rate, burst)
             if tokens < 1:
-                self._buckets[owner] = (tokens, now)
-                wait = max(1, int((1 - tokens) / rate + 0.999))
-                log.warning("request_rate_limited", reason="rate")
-                raise RateLimited("Too many requests; slow down", retry_after=wait)
-            self._buckets[owner] = (tokens - 1, now)
-            if len(self._buckets) > _MAX_TRACKED_OWNERS:
-                self._forget_idle(now, rate, burst)
+                self._refuse(owner, tokens, now, rate)
+            if self._ctx.rates is None:
+                self._keep(owner, tokens - 1, now, rate, burst)
+                return
+        shared = self._take_shared(owner, rate, burst, full=tokens >= burst)
+        with self._lock:
+            tokens = self._tokens(owner, now, rate, burst)
+            if shared is None:
+                # Empty everywhere: refuse here too until a token comes back, at most 1 / rate
+                # from now (the shared bucket's may come a little sooner).
+                self._buckets[owner] = (0.0, now)
+                self._refuse(owner, 0.0, now, rate)
+            self._keep(owner, min(tokens - 1, shared), now, rate, burst)
+
+    def _tokens(self, owner: str, now: float, rate: float, burst: int) -> float:
+        tokens, at = self._buckets.get(owner, (float(burst), now))
+        return min(float(burst), tokens + (now - at) * rate)
+
+    def _keep(self, owner: str, tokens: float, now: float, rate: float, burst: int) -> None:
+        self._buckets[owner] = (tokens, now)
+        if len(self._buckets) > _MAX_TRACKED_OWNERS:
+            self._forget_idle(now, rate, burst)
+
+    def _refuse(self, owner: str, tokens: float, now: float, rate: float):
+        wait = max(1, int((1 - tokens) / rate + 0.999))
+        log.warning("request_rate_limited", reason="rate")
+        raise RateLimited("Too many requests; slow down", retry_after=wait)
+
+    def _take_shared(self, owner: str, rate: float, burst: int, full: bool) -> Optional[float]:
+        """A token from the shared bucket: the tokens left after it, or None when it is
+        empty. One conditional write when this process guessed the bucket's state right
+        (full, or neither full nor empty), two when not; a third only when another process
+        filled the gap between them."""
+        rates = self._ctx.rates
+        cost, depth = 1 / rate, burst / rate
+        now = self._ctx.clock().timestamp()
+        steps = (rates.take_from_full, rates.take) if full else (rates.take, rates.take_from_full, rates.take)
+        try:
+            for step in steps:
+                try:
+                    full_at = step(owner, now, cost, depth)
+                except ConditionFailed:
+                    continue
+                return (now + depth - full_at) / cost
+        except TransientError:
+            # The table is down: fairness is not worth refusing everyone for; this
+            # process's own bucket still holds.
+            log.warning("rate_store_unavailable")
+            return float(burst)
+        return None
 
     def _forget_idle(self, now: float, rate: float, burst: int) -> None:
         full = [o for o, (tokens, at) in self._buckets.items() if tokens + (now - at) * rate >= burst]

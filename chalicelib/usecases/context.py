@@ -14,6 +14,7 @@ from chalicelib.ports import (
     EventPublisher,
     JobStore,
     ObjectStore,
+    RateStore,
     WebhookQueue,
     WebhookSender,
     WebhookStore,
@@ -40,6 +41,8 @@ class Context:
     objects: ObjectStore
     publisher: Optional[EventPublisher] = None
     backlog: Optional[BacklogGauge] = None
+    # Each owner's request rate, shared by every API process; None: per process only.
+    rates: Optional[RateStore] = None
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
     metrics: Optional[Metrics] = None  # None: EMF lines on stdout

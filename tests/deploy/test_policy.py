@@ -26,6 +26,7 @@ import pytest
 from chalice.app import SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
@@ -43,7 +44,7 @@ SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQ
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py"}
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
 SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
@@ -160,12 +161,22 @@ def recorded_dynamodb_calls(stack, monkeypatch):
         return make_api_call(client, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
-    for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks)):
+    for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks),
+                     (DynamoRateStore, exercise_rates)):
         exercised = run(cls(settings.table, settings.region, settings.endpoint_url))
         public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
                   if not name.startswith("_")}
         assert exercised == public, f"the exercise must call every public method of {cls.__name__}"
     return settings, calls
+
+
+def exercise_rates(store: DynamoRateStore) -> set[str]:
+    now = NOW.timestamp()
+    store.take_from_full("alice", now, 0.1, 4.0)
+    store.take("alice", now, 0.1, 4.0)
+    with pytest.raises(ConditionFailed):
+        store.take_from_full("alice", now, 0.1, 4.0)
+    return {"take_from_full", "take"}
 
 
 def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:

@@ -96,6 +96,11 @@ def test_deep_or_huge_json_is_400_not_a_retryable_503(runner):
         assert_problem(r, 400, "invalid_request")
 
 
+def test_a_subject_longer_than_any_key_allows_is_401_not_a_retryable_503(runner):
+    r = requests.get(runner.api + JOB, headers=headers("s" * 3000), timeout=10)
+    assert_problem(r, 401, "unauthorized")
+
+
 def test_the_api_reference_is_served_offline_from_openapi_yaml(runner):
     page = requests.get(runner.api + "/api/v1/docs", timeout=10)
     assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")

@@ -50,3 +50,16 @@ def test_cognito_mode_reads_the_authorizers_claims():
     assert owner_of({}, context, settings) == "c0ffee"
     with pytest.raises(Unauthorized):
         owner_of(bearer("anything"), {}, settings)
+
+
+def test_a_subject_past_the_bound_is_unauthorized_in_both_modes():
+    from chalicelib.http.auth import MAX_SUBJECT_BYTES
+
+    now = int(time.time())
+    longest, over = "a" * MAX_SUBJECT_BYTES, "é" * (MAX_SUBJECT_BYTES // 2 + 1)  # 2 bytes each
+    assert owner_of(bearer(mint_token(longest, SECRET, 60, now)), {}, SETTINGS) == longest
+    with pytest.raises(Unauthorized):
+        owner_of(bearer(mint_token(over, SECRET, 60, now)), {}, SETTINGS)
+    cognito = Settings(auth_mode="cognito")
+    with pytest.raises(Unauthorized):
+        owner_of({}, {"authorizer": {"claims": {"sub": "x" * (MAX_SUBJECT_BYTES + 1)}}}, cognito)

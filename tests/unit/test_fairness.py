@@ -11,7 +11,7 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeRateStore
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -88,3 +88,67 @@ def test_the_request_rate_is_a_token_bucket_per_owner():
     capacity.check_rate("alice")
     with pytest.raises(RateLimited):
         capacity.check_rate("alice")
+
+
+def shared_admissions(count, rates, clock, **settings):
+    """`count` API processes on one shared bucket, all on the same clock."""
+    settings = Settings(**{"owner_requests_per_second": 2, "owner_burst": 4, **settings})
+    start = clock.now.timestamp()
+    monotonic = lambda: clock.now.timestamp() - start  # noqa: E731
+    return [Admission(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), rates=rates,
+                              clock=clock), monotonic=monotonic) for _ in range(count)]
+
+
+def accepted(admission, owner):
+    try:
+        admission.check_rate(owner)
+        return True
+    except RateLimited:
+        return False
+
+
+def test_the_request_rate_holds_for_the_owner_across_processes():
+    clock, rates = Clock(START), FakeRateStore()
+    processes = shared_admissions(5, rates, clock)
+    # Each process alone would let 4 through at once and 2 a second after: 5 x that before.
+    taken = sum(accepted(p, "alice") for _ in range(10) for p in processes)
+    assert taken == 4
+    clock.advance(1.0)
+    taken = sum(accepted(p, "alice") for _ in range(10) for p in processes)
+    assert taken == 2
+    assert all(accepted(p, "bob") for p in processes[:4])  # its own bucket
+
+
+def test_a_shared_refusal_answers_retry_after_and_costs_no_more_writes():
+    clock, rates = Clock(START), FakeRateStore()
+    one, other = shared_admissions(2, rates, clock)
+    for _ in range(4):
+        assert accepted(other, "alice")
+    with pytest.raises(RateLimited) as caught:
+        one.check_rate("alice")
+    assert caught.value.retry_after == 1
+    writes = rates.writes
+    for _ in range(20):  # refused here, locally, until a token comes back
+        assert not accepted(one, "alice")
+    assert rates.writes == writes
+    clock.advance(0.5)
+    assert accepted(one, "alice")
+
+
+def test_an_owner_within_its_rate_costs_one_write_a_request():
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock)
+    for _ in range(4):  # a burst: this process knows the bucket is no longer full
+        assert accepted(api, "alice")
+    clock.advance(10)
+    for _ in range(3):  # sparse: the bucket is full again each time
+        assert accepted(api, "alice")
+        clock.advance(1)
+    assert rates.writes == 7
+
+
+def test_the_rate_falls_back_to_this_process_while_the_store_is_down():
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock)
+    rates.down = True
+    assert sum(accepted(api, "alice") for _ in range(10)) == 4

@@ -1,0 +1,67 @@
+"""RateStore on DynamoDB through PynamoDB: one item per owner, `rate#<owner>`, in the jobs
+table. It has no status, sweep_key or sweep_at, so neither sweep index ever sees it.
+
+A request is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB applies
+each one atomically, so every API process, on every instance, takes from the same bucket.
+"""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.models import Model
+
+from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
+from chalicelib.domain.errors import ConditionFailed, TransientError
+
+RATE_PREFIX = "rate#"
+_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
+# A full bucket is the same as no item, so TTL may delete it once full_at has passed; the
+# margin covers the clocks of two instances disagreeing.
+_EXPIRY_MARGIN_SECONDS = 60
+
+
+class RateItem(Model):
+    """Unbound: DynamoRateStore binds a subclass to a table and endpoint."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    full_at = NumberAttribute()
+    expires_at = TTLAttribute()
+
+
+class DynamoRateStore:
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
+                 connection: Optional[dict] = None,
+                 prepare_client: Callable[[Any], Any] = lambda client: client):
+        """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
+        settings = connection or _CONNECTION
+        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
+        self._model = type("BoundRateItem", (RateItem,), {"Meta": meta})
+        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
+                         **settings).serve(self._model)
+
+    def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
+        m = self._model
+        return self._update(owner, [m.full_at.set(now + cost)],
+                            m.full_at.does_not_exist() | (m.full_at <= now), now + depth)
+
+    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+        m = self._model
+        return self._update(owner, [m.full_at.add(cost)],
+                            (m.full_at > now) & (m.full_at <= now + depth - cost), now + depth)
+
+    def _update(self, owner: str, actions: list, condition, latest_full_at: float) -> float:
+        m = self._model
+        expires = datetime.fromtimestamp(math.ceil(latest_full_at) + _EXPIRY_MARGIN_SECONDS, timezone.utc)
+        item = m(RATE_PREFIX + owner)
+        try:
+            item.update(actions=[*actions, m.expires_at.set(expires)], condition=condition)
+        except PynamoDBException as error:
+            if condition_failed(error):
+                raise ConditionFailed() from error
+            raise TransientError("rate store unavailable") from error
+        return float(item.full_at)
