@@ -1,3 +1,4 @@
+"""Uploads, reads and the worker over the in-memory fakes: a job from its upload to ready or failed."""
 from datetime import datetime, timedelta, timezone
 
 import pytest
