@@ -64,7 +64,8 @@ class Settings:
     lease_seconds: int = 120
     # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
     # copies them here). The SDK's timeouts and retries are derived from the shortest, and
-    # each invocation's budget from its own (chalicelib/runtime/deadline.py).
+    # each invocation's budget from its own (chalicelib/runtime/deadline.py); the local
+    # worker gives each job the worker's.
     api_timeout_seconds: int = 25
     worker_timeout_seconds: int = 60
     sweep_timeout_seconds: int = 50
@@ -109,9 +110,6 @@ class Settings:
     # CPU seconds one image may use in the worker's decoding child (chalicelib/imaging/sandbox.py);
     # past it the job fails image_too_complex. 0 decodes in-process, without a limit.
     decode_cpu_seconds: int = 6
-    # The worker function's timeout (.chalice/config.json, handle_object_created); the local
-    # worker gives each job the same time.
-    worker_timeout_seconds: int = 60
     # Fairness: unfinished jobs one owner may have at once, and its request rate (a token
     # bucket per owner: this many requests a second, bursts up to owner_burst).
     max_active_jobs: int = 20

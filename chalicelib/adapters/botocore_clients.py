@@ -1,9 +1,9 @@
 """botocore clients for the adapters: one session for all of them, and a client made on first
 use where many requests never need it.
 
-Making a client loads its service's model and endpoint rules (S3's are the largest, tens of
-milliseconds), and every new session parses the 1.2 MB endpoint table again. boto3 would add
-its own import and a session per client; the adapters need only botocore's clients.
+Making a client loads its service's model and endpoint rules (S3's are the largest), and
+every new session parses botocore's whole endpoint table again. boto3 would add its own
+import and a session per client; the adapters need only botocore's clients.
 """
 from __future__ import annotations
 
@@ -68,9 +68,9 @@ class LazyClient:
 
 class _Loader(botocore.loaders.Loader):
     """botocore's data loader, but a service's name is checked by looking in that service's
-    own folder. botocore lists every service's folders (some 400 of them, twice: for the
-    model and for the endpoint rules) only to check a name before loading it: about 20 ms of
-    every cold start. A name botocore does not know still fails as it would."""
+    own folder. botocore lists every service's folders (twice: for the model and for the
+    endpoint rules) only to check a name before loading it, a cost of every cold start. A
+    name botocore does not know still fails as it would."""
 
     @classmethod
     def create(cls, session: botocore.session.Session) -> "_Loader":

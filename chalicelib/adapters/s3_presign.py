@@ -1,7 +1,7 @@
 """Presigned GET URLs signed here, without botocore's S3 client.
 
-Making the S3 client loads S3's service model and endpoint rules, about 60 ms of CPU, and a
-cold GET of a ready job needs nothing of it but two signatures. The URL is the one the
+Making the S3 client loads S3's service model and endpoint rules, the largest of botocore's,
+and a cold GET of a ready job needs nothing of it but two signatures. The URL is the one the
 client would make (tests/unit/test_s3_presign.py compares them) where its shape is plain:
 an emulator's endpoint (path style), or a bucket on AWS's standard partition whose name
 needs no path style. Anything else is left to the client.

@@ -10,7 +10,19 @@ PUBLIC_PREFIX = "/api/v1"
 
 
 class ErrorCode(StrEnum):
-    """The stable machine codes of the contract; openapi.yaml lists the same, in this order."""
+    """The stable machine codes of the contract, owned here. A code must also appear in
+    each of these places (tests/unit/test_error_codes.py checks them all, and
+    docs/architecture.md has the checklist):
+
+    - chalicelib/http/problems.py PROBLEMS: its HTTP status and title;
+    - openapi.yaml components/schemas/ErrorCode: the same codes, in this order;
+    - openapi.yaml components/responses: a problem response with the code (a code that is
+      only ever a job's error goes in JobErrorCode instead);
+    - clients/python errors.py: an ApiError subclass, listed in ERRORS_BY_CODE;
+    - clients/python __init__.py: that class imported and in __all__;
+    - docs/api-guide.md "Errors and what to do with them";
+    - docs/contract.md "Stable error codes".
+    """
 
     UNAUTHORIZED = "unauthorized"
     JOB_NOT_FOUND = "job_not_found"

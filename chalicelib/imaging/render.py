@@ -1,6 +1,6 @@
 """Decode an uploaded image and make its JPEG renditions: pure, bytes in, bytes out.
 
-About 270 lines, one module on purpose: the steps below form one decode pipeline whose
+One module on purpose: the steps below form one decode pipeline whose
 order matters for speed and safety (header checks, draft decode, orientation, colour).
 
 Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel count is checked from

@@ -3,9 +3,9 @@
 A decoder stuck in C code cannot be interrupted by a thread, so the worker decodes in a
 child process: RLIMIT_CPU makes the kernel stop it once a call has used its CPU seconds, and
 a wall-clock deadline stops it if it hangs. A child is forked on first use and serves call
-after call (a fork per image cost copy-on-write faults and cold caches, about a fifth more
-CPU than the resize); one that dies or is stopped is replaced by the next call. Fork, pipes
-and setrlimit all work inside Lambda. The child's side: chalicelib/imaging/sandbox_child.py.
+after call (a fork per image costs copy-on-write faults and cold caches); one that dies or
+is stopped is replaced by the next call. Fork, pipes and setrlimit all work inside Lambda.
+The child's side: chalicelib/imaging/sandbox_child.py.
 
 Each concurrent caller gets a child of its own from a small pool (the local runner's worker
 threads decode in parallel; Lambda uses one): a single shared child would serialise them.
@@ -168,7 +168,7 @@ class _Pool:
 
 def _widen(fd: int) -> None:
     """A pipe that holds a whole photo: one write and one read a message instead of one per
-    64 KiB, each a wake-up of the other side (about 1 ms of CPU a job, both sides)."""
+    default pipe buffer, each a wake-up of the other side."""
     try:
         import fcntl
 

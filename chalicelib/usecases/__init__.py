@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class UseCases:
     """The use cases over one Context, each built (and its module imported) on first
     use: a GET never loads the imaging stack that uploads and the worker need (Pillow,
-    pillow-heif, LittleCMS), which would cost a cold start about a third of its time."""
+    pillow-heif, LittleCMS), a large part of a cold start."""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx

@@ -170,7 +170,7 @@ class World:
         self.queue = FakeQueue(self.clock)
         self.jobs = RecordingJobStore()
         self.objects = FakeObjectStore(self.clock, on_created=self._notify)
-        self.svc = UseCases(Context(
+        self.use_cases = UseCases(Context(
             settings=self.settings, clock=self.clock,
             jobs=injector.wrap("jobs", self.jobs), objects=injector.wrap("objects", self.objects),
             publisher=injector.wrap("queue", self.queue), backlog=injector.wrap("queue", self.queue),
@@ -201,7 +201,7 @@ class World:
         batch, self.queue.waiting[:] = list(self.queue.waiting), []
         for message in batch:
             try:
-                self.svc.worker.handle_object_created(message[1])
+                self.use_cases.worker.handle_object_created(message[1])
             except PoisonMessage:
                 continue
             except (Killed, Exception):
@@ -212,7 +212,7 @@ class World:
                     self.queue.waiting.append(message)
 
     def sweep(self) -> None:
-        self.svc.sweeper.sweep()
+        self.use_cases.sweeper.sweep()
 
     def settle(self, rounds: int = 8) -> None:
         """Redeliveries and sweeps, time passing between them, until nothing is left to do."""
@@ -275,11 +275,11 @@ class Scenario:
 
 
 def _upload(world: World, key: Optional[str]):
-    return world.svc.uploads.accept_upload("alice", IMAGE, key)
+    return world.use_cases.uploads.accept_upload("alice", IMAGE, key)
 
 
 def _direct(world: World, key: Optional[str]):
-    accepted = world.svc.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), key)
+    accepted = world.use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), key)
     if accepted.upload is not None:
         world.client_put(accepted.upload.fields["key"])
     return accepted
@@ -362,16 +362,16 @@ SCENARIOS = [
     Scenario("sweeper: retention over", "sweeper",
              prepare=lambda w: _expired(w), step=lambda w, s: w.sweep(), expect_gone=True),
     Scenario("sweeper: orphans", "sweeper",
-             prepare=lambda w: _orphans(w), step=lambda w, s: w.svc.sweeper.sweep_orphans()),
+             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.sweeper.sweep_orphans()),
     Scenario("api: delete a ready job", "api",
              prepare=lambda w: {"job": _ready_job(w, "key-1")},
-             step=lambda w, s: w.svc.manage.delete("alice", s["job"]),
+             step=lambda w, s: w.use_cases.manage.delete("alice", s["job"]),
              recover=lambda w, s: retrying(w, lambda: _delete_again(w, s["job"])),
              expect_gone=True),
     Scenario("api: cancel while processing", "api",
              prepare=lambda w: _stuck_processing(w, lose_message=False),
-             step=lambda w, s: w.svc.manage.cancel("alice", s["job"]),
-             recover=lambda w, s: retrying(w, lambda: w.svc.manage.cancel("alice", s["job"]))),
+             step=lambda w, s: w.use_cases.manage.cancel("alice", s["job"]),
+             recover=lambda w, s: retrying(w, lambda: w.use_cases.manage.cancel("alice", s["job"]))),
 ]
 
 
@@ -379,7 +379,7 @@ def _delete_again(world: World, job_id: str) -> None:
     from chalicelib.domain.errors import JobNotFound
 
     try:
-        world.svc.manage.delete("alice", job_id)
+        world.use_cases.manage.delete("alice", job_id)
     except JobNotFound:
         pass  # done by the first request
 
@@ -460,7 +460,7 @@ class _Attempt:
 
         def run():
             try:
-                world.svc.worker.handle_object_created(message[1])
+                world.use_cases.worker.handle_object_created(message[1])
             except (Killed, Exception):
                 self.failed = True
 
@@ -509,7 +509,7 @@ def _lost_direct(w: World) -> dict:
 
 
 def _never_uploaded(w: World) -> dict:
-    job = w.svc.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), "key-2").job
+    job = w.use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), "key-2").job
     w.clock.advance(w.settings.upload_url_ttl_seconds + 1)
     return {"job": job.job_id}
 
@@ -633,7 +633,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
             found.append(f"job {job.job_id[:8]} failed {job.error_code.value} with its original stored")
     # After the daily orphan sweep (its grace period passed):
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.svc.sweeper.sweep_orphans()
+    world.use_cases.sweeper.sweep_orphans()
     # 2. At most one set of renditions, and it matches the status.
     for job in world.jobs.items.values():
         present = world.renditions_of(job.job_id)
@@ -647,7 +647,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
             found.append(f"{job.status.value} job {job.job_id[:8]} has renditions")
     # 3. No object is left without a job.
     for key in world.objects.objects:
-        job_id = world.svc.ctx.object_keys.job_id_of(key)
+        job_id = world.use_cases.ctx.object_keys.job_id_of(key)
         if job_id is None or job_id not in world.jobs.items:
             found.append(f"object without a job: {key.split('/')[0]}/{(job_id or '?')[:8]}")
     return sorted(set(found))

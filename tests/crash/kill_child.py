@@ -43,12 +43,12 @@ def main(step: str, call: str, nth: str, when: str) -> int:
     settings = Settings.from_environ(os.environ)
     real = build_use_cases(settings).ctx
     injector = KillAt(call, int(nth), when)
-    svc = UseCases(Context(settings=settings, jobs=injector.wrap("jobs", real.jobs),
+    use_cases = UseCases(Context(settings=settings, jobs=injector.wrap("jobs", real.jobs),
                            objects=injector.wrap("objects", real.objects),
                            publisher=injector.wrap("queue", real.publisher),
                            backlog=injector.wrap("queue", real.backlog)))
     if step == "upload":
-        svc.uploads.accept_upload("alice", IMAGE, os.environ["CRASH_IDEMPOTENCY_KEY"])
+        use_cases.uploads.accept_upload("alice", IMAGE, os.environ["CRASH_IDEMPOTENCY_KEY"])
     elif step == "worker":
         import boto3
 
@@ -58,7 +58,7 @@ def main(step: str, call: str, nth: str, when: str) -> int:
         (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1,
                                          WaitTimeSeconds=5)["Messages"]
         for event in parse_message(message["Body"]):
-            svc.worker.handle_object_created(event)
+            use_cases.worker.handle_object_created(event)
     else:
         raise SystemExit(f"unknown step {step}")
     return 0  # reached only if the kill point was never hit

@@ -48,7 +48,7 @@ class MotoWorld:
         self.injector = injector
         self.clock = Clock(datetime.now(timezone.utc))
         self.ids: list[str] = []
-        self.svc = UseCases(Context(
+        self.use_cases = UseCases(Context(
             settings=self.settings, clock=self.clock, new_id=self._new_id,
             jobs=injector.wrap("jobs", real.jobs), objects=injector.wrap("objects", real.objects),
             publisher=injector.wrap("queue", real.publisher), backlog=injector.wrap("queue", real.backlog)))
@@ -69,7 +69,7 @@ class MotoWorld:
         for message in self.messages(wait):
             try:
                 for event in parse_message(message["Body"]):
-                    self.svc.worker.handle_object_created(event)
+                    self.use_cases.worker.handle_object_created(event)
             except (Killed, Exception):
                 sqs.change_message_visibility(QueueUrl=self.stack.queue_url,
                                               ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
@@ -82,14 +82,14 @@ class MotoWorld:
                                                ReceiptHandle=message["ReceiptHandle"])
 
     def sweep(self) -> None:
-        self.svc.sweeper.sweep()
+        self.use_cases.sweeper.sweep()
 
     def jobs(self) -> dict:
         return {job_id: self.store.get(job_id) for job_id in self.known_ids()}
 
     def known_ids(self) -> set[str]:
         listed = self.clients["s3"].list_objects_v2(Bucket=self.settings.bucket).get("Contents", [])
-        from_objects = {self.svc.ctx.object_keys.job_id_of(o["Key"]) for o in listed}
+        from_objects = {self.use_cases.ctx.object_keys.job_id_of(o["Key"]) for o in listed}
         return {i for i in {*self.ids, *from_objects} if i is not None}
 
     def queued_messages(self) -> int:
@@ -120,7 +120,7 @@ class MotoWorld:
 
 def check(world: MotoWorld, key: str) -> list[str]:
     found = []
-    final = retrying(world, lambda: world.svc.uploads.accept_upload("alice", IMAGE, key))
+    final = retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", IMAGE, key))
     world.settle()
     if final is None or world.store.get(final.job.job_id).status is not JobStatus.READY:
         found.append("4: the key does not lead to a ready image")
@@ -136,7 +136,7 @@ def check(world: MotoWorld, key: str) -> list[str]:
     if any(n > 1 for n in ready_per_key.values()):
         found.append("4: one key made two jobs that went on")
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.svc.sweeper.sweep_orphans()
+    world.use_cases.sweeper.sweep_orphans()
     for job_id, job in jobs.items():
         renditions = world.objects(job_id, world.settings.renditions_prefix)
         if job is not None and job.status is JobStatus.READY:
@@ -164,14 +164,14 @@ def _steps(key: str):
     def prepare(world):
         if world.path == "upload":
             return
-        world.svc.uploads.accept_upload("alice", IMAGE, key)
+        world.use_cases.uploads.accept_upload("alice", IMAGE, key)
         if world.path == "sweeper":
             world.lose_messages()  # the notification was lost
             world.clock.advance(world.settings.queue_timeout_seconds + 1)
 
     def step(world):
         if world.path == "upload":
-            world.svc.uploads.accept_upload("alice", IMAGE, key)
+            world.use_cases.uploads.accept_upload("alice", IMAGE, key)
         elif world.path == "worker":
             world.deliver()
         else:
@@ -201,7 +201,7 @@ def test_a_crash_on_moto_leaves_the_invariants_holding(moto_stack, path, call, n
     injector.armed = False
     assert injector.fired, "the crash point was never reached"
     if path == "upload":
-        retrying(world, lambda: world.svc.uploads.accept_upload("alice", IMAGE, key))
+        retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", IMAGE, key))
     world.settle()
     assert check(world, key) == []
 
@@ -219,7 +219,7 @@ def test_an_upload_killed_after_storing_the_original_is_finished_by_the_retry(mo
     world = MotoWorld(Injector(), moto_stack)
     done = _child(moto_stack, "upload", "objects.put", 0, "after", "sigkill-upload")
     assert done.returncode == -9, done.stderr.decode()[-2000:]
-    replay = world.svc.uploads.accept_upload("alice", IMAGE, "sigkill-upload")
+    replay = world.use_cases.uploads.accept_upload("alice", IMAGE, "sigkill-upload")
     assert replay.replayed  # the key held the killed request's job ...
     world.ids.append(replay.job.job_id)
     world.settle()
@@ -229,7 +229,7 @@ def test_an_upload_killed_after_storing_the_original_is_finished_by_the_retry(mo
 
 def test_a_worker_killed_between_its_renditions_and_its_finish_is_redelivered(moto_stack):
     world = MotoWorld(Injector(), moto_stack)
-    job = world.svc.uploads.accept_upload("alice", IMAGE, "sigkill-worker").job
+    job = world.use_cases.uploads.accept_upload("alice", IMAGE, "sigkill-worker").job
     done = _child(moto_stack, "worker", "objects.put", 1, "after", "sigkill-worker")
     assert done.returncode == -9, done.stderr.decode()[-2000:]
     stale = world.store.get(job.job_id)

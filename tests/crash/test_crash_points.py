@@ -33,11 +33,11 @@ def test_the_checks_see_a_broken_world():
     """The invariants are not vacuous: each kind of breakage the harness looks for is found."""
     world = World(Injector())
     world.sweep = lambda: None  # no sweeper: nothing heals what follows
-    ready = world.svc.uploads.accept_upload("alice", IMAGE).job
+    ready = world.use_cases.uploads.accept_upload("alice", IMAGE).job
     world.deliver()
     done = world.jobs.items[ready.job_id]
     del world.objects.objects[done.display.key]  # a ready job pointing at a missing object
-    stuck = world.svc.uploads.accept_upload("bob", IMAGE).job
+    stuck = world.use_cases.uploads.accept_upload("bob", IMAGE).job
     world.queue.waiting.clear()  # its event lost, and no sweeper
     world.jobs.history.append((ready.job_id, JobStatus.FAILED))  # a terminal status left
     world.objects.put("elsewhere/x", b"x", "image/jpeg")  # outside the swept prefixes

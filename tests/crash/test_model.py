@@ -102,7 +102,7 @@ class Concurrency(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS))
     def upload(self, key):
-        self._start("upload", lambda: self.world.svc.uploads.accept_upload("alice", IMAGE, key))
+        self._start("upload", lambda: self.world.use_cases.uploads.accept_upload("alice", IMAGE, key))
 
     @precondition(lambda self: self.world.queue.waiting)
     @rule(data=st.data())
@@ -112,7 +112,7 @@ class Concurrency(RuleBasedStateMachine):
 
         def work():
             try:
-                self.world.svc.worker.handle_object_created(message[1])
+                self.world.use_cases.worker.handle_object_created(message[1])
             except BaseException:
                 waiting.append(message)  # not acknowledged: the queue shows it again
                 raise
@@ -121,13 +121,13 @@ class Concurrency(RuleBasedStateMachine):
 
     @rule()
     def sweeper(self):
-        self._start("sweeper", self.world.svc.sweeper.sweep)
+        self._start("sweeper", self.world.use_cases.sweeper.sweep)
 
     @precondition(lambda self: self.world.jobs.items)
     @rule(data=st.data(), delete=st.booleans())
     def client_cancels_or_deletes(self, data, delete):
         job_id = data.draw(st.sampled_from(sorted(self.world.jobs.items)))
-        manage = self.world.svc.manage
+        manage = self.world.use_cases.manage
         if delete:
             self.deleting.add(job_id)
             self._start("delete", lambda: manage.delete("alice", job_id))
@@ -179,7 +179,7 @@ class Concurrency(RuleBasedStateMachine):
             self.gate.actors.clear()  # from here on, calls go straight through
             # Clients whose request failed try again with the same key, as the contract says.
             for key in KEYS:
-                retrying(self.world, lambda: self.world.svc.uploads.accept_upload("alice", IMAGE, key))
+                retrying(self.world, lambda: self.world.use_cases.uploads.accept_upload("alice", IMAGE, key))
             self.world.settle()
             final = Scenario("model", "model", final=_ready_by_key)
             violations = check(self.world, final, {})
@@ -195,7 +195,7 @@ def _ready_by_key(world: World, state: dict) -> list[str]:
     cancelled or deleted the job the key names (then it is the client's own answer)."""
     ids = []
     for key in KEYS:
-        accepted = retrying(world, lambda: world.svc.uploads.accept_upload("alice", IMAGE, key))
+        accepted = retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", IMAGE, key))
         world.settle()
         job = world.jobs.items.get(accepted.job.job_id) if accepted else None
         if job is None or job.status is not JobStatus.CANCELLED:

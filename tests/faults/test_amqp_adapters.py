@@ -9,21 +9,21 @@ from chalicelib.domain.jobs import JobStatus
 def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     world = amqp_world
     job_id = world.upload(1)[0]  # no bridge and no worker: the event stays in storage's SQS queue
-    svc = world.service
-    svc.ctx.jobs.claim(job_id, svc.ctx.clock(), timedelta(seconds=1), 3)  # a worker took it and died
+    use_cases = world.service
+    use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)  # a worker took it and died
     # ... and its message is gone from the (empty) exchange queue: lost, once the lease and the
     # allowance for a late delivery have passed.
     time.sleep(1 + world.settings.event_delay_seconds + 0.2)
-    assert svc.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()["redriven"] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"
     doc = __import__("json").loads(body)
     assert doc["EventName"] == "s3:ObjectCreated:Put" and doc["Records"][0]["eventSource"] == "minio:s3"
     (event,) = parse_message(body)
-    assert (event.bucket, event.key) == (world.settings.bucket, svc.ctx.object_keys.original(job_id))
-    assert svc.worker.handle_object_created(event) == "ready"
-    assert svc.ctx.jobs.get(job_id).status is JobStatus.READY
+    assert (event.bucket, event.key) == (world.settings.bucket, use_cases.ctx.object_keys.original(job_id))
+    assert use_cases.worker.handle_object_created(event) == "ready"
+    assert use_cases.ctx.jobs.get(job_id).status is JobStatus.READY
 
 
 def test_the_backlog_gauge_reads_the_queue_depth(amqp_world):

@@ -40,79 +40,79 @@ def drain(clients, stack, wait=1.0):
     return found
 
 
-def keys(clients, svc):
-    listed = clients["s3"].list_objects_v2(Bucket=svc.ctx.settings.bucket).get("Contents", [])
+def keys(clients, use_cases):
+    listed = clients["s3"].list_objects_v2(Bucket=use_cases.ctx.settings.bucket).get("Contents", [])
     return sorted(o["Key"] for o in listed)
 
 
 def test_a_stuck_job_is_reclaimed_through_the_queue_and_finishes(world):
-    svc, stack, clients = world
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+    use_cases, stack, clients = world
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     drain(clients, stack)  # the worker that took this event died mid-way:
-    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
+    use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
-    assert svc.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()["redriven"] == 1
     (event,) = drain(clients, stack)
     assert event.key == job.original_key
-    assert svc.worker.handle_object_created(event) == "ready"
-    assert svc.ctx.jobs.get(job.job_id).attempt == 2
+    assert use_cases.worker.handle_object_created(event) == "ready"
+    assert use_cases.ctx.jobs.get(job.job_id).attempt == 2
 
 
 def test_a_job_over_the_attempt_limit_fails_processing_failed(world):
-    svc, stack, clients = world
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+    use_cases, stack, clients = world
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     for _ in range(3):
-        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
+        use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
         time.sleep(1.05)
-    assert svc.sweeper.sweep()["failed"] == 1
-    failed = svc.ctx.jobs.get(job.job_id)
+    assert use_cases.sweeper.sweep()["failed"] == 1
+    failed = use_cases.ctx.jobs.get(job.job_id)
     assert (failed.status, failed.error_code) == (JobStatus.FAILED, "processing_failed")
 
 
 def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
-    svc, stack, clients = world
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+    use_cases, stack, clients = world
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     (event,) = drain(clients, stack)
-    svc.worker.handle_object_created(event)
-    assert len(keys(clients, svc)) == 3
+    use_cases.worker.handle_object_created(event)
+    assert len(keys(clients, use_cases)) == 3
     time.sleep(2.1)
     with pytest.raises(JobExpired):
-        svc.manage.get_job("alice", job.job_id)
-    assert svc.sweeper.sweep()["expired_deleted"] == 1
-    assert svc.ctx.jobs.get(job.job_id) is None and keys(clients, svc) == []
+        use_cases.manage.get_job("alice", job.job_id)
+    assert use_cases.sweeper.sweep()["expired_deleted"] == 1
+    assert use_cases.ctx.jobs.get(job.job_id) is None and keys(clients, use_cases) == []
 
 
 def test_an_orphan_original_disappears(world):
-    svc, stack, clients = world
-    orphan = svc.ctx.object_keys.original(str(uuid.uuid4()))
-    clients["s3"].put_object(Bucket=svc.ctx.settings.bucket, Key=orphan, Body=b"x")
+    use_cases, stack, clients = world
+    orphan = use_cases.ctx.object_keys.original(str(uuid.uuid4()))
+    clients["s3"].put_object(Bucket=use_cases.ctx.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert svc.sweeper.sweep_orphans()["orphans_deleted"] == 1
-    assert orphan not in keys(clients, svc)
+    assert use_cases.sweeper.sweep_orphans()["orphans_deleted"] == 1
+    assert orphan not in keys(clients, use_cases)
 
 
 def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for):
     # Jobs leased for 1 s; the re-drive then looks again only after 30 s, so that "at once
     # again" stays true on a slow machine.
-    svc, stack, clients = make_world(settings_for, lease_seconds=30)
-    stuck = [svc.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
+    use_cases, stack, clients = make_world(settings_for, lease_seconds=30)
+    stuck = [use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
     drain(clients, stack)
     for job in stuck:
-        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
+        use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
     reports = []
-    threads = [threading.Thread(target=lambda: reports.append(svc.sweeper.sweep())) for _ in range(2)]
+    threads = [threading.Thread(target=lambda: reports.append(use_cases.sweeper.sweep())) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sum(r.get("redriven", 0) for r in reports) == 3  # each job marked by one sweeper
-    assert all(svc.ctx.jobs.get(j.job_id).redrives == 1 for j in stuck)
-    state = [svc.ctx.jobs.get(j.job_id) for j in stuck]
+    assert all(use_cases.ctx.jobs.get(j.job_id).redrives == 1 for j in stuck)
+    state = [use_cases.ctx.jobs.get(j.job_id) for j in stuck]
     # Again: the re-sent events wait in the queue, so nothing is re-sent or failed (at most
     # the sweeper notes when to look next).
-    assert set(svc.sweeper.sweep()) <= {"waiting"}
-    assert [replace(svc.ctx.jobs.get(j.job_id), sweep_at=None) for j in stuck] == [
+    assert set(use_cases.sweeper.sweep()) <= {"waiting"}
+    assert [replace(use_cases.ctx.jobs.get(j.job_id), sweep_at=None) for j in stuck] == [
         replace(j, sweep_at=None) for j in state]
     # Publish first, then mark: a sweeper that loses the race has sent a duplicate event,
     # which the worker treats as one; never a job left without any.
@@ -121,17 +121,17 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
 
 def test_a_job_written_before_sweep_key_is_swept_through_the_old_index_once(world):
     """Rollout (docs/scale.md 6.1): the previous code's items carry no sweep_key."""
-    svc, stack, clients = world
-    old, new = (svc.uploads.accept_upload("alice", jpeg()).job for _ in range(2))
+    use_cases, stack, clients = world
+    old, new = (use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(2))
     drain(clients, stack)
     for job in (old, new):
-        svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), timedelta(seconds=1), 3)
-    clients["dynamodb"].update_item(TableName=svc.ctx.settings.table, Key={"pk": {"S": f"job#{old.job_id}"}},
+        use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
+    clients["dynamodb"].update_item(TableName=use_cases.ctx.settings.table, Key={"pk": {"S": f"job#{old.job_id}"}},
                                     UpdateExpression="REMOVE sweep_key")
     time.sleep(1.1)
-    assert svc.sweeper.sweep()["redriven"] == 2  # each once: the old index only has `old` left to it
+    assert use_cases.sweeper.sweep()["redriven"] == 2  # each once: the old index only has `old` left to it
     assert sorted(e.key for e in drain(clients, stack)) == sorted((old.original_key, new.original_key))
-    assert svc.ctx.jobs.get(old.job_id).redrives == 1
+    assert use_cases.ctx.jobs.get(old.job_id).redrives == 1
 
 
 def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects_stay(settings_for, monkeypatch):
@@ -144,8 +144,8 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
     settings = settings_for(orphan_grace_seconds=1, orphan_sweep_threads=1, orphan_sweep_budget_seconds=10)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
-    svc = build_use_cases(settings)
-    ctx, bucket = svc.ctx, settings.bucket
+    use_cases = build_use_cases(settings)
+    ctx, bucket = use_cases.ctx, settings.bucket
     now = datetime.now(timezone.utc)
 
     def put(key):
@@ -178,12 +178,12 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
         return read(job_ids)
 
     ctx.jobs.objects_of = slow_read
-    first = svc.sweeper.sweep_orphans()
+    first = use_cases.sweeper.sweep_orphans()
     assert first["ranges_left"] >= 1 and 0 < first["orphans_deleted"] < len(ghosts)
-    assert kept <= set(keys(clients, svc))
+    assert kept <= set(keys(clients, use_cases))
 
     ctx.jobs.objects_of = read
-    second = svc.sweeper.sweep_orphans()
+    second = use_cases.sweeper.sweep_orphans()
     assert first["orphans_deleted"] + second["orphans_deleted"] == len(ghosts)
-    assert set(keys(clients, svc)) == kept
-    assert svc.sweeper.sweep_orphans() == {}  # every range made its pass: nothing due today
+    assert set(keys(clients, use_cases)) == kept
+    assert use_cases.sweeper.sweep_orphans() == {}  # every range made its pass: nothing due today

@@ -76,37 +76,37 @@ def hung_storage(moto_endpoint):
 
 
 def test_a_hanging_store_gives_up_in_time_for_the_compensation(hung_storage):
-    svc, hole = hung_storage
-    settings = svc.ctx.settings
+    use_cases, hole = hung_storage
+    settings = use_cases.ctx.settings
     limits = SdkLimits.for_settings(settings)
     started = time.monotonic()
     with deadline.invocation(settings.api_timeout_seconds, limits):
         with pytest.raises(StorageUnavailable):
-            svc.uploads.accept_upload("alice", jpeg(), "key-1")
+            use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     elapsed = time.monotonic() - started
     # Done before Lambda would have killed the function, compensation included.
     assert elapsed < settings.api_timeout_seconds - 0.5, elapsed
     assert hole.accepted >= 1  # storage was really tried, and hung
-    (job_id,) = [k for k in _job_ids(svc)]
-    job = svc.ctx.jobs.get(job_id)
+    (job_id,) = [k for k in _job_ids(use_cases)]
+    job = use_cases.ctx.jobs.get(job_id)
     assert job.status is JobStatus.FAILED and job.error_code == "storage_unavailable"
-    assert svc.ctx.jobs.get_idempotency(job.idempotency_scope) is None  # the key is free
+    assert use_cases.ctx.jobs.get_idempotency(job.idempotency_scope) is None  # the key is free
 
 
 def test_an_attempt_the_budget_cannot_afford_is_never_sent(hung_storage):
-    svc, hole = hung_storage
-    limits = SdkLimits.for_settings(svc.ctx.settings)
+    use_cases, hole = hung_storage
+    limits = SdkLimits.for_settings(use_cases.ctx.settings)
     before = hole.accepted
     started = time.monotonic()
     # 1 s of safety and the 2-attempt reserve leave nothing of a 3 s invocation.
     with deadline.invocation(3, limits):
         with pytest.raises(TransientError):
-            svc.ctx.objects.put("originals/x", b"x", "image/jpeg")
+            use_cases.ctx.objects.put("originals/x", b"x", "image/jpeg")
         with pytest.raises(TransientError):
-            svc.ctx.jobs.get("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
+            use_cases.ctx.jobs.get("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
         # ... but compensation may spend the reserve.
         with deadline.compensating():
-            assert svc.ctx.jobs.get("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0") is None
+            assert use_cases.ctx.jobs.get("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0") is None
     assert time.monotonic() - started < 1.0
     assert hole.accepted == before
 
@@ -124,12 +124,12 @@ def test_the_limits_fit_every_function_of_the_stages():
     assert SdkLimits.within(25).max_attempts == 3  # the API: all of botocore's default
 
 
-def _job_ids(svc):
+def _job_ids(use_cases):
     from chalicelib.domain.jobs import SWEEP_SHARDS, TERMINAL
 
     ids = set()
     for status in (JobStatus.QUEUED, *TERMINAL):
         for shard in range(SWEEP_SHARDS):
-            ids |= {j.job_id for j in svc.ctx.jobs.due(status, svc.ctx.clock() + svc.ctx.retention * 2, 10,
-                                                        shard=shard)}
+            later = use_cases.ctx.clock() + use_cases.ctx.retention * 2
+            ids |= {j.job_id for j in use_cases.ctx.jobs.due(status, later, 10, shard=shard)}
     return ids

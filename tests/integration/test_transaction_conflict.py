@@ -42,7 +42,7 @@ def test_a_transaction_conflict_replays_the_concurrent_requests_job(stack):
                            prepare_client=lambda client: client.meta.events.register_first(
                                "before-send.dynamodb.TransactWriteItems", concurrent_request_wins))
     other = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
-    svc = UseCases(Context(settings=settings, jobs=store, objects=FakeObjectStore()))
+    use_cases = UseCases(Context(settings=settings, jobs=store, objects=FakeObjectStore()))
 
     def concurrent_request_wins(request, **_):
         if conflicts:
@@ -56,7 +56,7 @@ def test_a_transaction_conflict_replays_the_concurrent_requests_job(stack):
         return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"},
                            _Raw(json.dumps(CANCELLED).encode()))
 
-    accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    accepted = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert conflicts, "the conflict was never sent"
     assert accepted.replayed and accepted.job.job_id == conflicts[0]
     assert store.get_idempotency(accepted.job.idempotency_scope).job_id == conflicts[0]

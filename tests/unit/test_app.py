@@ -20,7 +20,7 @@ FORBIDDEN_IN_ERRORS = ("Traceback", "originals/", "renditions/", application.set
 
 
 @pytest.fixture
-def svc(monkeypatch):
+def use_cases(monkeypatch):
     service = UseCases(Context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
                       clock=Clock(datetime.now(timezone.utc))))
     monkeypatch.setattr(application, "use_cases", lambda: service)
@@ -28,7 +28,7 @@ def svc(monkeypatch):
 
 
 @pytest.fixture
-def client(svc):
+def client(use_cases):
     with Client(application.app) as c:
         yield c
 
@@ -68,15 +68,15 @@ def test_no_token_is_401_before_anything_else(client):
     assert r.headers["WWW-Authenticate"].startswith("Bearer")
 
 
-def test_storage_down_is_503_storage_unavailable_with_retry_after(client, svc):
-    svc.ctx.objects.down = True
+def test_storage_down_is_503_storage_unavailable_with_retry_after(client, use_cases):
+    use_cases.ctx.objects.down = True
     r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
     assert_problem(r, 503, "storage_unavailable")
     assert r.headers["Retry-After"] == "2"
 
 
-def test_table_down_is_503_and_leaks_nothing(client, svc):
-    svc.ctx.jobs.down = True
+def test_table_down_is_503_and_leaks_nothing(client, use_cases):
+    use_cases.ctx.jobs.down = True
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
     assert_problem(r, 503, "storage_unavailable")
 
@@ -96,7 +96,7 @@ def test_status_resource_is_not_cached_and_says_when_to_come_back(client):
     assert_problem(client.http.get(location, headers=auth("bob")), 404, "job_not_found")
 
 
-def test_sqs_handler_processes_the_event_and_drops_poison(client, svc):
+def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
     r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
     job_id = json.loads(r.body)["job_id"]
     body = json.dumps({"Records": [{"eventName": "ObjectCreated:Put", "s3": {
@@ -124,11 +124,11 @@ class LogRecorder:
         self.lines.append({"event": event, "error": repr(sys.exc_info()[1]), **fields})
 
 
-def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(client, svc, monkeypatch):
+def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(client, use_cases, monkeypatch):
     def boom(*_):
         raise RuntimeError("pynamodb.exceptions: table image-jobs key originals/x")
 
-    monkeypatch.setattr(svc.manage, "get_job", boom)
+    monkeypatch.setattr(use_cases.manage, "get_job", boom)
     log = LogRecorder()
     monkeypatch.setattr(application, "log", log)
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
@@ -146,8 +146,8 @@ def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(
     assert again["instance"] != body["instance"]
 
 
-def test_a_dependency_that_is_down_is_still_503_not_500(client, svc):
-    svc.ctx.jobs.down = True
+def test_a_dependency_that_is_down_is_still_503_not_500(client, use_cases):
+    use_cases.ctx.jobs.down = True
     r = client.http.delete("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
     assert_problem(r, 503, "storage_unavailable")
 

@@ -137,3 +137,18 @@ def test_the_events_queue_keeps_its_old_names_as_aliases():
     assert new.events_queue_name == "q" and new.events_dlq_name == "q-dlq"
     with pytest.raises(ValueError, match="JOBS_QUEUE"):
         Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "other"})
+
+
+def test_every_setting_is_declared_once():
+    """A second declaration silently wins over the first, with its own default and comment."""
+    import ast
+    from collections import Counter
+    from pathlib import Path
+
+    import chalicelib.config
+
+    tree = ast.parse(Path(chalicelib.config.__file__).read_text())
+    twice = {node.name: [name for name, n in Counter(
+                 field.target.id for field in node.body if isinstance(field, ast.AnnAssign)).items() if n > 1]
+             for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert {name: fields for name, fields in twice.items() if fields} == {}

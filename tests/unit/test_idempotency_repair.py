@@ -22,7 +22,7 @@ class Killed(BaseException):
 
 
 @pytest.fixture
-def svc():
+def use_cases():
     clock = Clock(START)
     queue = FakeQueue(clock)
 
@@ -35,102 +35,102 @@ def svc():
                             publisher=queue, backlog=queue, clock=clock))
 
 
-def deliver(svc):
-    return [svc.worker.handle_object_created(e) for e in svc.ctx.backlog.take()]
+def deliver(use_cases):
+    return [use_cases.worker.handle_object_created(e) for e in use_cases.ctx.backlog.take()]
 
 
-def test_a_replay_stores_the_original_the_first_request_died_before_storing(svc):
-    real_put = svc.ctx.objects.put
+def test_a_replay_stores_the_original_the_first_request_died_before_storing(use_cases):
+    real_put = use_cases.ctx.objects.put
 
     def killed(*args):
         raise Killed()
 
-    svc.ctx.objects.put = killed
+    use_cases.ctx.objects.put = killed
     with pytest.raises(Killed):
-        svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    svc.ctx.objects.put = real_put
-    (job,) = svc.ctx.jobs.items.values()
-    assert svc.ctx.objects.objects == {}
-    again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+        use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    use_cases.ctx.objects.put = real_put
+    (job,) = use_cases.ctx.jobs.items.values()
+    assert use_cases.ctx.objects.objects == {}
+    again = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert again.replayed and again.job.job_id == job.job_id
-    assert svc.ctx.objects.objects[job.original_key][0] == jpeg()
-    assert deliver(svc) == ["ready"]
+    assert use_cases.ctx.objects.objects[job.original_key][0] == jpeg()
+    assert deliver(use_cases) == ["ready"]
     # A further replay stores nothing new.
-    objects = dict(svc.ctx.objects.objects)
-    assert svc.uploads.accept_upload("alice", jpeg(), "key-1").job.status is JobStatus.READY
-    assert svc.ctx.objects.objects == objects
+    objects = dict(use_cases.ctx.objects.objects)
+    assert use_cases.uploads.accept_upload("alice", jpeg(), "key-1").job.status is JobStatus.READY
+    assert use_cases.ctx.objects.objects == objects
 
 
-def test_a_replay_whose_repair_fails_answers_503_and_keeps_the_job_waiting(svc):
-    svc.ctx.objects.put = lambda *a: (_ for _ in ()).throw(Killed())
+def test_a_replay_whose_repair_fails_answers_503_and_keeps_the_job_waiting(use_cases):
+    use_cases.ctx.objects.put = lambda *a: (_ for _ in ()).throw(Killed())
     with pytest.raises(Killed):
-        svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    del svc.ctx.objects.put
-    svc.ctx.objects.down = True
+        use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    del use_cases.ctx.objects.put
+    use_cases.ctx.objects.down = True
     with pytest.raises(StorageUnavailable):
-        svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    (job,) = svc.ctx.jobs.items.values()
+        use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    (job,) = use_cases.ctx.jobs.items.values()
     assert job.status is JobStatus.QUEUED
-    svc.ctx.objects.down = False
-    assert svc.uploads.accept_upload("alice", jpeg(), "key-1").replayed
-    assert deliver(svc) == ["ready"]
+    use_cases.ctx.objects.down = False
+    assert use_cases.uploads.accept_upload("alice", jpeg(), "key-1").replayed
+    assert deliver(use_cases) == ["ready"]
 
 
-def test_a_key_whose_job_failed_for_storage_is_taken_over_by_the_retry(svc):
-    svc.ctx.objects.down = True
-    real_release = svc.ctx.jobs.release_idempotency
+def test_a_key_whose_job_failed_for_storage_is_taken_over_by_the_retry(use_cases):
+    use_cases.ctx.objects.down = True
+    real_release = use_cases.ctx.jobs.release_idempotency
 
     def table_blinks(*args):
         raise TransientError("job table unavailable")
 
-    svc.ctx.jobs.release_idempotency = table_blinks  # the compensation cannot free the key
+    use_cases.ctx.jobs.release_idempotency = table_blinks  # the compensation cannot free the key
     with pytest.raises(StorageUnavailable):
-        svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    svc.ctx.jobs.release_idempotency = real_release
-    (first,) = svc.ctx.jobs.items.values()
-    assert first.error_code == "storage_unavailable" and svc.ctx.jobs.idempotency  # a doomed job holds it
-    svc.ctx.objects.down = False
-    retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+        use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    use_cases.ctx.jobs.release_idempotency = real_release
+    (first,) = use_cases.ctx.jobs.items.values()
+    assert first.error_code == "storage_unavailable" and use_cases.ctx.jobs.idempotency  # a doomed job holds it
+    use_cases.ctx.objects.down = False
+    retried = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert not retried.replayed and retried.job.job_id != first.job_id
-    assert svc.ctx.jobs.idempotency[first.idempotency_scope].job_id == retried.job.job_id
-    assert deliver(svc) == ["ready"]
+    assert use_cases.ctx.jobs.idempotency[first.idempotency_scope].job_id == retried.job.job_id
+    assert deliver(use_cases) == ["ready"]
 
 
-def test_a_key_whose_job_is_gone_is_taken_over(svc):
-    first = svc.uploads.accept_upload("alice", jpeg(), "key-1").job
-    del svc.ctx.jobs.items[first.job_id]  # a delete that died after removing the record
-    retried = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+def test_a_key_whose_job_is_gone_is_taken_over(use_cases):
+    first = use_cases.uploads.accept_upload("alice", jpeg(), "key-1").job
+    del use_cases.ctx.jobs.items[first.job_id]  # a delete that died after removing the record
+    retried = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert not retried.replayed and retried.job.job_id != first.job_id
 
 
-def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(svc):
+def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(use_cases):
     """The put timed out, but it landed: the event arrived and a worker took the job before
     the compensation. The job may still succeed, so the key stays and the client gets it."""
-    real_put = svc.ctx.objects.put
+    real_put = use_cases.ctx.objects.put
 
     def put_then_time_out(key, data, content_type):
         real_put(key, data, content_type)
-        job_id = svc.ctx.object_keys.job_id_of(key)
-        svc.ctx.jobs.claim(job_id, svc.ctx.clock(), svc.ctx.lease, 3)  # a fast worker
+        job_id = use_cases.ctx.object_keys.job_id_of(key)
+        use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)  # a fast worker
         raise TransientError("read timeout")
 
-    svc.ctx.objects.put = put_then_time_out
-    accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    svc.ctx.objects.put = real_put
+    use_cases.ctx.objects.put = put_then_time_out
+    accepted = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    use_cases.ctx.objects.put = real_put
     assert accepted.job.status is JobStatus.PROCESSING and not accepted.replayed
-    assert svc.ctx.jobs.idempotency[accepted.job.idempotency_scope].job_id == accepted.job.job_id
-    again = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert use_cases.ctx.jobs.idempotency[accepted.job.idempotency_scope].job_id == accepted.job.job_id
+    again = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert again.replayed and again.job.job_id == accepted.job.job_id
-    assert len(svc.ctx.jobs.items) == 1
+    assert len(use_cases.ctx.jobs.items) == 1
 
 
-def test_a_put_that_failed_for_sure_still_fails_the_job_and_frees_the_key(svc):
-    svc.ctx.objects.down = True
+def test_a_put_that_failed_for_sure_still_fails_the_job_and_frees_the_key(use_cases):
+    use_cases.ctx.objects.down = True
     with pytest.raises(StorageUnavailable):
-        svc.uploads.accept_upload("alice", jpeg(), "key-1")
-    (job,) = svc.ctx.jobs.items.values()
+        use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    (job,) = use_cases.ctx.jobs.items.values()
     assert job.status is JobStatus.FAILED and job.error_code == "storage_unavailable"
-    assert svc.ctx.jobs.idempotency == {}
+    assert use_cases.ctx.jobs.idempotency == {}
 
 
 class ConflictOnce(FakeJobStore):
@@ -155,12 +155,12 @@ def winner_record(record, job):
     return replace(record, job_id=job.job_id)
 
 
-def test_a_transaction_conflict_replays_the_concurrent_requests_job(svc):
+def test_a_transaction_conflict_replays_the_concurrent_requests_job(use_cases):
     from dataclasses import replace
 
     store = ConflictOnce(lambda job: replace(job, job_id="7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f",
                                              original_key="originals/7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f"))
-    svc.ctx.jobs = store
-    accepted = svc.uploads.accept_upload("alice", jpeg(), "key-1")
+    use_cases.ctx.jobs = store
+    accepted = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert accepted.replayed and accepted.job.job_id == "7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f"
     assert len(store.items) == 1

@@ -10,7 +10,7 @@ from chalice.local import LambdaContext, LambdaEventConverter, RouteMatcher
 
 import app as application
 from tests.images import jpeg
-from tests.unit.test_app import assert_problem, auth, client, svc  # noqa: F401 (fixtures)
+from tests.unit.test_app import assert_problem, auth, client, use_cases  # noqa: F401 (fixtures)
 
 
 class Response:
@@ -33,14 +33,14 @@ def through_api_gateway(method: str, route: str, job_id: str) -> Response:
 
 
 @pytest.mark.parametrize("suffix", ["\n", "\r\n", " ", "x"])
-def test_an_id_with_a_trailing_character_is_not_found_on_every_route(client, svc, suffix):  # noqa: F811
+def test_an_id_with_a_trailing_character_is_not_found_on_every_route(client, use_cases, suffix):  # noqa: F811
     r = client.http.post("/api/v1/images", headers={**auth(), "Content-Type": "image/jpeg"}, body=jpeg())
     job_id = json.loads(r.body)["job_id"]
     one = "/api/v1/image-jobs/{job_id}"
     assert through_api_gateway("GET", one, job_id).status_code == 200  # the harness reaches the job
     asked = []
-    get = svc.ctx.jobs.get
-    svc.ctx.jobs.get = lambda job_id: asked.append(job_id) or get(job_id)
+    get = use_cases.ctx.jobs.get
+    use_cases.ctx.jobs.get = lambda job_id: asked.append(job_id) or get(job_id)
     for method, route in (("GET", one), ("POST", one + "/cancel"), ("DELETE", one)):
         assert_problem(through_api_gateway(method, route, job_id + suffix), 404, "job_not_found")
     # Refused as not an id at all: it never reaches the table as a key.

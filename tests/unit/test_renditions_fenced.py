@@ -31,7 +31,7 @@ class Interleave(FakeObjectStore):
 
 
 @pytest.fixture
-def svc():
+def use_cases():
     clock = Clock(START)
     return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
                             objects=Interleave(clock), clock=clock))
@@ -41,8 +41,8 @@ def event(job):
     return ObjectCreated("images", job.original_key, 0)
 
 
-def renditions(svc, job_id):
-    return sorted(k for k in svc.ctx.objects.objects if k.startswith(f"renditions/{job_id}/"))
+def renditions(use_cases, job_id):
+    return sorted(k for k in use_cases.ctx.objects.objects if k.startswith(f"renditions/{job_id}/"))
 
 
 class Pause:
@@ -56,12 +56,12 @@ class Pause:
         assert self.go.wait(10)
 
 
-def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(svc):
+def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(use_cases):
     """The issue's interleaving: attempt 2 has written its renditions and is about to finish
     when the stale attempt 1 writes, loses its finish, and cleans up after itself."""
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     one_writes, two_finishes = Pause(), Pause()
-    jobs = svc.ctx.jobs
+    jobs = use_cases.ctx.jobs
     finish = jobs.finish_attempt
 
     def finish_attempt(done, attempt):
@@ -70,13 +70,13 @@ def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(s
         return finish(done, attempt)
 
     jobs.finish_attempt = finish_attempt
-    svc.ctx.objects.hook = one_writes
+    use_cases.ctx.objects.hook = one_writes
     outcomes = {}
-    first = threading.Thread(target=lambda: outcomes.setdefault(1, svc.worker.handle_object_created(event(job))))
+    first = threading.Thread(target=lambda: outcomes.setdefault(1, use_cases.worker.handle_object_created(event(job))))
     first.start()
     assert one_writes.reached.wait(10)  # attempt 1 has the bytes, and outlives its lease
-    svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
-    second = threading.Thread(target=lambda: outcomes.setdefault(2, svc.worker.handle_object_created(event(job))))
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
+    second = threading.Thread(target=lambda: outcomes.setdefault(2, use_cases.worker.handle_object_created(event(job))))
     second.start()
     assert two_finishes.reached.wait(10)  # attempt 2 wrote its renditions
     one_writes.go.set()
@@ -85,69 +85,69 @@ def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(s
     two_finishes.go.set()
     second.join(10)
     assert outcomes[2] == "ready"
-    done = svc.ctx.jobs.items[job.job_id]
+    done = use_cases.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 2
     # Ready points at objects that exist, and nothing else of this job is left.
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
 
 
-def test_the_finishing_attempt_removes_what_earlier_attempts_left(svc):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    leftover = svc.ctx.object_keys.rendition(job.job_id, 1, "display")
-    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
-    svc.ctx.objects.put(leftover, b"half", "image/jpeg")  # attempt 1 died after one write
-    svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
-    assert svc.worker.handle_object_created(event(job)) == "ready"
-    done = svc.ctx.jobs.items[job.job_id]
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+def test_the_finishing_attempt_removes_what_earlier_attempts_left(use_cases):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
+    leftover = use_cases.ctx.object_keys.rendition(job.job_id, 1, "display")
+    use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)
+    use_cases.ctx.objects.put(leftover, b"half", "image/jpeg")  # attempt 1 died after one write
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
+    assert use_cases.worker.handle_object_created(event(job)) == "ready"
+    done = use_cases.ctx.jobs.items[job.job_id]
+    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
 
 
-def test_delete_removes_every_attempts_renditions(svc):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+def test_delete_removes_every_attempts_renditions(use_cases):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     for attempt in (1, 2, 3):  # three workers claimed it and each died after a put
-        svc.ctx.clock.advance(svc.ctx.lease.total_seconds() + 1)
-        claimed = svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
+        use_cases.ctx.clock.advance(use_cases.ctx.lease.total_seconds() + 1)
+        claimed = use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)
         assert claimed.attempt == attempt
-        svc.ctx.objects.put(svc.ctx.object_keys.rendition(job.job_id, attempt, "thumb"), b"x", "image/jpeg")
-    svc.manage.delete("alice", job.job_id)
-    assert svc.ctx.objects.objects == {}
+        use_cases.ctx.objects.put(use_cases.ctx.object_keys.rendition(job.job_id, attempt, "thumb"), b"x", "image/jpeg")
+    use_cases.manage.delete("alice", job.job_id)
+    assert use_cases.ctx.objects.objects == {}
 
 
-def test_cancel_removes_every_attempts_renditions(svc):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
-    svc.ctx.objects.put(svc.ctx.object_keys.rendition(job.job_id, 1, "display"), b"x", "image/jpeg")
-    svc.manage.cancel("alice", job.job_id)
-    assert renditions(svc, job.job_id) == []
+def test_cancel_removes_every_attempts_renditions(use_cases):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
+    use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)
+    use_cases.ctx.objects.put(use_cases.ctx.object_keys.rendition(job.job_id, 1, "display"), b"x", "image/jpeg")
+    use_cases.manage.cancel("alice", job.job_id)
+    assert renditions(use_cases, job.job_id) == []
 
 
-def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_result(svc):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    assert svc.worker.handle_object_created(event(job)) == "ready"
-    done = svc.ctx.jobs.items[job.job_id]
+def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_result(use_cases):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
+    assert use_cases.worker.handle_object_created(event(job)) == "ready"
+    done = use_cases.ctx.jobs.items[job.job_id]
     # A stale attempt 7 wrote after the result and died before cleaning up.
-    stray = svc.ctx.object_keys.rendition(job.job_id, 7, "display")
-    svc.ctx.objects.put(stray, b"x", "image/jpeg")
-    svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
-    assert svc.sweeper.sweep_orphans() == {"orphans_deleted": 1}
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
-    assert job.original_key in svc.ctx.objects.objects
+    stray = use_cases.ctx.object_keys.rendition(job.job_id, 7, "display")
+    use_cases.ctx.objects.put(stray, b"x", "image/jpeg")
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
+    assert use_cases.sweeper.sweep_orphans() == {"orphans_deleted": 1}
+    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert job.original_key in use_cases.ctx.objects.objects
 
 
-def test_the_orphan_sweep_keeps_the_live_attempts_renditions(svc):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    claimed = svc.ctx.jobs.claim(job.job_id, svc.ctx.clock(), svc.ctx.lease, 3)
-    live = svc.ctx.object_keys.rendition(job.job_id, claimed.attempt, "display")
-    dead = svc.ctx.object_keys.rendition(job.job_id, claimed.attempt - 1 or 9, "display")
-    svc.ctx.objects.put(live, b"x", "image/jpeg")
-    svc.ctx.objects.put(dead, b"x", "image/jpeg")
-    svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
-    svc.sweeper.sweep_orphans()
-    assert renditions(svc, job.job_id) == [live]
+def test_the_orphan_sweep_keeps_the_live_attempts_renditions(use_cases):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
+    claimed = use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)
+    live = use_cases.ctx.object_keys.rendition(job.job_id, claimed.attempt, "display")
+    dead = use_cases.ctx.object_keys.rendition(job.job_id, claimed.attempt - 1 or 9, "display")
+    use_cases.ctx.objects.put(live, b"x", "image/jpeg")
+    use_cases.ctx.objects.put(dead, b"x", "image/jpeg")
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
+    use_cases.sweeper.sweep_orphans()
+    assert renditions(use_cases, job.job_id) == [live]
 
 
-def test_rendition_keys_name_their_attempt(svc):
-    keys = svc.ctx.object_keys
+def test_rendition_keys_name_their_attempt(use_cases):
+    keys = use_cases.ctx.object_keys
     key = keys.rendition("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", 2, "thumb")
     assert key == "renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/2/thumb.jpg"
     assert keys.attempt_of(key) == 2 and keys.job_id_of(key) == "5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"
@@ -155,20 +155,20 @@ def test_rendition_keys_name_their_attempt(svc):
     assert keys.attempt_of("originals/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0") is None
 
 
-def test_a_finish_that_landed_but_was_retried_keeps_its_renditions(svc):
+def test_a_finish_that_landed_but_was_retried_keeps_its_renditions(use_cases):
     """The SDK resent the finishing write after a lost answer; the retry failed on the write
     itself. The job is ready with this attempt's renditions: nothing may be deleted."""
     from chalicelib.domain.errors import ConditionFailed
 
-    job = svc.uploads.accept_upload("alice", jpeg()).job
-    finish = svc.ctx.jobs.finish_attempt
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
+    finish = use_cases.ctx.jobs.finish_attempt
 
     def landed_then_condition_failed(done, attempt):
         finish(done, attempt)
         raise ConditionFailed()
 
-    svc.ctx.jobs.finish_attempt = landed_then_condition_failed
-    assert svc.worker.handle_object_created(event(job)) == "ready"
-    done = svc.ctx.jobs.items[job.job_id]
+    use_cases.ctx.jobs.finish_attempt = landed_then_condition_failed
+    assert use_cases.worker.handle_object_created(event(job)) == "ready"
+    done = use_cases.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])

@@ -63,15 +63,15 @@ def make_svc(store=None, **settings):
                             publisher=queue, backlog=queue, clock=clock))
 
 
-def stuck_job(svc, job_id=None) -> Job:
+def stuck_job(use_cases, job_id=None) -> Job:
     """A job claimed by a worker that died: its lease is over."""
     job_id = job_id or str(uuid.uuid4())
-    now = svc.ctx.clock()
+    now = use_cases.ctx.clock()
     job = Job(job_id=job_id, owner="alice", status=JobStatus.QUEUED, created_at=now, updated_at=now,
               expires_at=now + timedelta(days=7), original_key=f"originals/{job_id}",
               sweep_at=now + timedelta(minutes=10))
-    svc.ctx.jobs.create(job, 10_000)
-    svc.ctx.jobs.claim(job_id, now, timedelta(seconds=1), 3)
+    use_cases.ctx.jobs.create(job, 10_000)
+    use_cases.ctx.jobs.claim(job_id, now, timedelta(seconds=1), 3)
     return job
 
 
@@ -87,22 +87,23 @@ def ids_in_every_shard(per_shard: int = 4) -> list[str]:
 
 
 def test_one_run_finds_due_jobs_in_every_shard():
-    svc = make_svc()
-    jobs = [stuck_job(svc, job_id) for job_id in ids_in_every_shard(per_shard=5)]
-    svc.ctx.clock.advance(2)
-    assert svc.sweeper.sweep()["redriven"] == 320
-    assert len(svc.ctx.publisher.sent) == 320
+    use_cases = make_svc()
+    jobs = [stuck_job(use_cases, job_id) for job_id in ids_in_every_shard(per_shard=5)]
+    use_cases.ctx.clock.advance(2)
+    assert use_cases.sweeper.sweep()["redriven"] == 320
+    assert len(use_cases.ctx.publisher.sent) == 320
 
 
 def test_expired_jobs_in_every_shard_are_removed_in_one_run():
-    svc = make_svc()
-    jobs = [stuck_job(svc) for _ in range(200)]
+    use_cases = make_svc()
+    jobs = [stuck_job(use_cases) for _ in range(200)]
     for job in jobs:  # finished a week ago
-        current = svc.ctx.jobs.get(job.job_id)
-        svc.ctx.jobs.update_if_unchanged(current.cancelled(svc.ctx.clock(), timedelta(days=7)), seen=current)
-    svc.ctx.clock.advance(7 * 24 * 3600 + 1)
-    assert svc.sweeper.sweep()["expired_deleted"] == 200
-    assert svc.ctx.jobs.items == {}
+        current = use_cases.ctx.jobs.get(job.job_id)
+        use_cases.ctx.jobs.update_if_unchanged(current.cancelled(use_cases.ctx.clock(), timedelta(days=7)),
+                                               seen=current)
+    use_cases.ctx.clock.advance(7 * 24 * 3600 + 1)
+    assert use_cases.sweeper.sweep()["expired_deleted"] == 200
+    assert use_cases.ctx.jobs.items == {}
 
 
 class _ReadRecorder(FakeJobStore):
@@ -125,13 +126,13 @@ class _ReadRecorder(FakeJobStore):
 
 def test_two_sweeps_at_once_act_once_per_job():
     store = _ReadRecorder()
-    svc = make_svc(store, sweep_threads=4)
-    jobs = [stuck_job(svc) for _ in range(200)]
-    svc.ctx.clock.advance(2)
+    use_cases = make_svc(store, sweep_threads=4)
+    jobs = [stuck_job(use_cases) for _ in range(200)]
+    use_cases.ctx.clock.advance(2)
     store.pause = 0.005
     reports = []
     # Two sweepers, as two overlapping scheduled runs: their own pools, the same table.
-    sweepers = [Sweeper(svc.ctx), Sweeper(svc.ctx)]
+    sweepers = [Sweeper(use_cases.ctx), Sweeper(use_cases.ctx)]
     sweeps = [threading.Thread(target=lambda s=s: reports.append(s.sweep())) for s in sweepers]
     for t in sweeps:
         t.start()
@@ -140,7 +141,7 @@ def test_two_sweeps_at_once_act_once_per_job():
     assert sum(r["redriven"] for r in reports) == 200  # each job by one sweeper
     # Publish first, then mark: the sweep that loses a job's mark has sent it a duplicate
     # event (the worker takes it for one), never a job without any.
-    assert {e.key for e in svc.ctx.publisher.sent} == {j.original_key for j in jobs}
+    assert {e.key for e in use_cases.ctx.publisher.sent} == {j.original_key for j in jobs}
     assert all(store.get(j.job_id).redrives == 1 for j in jobs)
 
 
@@ -148,27 +149,28 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     clock = Clock(START)
     store = _ReadRecorder(clock, seconds=1.0)  # each query a second
     queue = FakeQueue(clock)
-    svc = UseCases(Context(settings=Settings(bucket="images", sweep_threads=1, sweep_budget_seconds=40,
+    use_cases = UseCases(Context(settings=Settings(bucket="images", sweep_threads=1, sweep_budget_seconds=40,
                                              sweep_legacy_index=False, event_delay_seconds=0),
                            jobs=store, objects=FakeObjectStore(clock), publisher=queue, backlog=queue,
                            clock=clock))
-    jobs = [stuck_job(svc) for _ in range(300)]
+    jobs = [stuck_job(use_cases) for _ in range(300)]
     clock.advance(2)
-    first = svc.sweeper.sweep()
+    first = use_cases.sweeper.sweep()
     # 6 statuses, a query each, per shard: shards start at 0, 6, ..., 36 s; the 7th is cut
     # short at 40 s (before its 5th status), and no shard is taken after.
     taken = list(dict.fromkeys(store.asked))
     assert len(taken) == 7 and store.asked.count(taken[-1]) == 4
     assert first["shards_left"] == SWEEP_SHARDS - 6
     store.asked.clear()
-    second = svc.sweeper.sweep()
+    second = use_cases.sweeper.sweep()
     resumed = list(dict.fromkeys(store.asked))
     assert resumed[0] == taken[-1]  # the first shard the first run did not finish
     assert set(resumed) & set(taken) == {taken[-1]}
     # Every stuck job of a shard that either run finished has been re-driven, once.
     done = set(taken[:-1]) | set(resumed[:-1])
-    assert first["redriven"] + second["redriven"] == len(svc.ctx.publisher.sent)
-    assert {e.key for e in svc.ctx.publisher.sent} >= {j.original_key for j in jobs if sweep_shard(j.job_id) in done}
+    assert first["redriven"] + second["redriven"] == len(use_cases.ctx.publisher.sent)
+    sent = {e.key for e in use_cases.ctx.publisher.sent}
+    assert sent >= {j.original_key for j in jobs if sweep_shard(j.job_id) in done}
 
 
 def test_a_failing_shard_does_not_stop_the_others():
@@ -179,10 +181,10 @@ def test_a_failing_shard_does_not_stop_the_others():
                 raise TransientError("throttled")
             return super().due(status, now, limit, shard=shard)
 
-    svc = make_svc(Flaky())
-    jobs = [stuck_job(svc) for _ in range(200)]
-    svc.ctx.clock.advance(2)
-    report = svc.sweeper.sweep()
+    use_cases = make_svc(Flaky())
+    jobs = [stuck_job(use_cases) for _ in range(200)]
+    use_cases.ctx.clock.advance(2)
+    report = use_cases.sweeper.sweep()
     assert report["errors"] == 1
     assert report["redriven"] == sum(sweep_shard(j.job_id) != 0 for j in jobs)
 
@@ -190,8 +192,8 @@ def test_a_failing_shard_does_not_stop_the_others():
 @pytest.mark.parametrize("legacy", [True, False])
 def test_the_old_index_is_asked_only_during_the_rollout(legacy):
     store = _ReadRecorder()
-    svc = make_svc(store, sweep_legacy_index=legacy)
-    svc.sweeper.sweep()
+    use_cases = make_svc(store, sweep_legacy_index=legacy)
+    use_cases.sweeper.sweep()
     assert (None in store.asked) is legacy
     assert set(store.asked) - {None} == set(range(SWEEP_SHARDS))
 
@@ -199,17 +201,17 @@ def test_the_old_index_is_asked_only_during_the_rollout(legacy):
 def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():
     from tests.images import jpeg
 
-    svc = make_svc()
-    keyed = [svc.uploads.accept_upload("alice", jpeg(color=(n, 0, 0)), f"key-{n}").job for n in range(5)]
-    plain = [svc.uploads.accept_upload("alice", jpeg()).job for _ in range(5)]
+    use_cases = make_svc()
+    keyed = [use_cases.uploads.accept_upload("alice", jpeg(color=(n, 0, 0)), f"key-{n}").job for n in range(5)]
+    plain = [use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(5)]
     for job in keyed + plain:
-        current = svc.ctx.jobs.get(job.job_id)
-        svc.ctx.jobs.move(current.cancelled(svc.ctx.clock(), timedelta(days=7)), JobStatus.QUEUED)
+        current = use_cases.ctx.jobs.get(job.job_id)
+        use_cases.ctx.jobs.move(current.cancelled(use_cases.ctx.clock(), timedelta(days=7)), JobStatus.QUEUED)
     # key-0's record was taken over meanwhile by a newer job: the removal must leave it be.
-    newer = dataclasses.replace(svc.ctx.jobs.idempotency[keyed[0].idempotency_scope], job_id="newer")
-    svc.ctx.jobs.idempotency[newer.scope] = newer
-    svc.ctx.clock.advance(7 * 24 * 3600)
-    assert svc.sweeper.sweep()["expired_deleted"] == 10
-    assert svc.ctx.jobs.items == {} and svc.ctx.objects.objects == {}
-    assert svc.ctx.jobs.idempotency == {newer.scope: newer}
-    assert svc.ctx.jobs.active_jobs("alice") == set()
+    newer = dataclasses.replace(use_cases.ctx.jobs.idempotency[keyed[0].idempotency_scope], job_id="newer")
+    use_cases.ctx.jobs.idempotency[newer.scope] = newer
+    use_cases.ctx.clock.advance(7 * 24 * 3600)
+    assert use_cases.sweeper.sweep()["expired_deleted"] == 10
+    assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.objects == {}
+    assert use_cases.ctx.jobs.idempotency == {newer.scope: newer}
+    assert use_cases.ctx.jobs.active_jobs("alice") == set()
