@@ -84,3 +84,17 @@ def test_profiles_are_cached_by_digest_and_large_ones_not_at_all(monkeypatch):
     im._srgb_transform(b"x" * (im._CACHED_PROFILE_BYTES + 1), "RGB")
     assert built[-2:] == [im._CACHED_PROFILE_BYTES + 1] * 2  # built each time, never kept
     im._transforms.clear()
+
+
+def test_an_image_whose_decode_needs_more_than_the_memory_ceiling_is_image_too_complex():
+    from chalicelib.domain.errors import ImageTooComplex
+    from chalicelib.imaging.sandbox import run_limited
+    from tests.images import png
+
+    wide = png(3000, 3000)  # 34 MiB of RGBA pixels in a few KiB
+    with pytest.raises(ImageTooComplex):
+        run_limited(render.make_renditions, wide, 50_000_000, cpu_seconds=10, wall_seconds=60,
+                    memory_bytes=16 * 1024 * 1024)
+    display, _ = run_limited(render.make_renditions, wide, 50_000_000, cpu_seconds=10, wall_seconds=60,
+                             memory_bytes=512 * 1024 * 1024)
+    assert display.width == 1280
