@@ -20,3 +20,20 @@ def png(width: int = 64, height: int = 48, mode: str = "RGBA") -> bytes:
 
 def size_of(data: bytes) -> tuple[int, int]:
     return Image.open(io.BytesIO(data)).size
+
+
+def bigtiff(width: int = 64, height: int = 48, grey: int = 128) -> bytes:
+    """A BigTIFF (64-bit offsets, as scanners write for large scans) of one uncompressed
+    grey strip, written directly: Pillow reads BigTIFF but does not write it."""
+    import struct
+
+    pixels = bytes([grey]) * (width * height)
+    entries = [(256, 4, 1, width), (257, 4, 1, height), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 1),
+               (273, 16, 1, 0), (277, 3, 1, 1), (278, 4, 1, height), (279, 16, 1, len(pixels))]
+    ifd_at = 16
+    pixels_at = ifd_at + 8 + 20 * len(entries) + 8
+    ifd = struct.pack("<Q", len(entries))
+    for tag, kind, count, value in entries:
+        ifd += struct.pack("<HHQQ", tag, kind, count, pixels_at if tag == 273 else value)
+    ifd += struct.pack("<Q", 0)
+    return b"II+\x00" + struct.pack("<HHQ", 8, 0, ifd_at) + ifd + pixels

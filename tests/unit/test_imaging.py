@@ -557,3 +557,15 @@ def test_no_banded_reduction_when_the_image_is_near_its_target():
     from chalicelib.imaging.render import _reduced_by_bands
 
     assert _reduced_by_bands(Image.new("RGBA", (1500, 1000)), (1280, 853)) is None
+
+
+def test_a_bigtiff_scan_is_sniffed_as_tiff_and_decoded():
+    from tests.images import bigtiff
+
+    data = bigtiff(640, 480, grey=200)
+    assert sniff(data) == "image/tiff"
+    assert sniff(b"MM\x00+" + b"\0" * 12) == "image/tiff"
+    assert render.inspect(data, 50_000_000).content_type == "image/tiff"
+    display, thumb = render.make_renditions(data, 50_000_000)
+    assert (display.width, display.height) == (640, 480)
+    assert Image.open(io.BytesIO(display.data)).convert("L").getpixel((10, 10)) in range(195, 206)
