@@ -7,6 +7,9 @@ from typing import Mapping, Optional
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
+# What the worker holds beside its decoding child: the interpreter, the SDKs, Pillow, an
+# original at the direct-upload limit and its renditions.
+WORKER_OWN_MB = 256
 # The contract's local default: public, so it may only ever serve the local runner.
 DEFAULT_JWT_SECRET = "dev-secret-change-me"
 
@@ -110,6 +113,13 @@ class Settings:
     # CPU seconds one image may use in the worker's decoding child (chalicelib/imaging/sandbox.py);
     # past it the job fails image_too_complex. 0 decodes in-process, without a limit.
     decode_cpu_seconds: int = 6
+    # Memory one image may take in the decoding child beyond what it inherits from the
+    # worker (the kernel's RLIMIT_DATA); past it the job fails image_too_complex. With the
+    # worker's own it must fit the worker function's memory, checked when the worker starts.
+    # The worst image under MAX_PIXELS needs about 220 (benchmarks/decode_memory.py).
+    decode_memory_mb: int = 512
+    # Lambda's own variable: the memory of the function this process runs in.
+    lambda_function_memory_mb: Optional[int] = None
     # Fairness: unfinished jobs one owner may have at once, and its request rate (a token
     # bucket per owner: this many requests a second, bursts up to owner_burst).
     max_active_jobs: int = 20
@@ -211,6 +221,15 @@ class Settings:
             raise ValueError("WEBHOOK_RETRY_DELAYS must be seconds, comma-separated, each 1 to "
                              f"43200, got {self.webhook_retry_delays!r}")
 
+    def check_decode_memory(self) -> None:
+        """The worker's start: a decode at the ceiling, beside the worker itself, must fit the
+        function, or the function would be stopped instead of the image refused."""
+        memory = self.lambda_function_memory_mb
+        if self.decode_cpu_seconds and memory and self.decode_memory_mb + WORKER_OWN_MB > memory:
+            raise ValueError(f"DECODE_MEMORY_MB ({self.decode_memory_mb}) and the worker's own "
+                             f"{WORKER_OWN_MB} MB do not fit the function's memory ({memory} MB): "
+                             "lower DECODE_MEMORY_MB or give the worker function more memory")
+
     @property
     def webhook_delays(self) -> tuple[int, ...]:
         return tuple(int(part) for part in self.webhook_retry_delays.split(","))
@@ -245,6 +264,7 @@ _ENV_NAMES = {
     "events_queue_name": "EVENTS_QUEUE",
     "jwt_secret": "AUTH_JWT_SECRET",
     "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
+    "lambda_function_memory_mb": "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
     "events_dlq": "EVENTS_DLQ",
     "webhook_queue_name": "WEBHOOK_QUEUE",
     "webhook_dlq_name": "WEBHOOK_DLQ",
@@ -327,7 +347,7 @@ def _parse(name: str, kind: str, raw: str):
         if raw not in ("0", "1"):
             raise ValueError(f"{env_name(name)} must be 0 or 1, got {raw!r}")
         return raw == "1"
-    if kind == "int":
+    if kind in ("int", "Optional[int]"):
         try:
             value = int(raw)
         except ValueError:

@@ -72,7 +72,11 @@ def main() -> int:
     bridge_wanted = amqp and (runner.embedded_aws if runner.amqp_bridge is None else runner.amqp_bridge)
     if not bridge_wanted:
         components.discard("bridge")
-    concurrency = runner.worker_concurrency or os.cpu_count() or 1
+    concurrency = worker_concurrency(runner.worker_concurrency or os.cpu_count() or 1, settings,
+                                     _available_memory())
+    if runner.worker_concurrency and concurrency < runner.worker_concurrency:
+        log.warning("worker_concurrency_lowered", asked=runner.worker_concurrency, running=concurrency,
+                    reason="each decode may take DECODE_MEMORY_MB")
     api_port, aws_port, embedded = runner.api_port, runner.aws_port, runner.embedded_aws
 
     stopping = threading.Event()
@@ -156,6 +160,26 @@ def _wait_for_localstack(endpoint: str, log) -> bool:
         log.error("localstack_not_ready", reason=str(error))
         return False
     return True
+
+
+def worker_concurrency(wanted: int, settings, available_bytes: int | None) -> int:
+    """Jobs at once: each may decode in a child of its own up to the memory ceiling, so
+    never more of them than the machine's free memory holds (at least one)."""
+    from chalicelib.config import MIB
+
+    if not settings.decode_cpu_seconds or available_bytes is None:  # no child, or no /proc
+        return wanted
+    return max(1, min(wanted, available_bytes // (settings.decode_memory_mb * MIB)))
+
+
+def _available_memory() -> int | None:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):

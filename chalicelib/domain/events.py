@@ -28,21 +28,28 @@ class ObjectCreated:
 
 
 def parse_message(body: Union[str, bytes]) -> list[ObjectCreated]:
-    """The object-created records of one message; [] for test and other events."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise PoisonMessage("message body is not JSON") from None
-    if not isinstance(doc, dict):
-        raise PoisonMessage("message body is not a JSON object")
+    """The object-created records of one message; [] for test and other events. Anything
+    that does not parse is PoisonMessage: no later delivery of the same bytes can parse."""
+    doc = _json_object(body)
     if doc.get("Type") == "Notification" and isinstance(doc.get("Message"), str):
-        return parse_message(doc["Message"])  # S3 -> SNS -> SQS
+        doc = _json_object(doc["Message"])  # S3 -> SNS -> SQS: one envelope, never nested
     if doc.get("Event") == "s3:TestEvent":
         return []
     records = doc.get("Records")
     if not isinstance(records, list):
         raise PoisonMessage("message is not a storage event")
     return [created for created in map(_parse_record, records) if created is not None]
+
+
+def _json_object(body: Union[str, bytes]) -> dict:
+    try:
+        # RecursionError: brackets nested deeper than the parser recurses.
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise PoisonMessage("message body is not JSON") from None
+    if not isinstance(doc, dict):
+        raise PoisonMessage("message body is not a JSON object")
+    return doc
 
 
 def _parse_record(record: Any) -> ObjectCreated | None:
@@ -59,12 +66,15 @@ def _parse_record(record: Any) -> ObjectCreated | None:
         bucket = s3["bucket"]["name"]
         obj = s3["object"]
         key = unquote_plus(obj["key"])
-        size = int(obj.get("size", 0))
+        size = obj.get("size", 0)
         etag = str(obj.get("eTag", obj.get("etag", ""))).strip('"')
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise PoisonMessage("event record lacks bucket or object") from None
     if not isinstance(bucket, str) or not key:
         raise PoisonMessage("event record lacks bucket or object")
+    # A byte count: JSON's Infinity, NaN, 1.5, "12" or true are not one.
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise PoisonMessage("event record's object size is not a byte count")
     return ObjectCreated(bucket=bucket, key=key, size=size, etag=etag)
 
 

@@ -41,7 +41,8 @@ def sniff(data: bytes) -> str | None:
         return "image/gif"
     if data.startswith(b"RIFF") and data[8:12] == b"WEBP":
         return "image/webp"
-    if data.startswith((b"II*\x00", b"MM\x00*")):
+    # Classic TIFF (version 42) or BigTIFF (43: 64-bit offsets, for scans over 4 GiB).
+    if data.startswith((b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")):
         return "image/tiff"
     return _sniff_isobmff(data)
 

@@ -23,6 +23,11 @@ RAW_TYPES = (*sorted(sniff.ALLOWED_TYPES), *IMAGE_ALIASES, "application/octet-st
 BINARY_TYPES = (MULTIPART, *RAW_TYPES)
 # Room for the multipart envelope around a file at the size limit.
 MULTIPART_OVERHEAD = 64 * 1024
+# A multipart body's structure (the contract's numbers, which are also the multipart
+# package's defaults): past any of them the body is malformed, 400 invalid_request.
+MULTIPART_MAX_PARTS = 128
+MULTIPART_MAX_HEADERS = 8
+MULTIPART_MAX_HEADER_BYTES = 4224
 # {"content_type": ..., "size": ...} is under 100 bytes; anything near this is not one.
 MAX_JSON_BYTES = 4096
 # Nesting a JSON object may have; ours has one level. Deeper bodies are refused before
@@ -76,10 +81,14 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
         raise FileTooLarge(f"The file is larger than {max_bytes} bytes")
     import multipart
 
+    # The body's length is bounded above, so the parser's byte limits are that bound and only
+    # its structure limits (parts, headers a part, a header's length) can be reached: those
+    # are a malformed request, not a large file. The file's own size is checked below.
     parser = multipart.MultipartParser(
         io.BytesIO(body), boundary, content_length=len(body),
-        partsize_limit=max_bytes + 1, spool_limit=max_bytes + 1,
-        memory_limit=max_bytes + MULTIPART_OVERHEAD,
+        spool_limit=len(body) + 1, memory_limit=len(body) + 1,
+        part_limit=MULTIPART_MAX_PARTS, header_limit=MULTIPART_MAX_HEADERS,
+        headersize_limit=MULTIPART_MAX_HEADER_BYTES,
     )
     try:
         for part in parser:
@@ -91,7 +100,8 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
                     raise InvalidRequest("The 'file' part is empty")
                 return data
     except multipart.ParserLimitReached:
-        raise FileTooLarge(f"The file is larger than {max_bytes} bytes") from None
+        raise InvalidRequest("The multipart body has too many parts, or a part too many or "
+                             "too long headers") from None
     except multipart.MultipartError:
         raise InvalidRequest("The multipart body could not be parsed") from None
     raise InvalidRequest("The multipart body has no 'file' part")

@@ -70,18 +70,29 @@ def structure(im: "Image.Image", data: bytes, content_type: str, limits: DecodeL
 # The next marker after entropy-coded data: 0xFF followed by neither a stuffed zero nor a
 # restart marker (RST0-7), which are part of the data.
 _NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
+# Where libjpeg (next_marker) and Pillow resume after bytes that are no marker: the next
+# 0xFF followed by anything but a stuffed zero or another fill byte.
+_RESYNC = re.compile(rb"\xff(?=[^\x00\xff])")
 _SOS, _EOI = 0xDA, 0xD9
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8), 0xD8})
 
 
 def jpeg_segments(data: bytes, stop_after_scans: int) -> tuple[int, int]:
     """(scans, bytes of APPn and COM segments), walking the marker segments. Stops early
-    once `stop_after_scans` scans are seen: the answer is then already "too many"."""
+    once `stop_after_scans` scans are seen: the answer is then already "too many".
+
+    It counts, it does not validate: what libjpeg skips with a warning (junk between
+    segments, a segment whose length stops short of its contents, an APPn of length 0 or
+    1) is skipped here the same way, so every scan the decoder will run is counted."""
     scans = metadata = 0
     pos, end = 2, len(data)  # after SOI
     while pos + 4 <= end:
-        if data[pos] != 0xFF:
-            raise InvalidImage("The image could not be decoded.")
+        if data[pos] != 0xFF or data[pos + 1] == 0x00:
+            found = _RESYNC.search(data, pos + 1)
+            if found is None:
+                break
+            pos = found.start()
+            continue
         marker = data[pos + 1]
         if marker == 0xFF:  # fill byte
             pos += 1
@@ -92,9 +103,13 @@ def jpeg_segments(data: bytes, stop_after_scans: int) -> tuple[int, int]:
             pos += 2
             continue
         length = int.from_bytes(data[pos + 2:pos + 4], "big")
+        is_metadata = 0xE0 <= marker <= 0xEF or marker == 0xFE
         if length < 2:
-            raise InvalidImage("The image could not be decoded.")
-        if 0xE0 <= marker <= 0xEF or marker == 0xFE:
+            if not is_metadata:  # libjpeg stops at a table or frame of no length
+                raise InvalidImage("The image could not be decoded.")
+            pos += 4  # libjpeg reads the length and skips nothing
+            continue
+        if is_metadata:
             metadata += length - 2
         pos += 2 + length
         if marker == _SOS:

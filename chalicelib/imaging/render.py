@@ -189,7 +189,10 @@ def _display_image(im: Image.Image, box: int) -> Image.Image:
     orientation = _orientation(im)
     icc = im.info.get("icc_profile")
 
-    small = _to_resizable_mode(im)
+    small = _reduced_by_bands(im, target) if crop is None else None
+    if small is not None:
+        im.close()  # its decoded pixels: what follows works on the reduced copy
+    small = _to_resizable_mode(small or im)
     if target != small.size:
         small = small.resize(target, _RESAMPLE, box=crop, reducing_gap=_REDUCING_GAP)
     small = _flatten(small)
@@ -198,6 +201,30 @@ def _display_image(im: Image.Image, box: int) -> Image.Image:
         small = small.transpose(_TRANSPOSE[orientation])
     small.info = {}  # nothing (EXIF, XMP, comment, ICC, dpi) may reach the encoder
     return small
+
+
+# Rows of the reduced image made from one band of the decoded one.
+_BAND_ROWS = 64
+
+
+def _reduced_by_bands(im: Image.Image, target: tuple[int, int]) -> Image.Image | None:
+    """What resize's reducing_gap step would make (reduce by the integer factor that leaves
+    at least _REDUCING_GAP times the target), a band of rows at a time, or None when no
+    reduction applies. A whole-image conversion (RGBA to premultiplied for the resampler,
+    palette or 16-bit grey to 8 bits a channel) is a second full-size copy; a band's is
+    small, so the decode's peak is the decoded image itself (benchmarks/decode_memory.py)."""
+    width, height = im.size
+    factor = int(min(width / target[0], height / target[1]) / _REDUCING_GAP)
+    if factor < 2:
+        return None
+    band = factor * _BAND_ROWS  # a multiple of the factor: blocks never straddle two bands
+    reduced = None
+    for top in range(0, height, band):
+        part = _to_resizable_mode(im.crop((0, top, width, min(top + band, height)))).reduce(factor)
+        if reduced is None:
+            reduced = Image.new(part.mode, (-(-width // factor), -(-height // factor)))
+        reduced.paste(part, (0, top // factor))
+    return reduced
 
 
 def _fit(size: tuple[int, int], box: int) -> tuple[int, int]:

@@ -1,11 +1,12 @@
 """Run CPU-bound calls in a reused child process, with a hard CPU limit per call.
 
 A decoder stuck in C code cannot be interrupted by a thread, so the worker decodes in a
-child process: RLIMIT_CPU makes the kernel stop it once a call has used its CPU seconds, and
-a wall-clock deadline stops it if it hangs. A child is forked on first use and serves call
-after call (a fork per image costs copy-on-write faults and cold caches); one that dies or
-is stopped is replaced by the next call. Fork, pipes and setrlimit all work inside Lambda.
-The child's side: chalicelib/imaging/sandbox_child.py.
+child process: RLIMIT_CPU makes the kernel stop it once a call has used its CPU seconds,
+RLIMIT_DATA refuses it memory past the call's ceiling, and a wall-clock deadline stops it
+if it hangs. A child is forked on first use and serves call after call (a fork per image
+costs copy-on-write faults and cold caches); one that dies or is stopped is replaced by the
+next call. Fork, pipes and setrlimit all work inside Lambda. The child's side:
+chalicelib/imaging/sandbox_child.py.
 
 Each concurrent caller gets a child of its own from a small pool (the local runner's worker
 threads decode in parallel; Lambda uses one): a single shared child would serialise them.
@@ -33,24 +34,30 @@ from chalicelib.imaging.sandbox_child import (
 _PIPE_BYTES = 1 << 20
 
 
-def run_limited(fn: Callable[..., Any], *args: Any, cpu_seconds: float, wall_seconds: float) -> Any:
+def run_limited(fn: Callable[..., Any], *args: Any, cpu_seconds: float, wall_seconds: float,
+                memory_bytes: int = 0) -> Any:
     """fn(*args) in a child (fn and args are pickled: a module-level function). Its result,
-    or the DomainError it raised, comes back as if it ran here. Over cpu_seconds of CPU:
+    or the DomainError it raised, comes back as if it ran here. Over cpu_seconds of CPU, or
+    needing more than memory_bytes beyond what the child started with (0: no ceiling):
     ImageTooComplex. Over wall_seconds without using its CPU (a machine too busy, or a
     hang): TransientError, so a later attempt may succeed."""
-    return _pool.run(fn, args, cpu_seconds, wall_seconds)
+    return _pool.run(fn, args, cpu_seconds, wall_seconds, memory_bytes)
 
 
 class _Child:
     def __init__(self, pid: int, requests: int, replies: int):
         self.pid, self.requests, self.replies = pid, requests, replies
         self.cpu_used = 0.0  # as of its last reply
+        self.reaped = False  # then its pid may be another process's: never signal it
 
     def alive(self) -> bool:
         try:
-            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+            if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                return True
         except ChildProcessError:
-            return False
+            pass
+        self.reaped = True
+        return False
 
     def close(self) -> None:
         for fd in (self.requests, self.replies):
@@ -67,29 +74,18 @@ class _Pool:
         self._live: set[_Child] = set()
         self._spawner = None  # a ThreadPoolExecutor of one thread, made on first use
 
-    def run(self, fn, args, cpu_seconds: float, wall_seconds: float) -> Any:
-        request = pickle.dumps((fn, args, cpu_seconds), protocol=pickle.HIGHEST_PROTOCOL)
-        child = self._take(cpu_seconds)
+    def run(self, fn, args, cpu_seconds: float, wall_seconds: float, memory_bytes: int) -> Any:
+        request = pickle.dumps((fn, args, cpu_seconds, memory_bytes), protocol=pickle.HIGHEST_PROTOCOL)
+        used = [self._take(cpu_seconds)]
         try:
-            write_message(child.requests, request)
-        except OSError:  # it died before this call (its pipe is closed): not this call's doing
-            self._end(child)
-            child = self._spawn()
-            try:
-                write_message(child.requests, request)
-            except OSError:
-                self._end(child)
-                raise TransientError("the decoding process died") from None
-        ends_at = time.monotonic() + wall_seconds
-        try:
-            reply = read_message(child.replies, lambda fd: _wait_readable(fd, ends_at))
-        except TimeoutError:
-            os.kill(child.pid, signal.SIGKILL)
-            self._judge(child, cpu_seconds, finished=False)
-            raise TransientError(f"decoding did not finish in {wall_seconds:.0f}s of wall time") from None
-        if reply is None:  # it died mid-call
-            self._judge(child, cpu_seconds, finished=True)
-            raise TransientError("the decoding process died")
+            reply = self._call(used, request, cpu_seconds, wall_seconds)
+        except BaseException:
+            # Whatever went wrong here (our own bug, an interrupt, a full descriptor table):
+            # no child, zombie or pipe is left behind.
+            for child in used:
+                self._end(child, kill=True)
+            raise
+        child = used[-1]
         try:
             ok, value, child.cpu_used = pickle.loads(reply)
         except Exception as error:  # an error class that cannot be rebuilt here
@@ -102,9 +98,34 @@ class _Pool:
             raise TransientError(f"decoding failed: {value}")
         raise value
 
+    def _call(self, used: list[_Child], request: bytes, cpu_seconds: float, wall_seconds: float) -> bytes:
+        """The child's reply; `used` gets each child this call has taken."""
+        child = used[-1]
+        try:
+            write_message(child.requests, request)
+        except OSError:  # it died before this call (its pipe is closed): not this call's doing
+            self._end(child)
+            child = self._spawn()
+            used.append(child)
+            try:
+                write_message(child.requests, request)
+            except OSError:
+                raise TransientError("the decoding process died") from None
+        ends_at = time.monotonic() + wall_seconds
+        try:
+            reply = read_message(child.replies, lambda fd: _wait_readable(fd, ends_at))
+        except TimeoutError:
+            self._judge(child, cpu_seconds, finished=False)
+            raise TransientError(f"decoding did not finish in {wall_seconds:.0f}s of wall time") from None
+        if reply is None:  # it died mid-call
+            self._judge(child, cpu_seconds, finished=True)
+            raise TransientError("the decoding process died")
+        return reply
+
     def _judge(self, child: _Child, cpu_seconds: float, finished: bool) -> None:
-        """Reap a child that ended mid-call; ImageTooComplex if the CPU limit ended it."""
-        status, used = self._end(child)
+        """Reap a child that ended mid-call (or is stopped now, when it has not finished);
+        ImageTooComplex if the CPU limit ended it."""
+        status, used = self._end(child, kill=not finished)
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and (
                 finished or used - child.cpu_used >= cpu_seconds * 0.9):
             raise ImageTooComplex("The image takes too long to decode.")
@@ -119,15 +140,25 @@ class _Pool:
                 return child
             self._end(child)  # dead, or too near its lifetime limit: it exits at EOF
 
-    def _end(self, child: _Child) -> tuple[int, float]:
-        """Close its pipes and reap it: (wait status, CPU seconds of its whole life)."""
+    def _end(self, child: _Child, kill: bool = False) -> tuple[int, float]:
+        """Close its pipes and reap it (after SIGKILL if `kill`): (wait status, CPU seconds
+        of its whole life). Once reaped, a second call does nothing."""
         with self._lock:
             self._live.discard(child)
         child.close()
+        if child.reaped:
+            return 0, child.cpu_used
+        if kill:
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             _, status, usage = os.wait4(child.pid, 0)
         except ChildProcessError:
             return 0, child.cpu_used
+        finally:
+            child.reaped = True
         return status, usage.ru_utime + usage.ru_stime
 
     def _spawn(self) -> _Child:
@@ -178,11 +209,16 @@ def _widen(fd: int) -> None:
 
 
 def _wait_readable(fd: int, ends_at: float) -> None:
+    # poll, not select: select cannot watch a descriptor numbered 1024 or more, which a
+    # busy process (the local runner, a test suite) can hold. A closed far end (the child
+    # died) is reported as POLLHUP, and the read then sees the end.
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     while True:
         left = ends_at - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        if select.select([fd], [], [], left)[0]:
+        if poller.poll(max(1, int(left * 1000) + 1)):
             return
 
 

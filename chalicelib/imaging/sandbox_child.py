@@ -1,7 +1,7 @@
 """The decoding child's side of chalicelib/imaging/sandbox.py: serve calls until the pipe closes.
 
 Messages both ways are pickles with an 8-byte length in front. A request is
-(fn, args, cpu_seconds); a reply is (ok, value, cpu_used_so_far).
+(fn, args, cpu_seconds, memory_bytes); a reply is (ok, value, cpu_used_so_far).
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import resource
 import signal
 import sys
 from typing import NoReturn, Optional
+
+from chalicelib.domain.errors import ImageTooComplex
 
 _HEADER = 8
 # CPU seconds one child may use in its whole life: the hard limit, which an unprivileged
@@ -36,19 +38,32 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         inherited = resource.getrlimit(resource.RLIMIT_CPU)[1]
         hard = LIFETIME_CPU_SECONDS if inherited == resource.RLIM_INFINITY else min(LIFETIME_CPU_SECONDS, inherited)
+        # The memory ceiling is counted from what the fork inherited: the parent's heap is
+        # in this child's data segment too, but shared with it until written.
+        inherited_data = data_bytes()
+        data_hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
         while True:
             request = read_message(requests)
             if request is None:  # the parent closed the pipe, or died
                 break
-            fn, args, cpu_seconds = pickle.loads(request)
+            fn, args, cpu_seconds, memory_bytes = pickle.loads(request)
             # RLIMIT_CPU counts the child's whole life: the soft limit is moved to what it
             # has used so far plus this call's budget, to the nearest whole second (the
             # limit's unit), so a call gets its budget within half a second either way.
             # SIGXCPU at the soft limit kills it.
             soft = min(hard, max(1, round(cpu_used() + cpu_seconds)))
             resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+            # RLIMIT_DATA (private writable memory: the heap, Pillow's image blocks, mmaps):
+            # past it an allocation fails, and Python and Pillow raise MemoryError.
+            data_soft = data_hard if not memory_bytes else inherited_data + memory_bytes
+            if data_hard != resource.RLIM_INFINITY:
+                data_soft = min(data_soft, data_hard)
+            resource.setrlimit(resource.RLIMIT_DATA, (data_soft, data_hard))
             try:
                 reply = (True, fn(*args))
+            except MemoryError:
+                reply = (False, ImageTooComplex("The image needs more memory to decode than is allowed.")
+                         if memory_bytes else ChildFailed("MemoryError"))
             except Exception as error:  # noqa: BLE001 - sent back to the parent
                 reply = (False, error)
             try:
@@ -62,6 +77,18 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
     finally:
         sys.stdout.flush()
         os._exit(code)  # no cleanup of the parent's state inherited by the fork
+
+
+def data_bytes() -> int:
+    """This process's data segment as RLIMIT_DATA counts it (VmData); 0 without /proc."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def cpu_used() -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from chalicelib.config import MIB
 from chalicelib.domain.errors import (
     ConditionFailed,
     DomainError,
@@ -34,6 +35,7 @@ _TIME_TO_FINISH = 5.0
 
 class Worker:
     def __init__(self, ctx: Context):
+        ctx.settings.check_decode_memory()
         self._ctx = ctx
 
     def handle_object_created(self, event: ObjectCreated) -> Outcome:
@@ -191,8 +193,8 @@ class Worker:
                 and current.attempt == done.attempt)
 
     def _renditions(self, data: bytes) -> tuple:
-        """Decode in a child with a CPU limit, so that no image can hold a worker for more
-        than decode_cpu_seconds; the wall clock allows for a busy machine, within the time
+        """Decode in a child with a CPU and a memory limit, so that no image can hold a
+        worker for more than decode_cpu_seconds, nor take more than decode_memory_mb; the wall clock allows for a busy machine, within the time
         the worker function has left."""
         s = self._ctx.settings
         args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.decode_limits)
@@ -207,7 +209,7 @@ class Worker:
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
         return run_limited(render.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
-                           wall_seconds=wall)
+                           wall_seconds=wall, memory_bytes=s.decode_memory_mb * MIB)
 
     def _fail(self, job: Job, code: ErrorCode) -> Outcome:
         failed = lifecycle.fail(self._ctx, job, code,

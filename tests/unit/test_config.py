@@ -152,3 +152,37 @@ def test_every_setting_is_declared_once():
                  field.target.id for field in node.body if isinstance(field, ast.AnnAssign)).items() if n > 1]
              for node in tree.body if isinstance(node, ast.ClassDef)}
     assert {name: fields for name, fields in twice.items() if fields} == {}
+
+
+def test_a_decode_ceiling_that_does_not_fit_the_worker_function_refuses_to_start():
+    from chalicelib.config import WORKER_OWN_MB
+
+    tight = Settings.from_environ({**SECRET, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"})
+    with pytest.raises(ValueError, match="DECODE_MEMORY_MB .* do not fit the function's memory"):
+        tight.check_decode_memory()
+    fits = str(512 + WORKER_OWN_MB)
+    Settings.from_environ({**SECRET, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fits}).check_decode_memory()
+    Settings.from_environ({**SECRET, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
+                           "DECODE_MEMORY_MB": "200"}).check_decode_memory()
+    Settings.from_environ(SECRET).check_decode_memory()  # not in Lambda: nothing to fit
+
+
+def test_the_worker_refuses_to_start_with_a_ceiling_over_its_function():
+    from chalicelib.usecases.context import Context
+    from chalicelib.usecases.worker import Worker
+    from tests.fakes import FakeJobStore, FakeObjectStore
+
+    settings = Settings.from_environ({**SECRET, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"})
+    with pytest.raises(ValueError, match="DECODE_MEMORY_MB"):
+        Worker(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()))
+
+
+def test_the_local_runner_decodes_no_more_images_at_once_than_its_memory_holds():
+    from local.__main__ import worker_concurrency
+
+    settings = Settings.from_environ(SECRET)  # DECODE_MEMORY_MB 512
+    mib = 1024 * 1024
+    assert worker_concurrency(8, settings, 2048 * mib) == 4
+    assert worker_concurrency(2, settings, 2048 * mib) == 2
+    assert worker_concurrency(8, settings, 100 * mib) == 1
+    assert worker_concurrency(8, settings, None) == 8

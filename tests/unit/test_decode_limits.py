@@ -6,6 +6,7 @@ from PIL import Image
 
 from chalicelib.domain.errors import ImageTooComplex
 from chalicelib.imaging import render
+from tests.images import JPEG_DEFECTS
 from chalicelib.imaging.limits import DecodeLimits, gif_frames, jpeg_segments, tiff_pages
 from tests import hostile
 from tests.images import jpeg
@@ -84,3 +85,39 @@ def test_profiles_are_cached_by_digest_and_large_ones_not_at_all(monkeypatch):
     im._srgb_transform(b"x" * (im._CACHED_PROFILE_BYTES + 1), "RGB")
     assert built[-2:] == [im._CACHED_PROFILE_BYTES + 1] * 2  # built each time, never kept
     im._transforms.clear()
+
+
+def test_an_image_whose_decode_needs_more_than_the_memory_ceiling_is_image_too_complex():
+    from chalicelib.domain.errors import ImageTooComplex
+    from chalicelib.imaging.sandbox import run_limited
+    from tests.images import png
+
+    wide = png(3000, 3000)  # 34 MiB of RGBA pixels in a few KiB
+    with pytest.raises(ImageTooComplex):
+        run_limited(render.make_renditions, wide, 50_000_000, cpu_seconds=10, wall_seconds=60,
+                    memory_bytes=16 * 1024 * 1024)
+    display, _ = run_limited(render.make_renditions, wide, 50_000_000, cpu_seconds=10, wall_seconds=60,
+                             memory_bytes=512 * 1024 * 1024)
+    assert display.width == 1280
+
+
+@pytest.mark.parametrize("defect", JPEG_DEFECTS)
+def test_a_jpeg_libjpeg_tolerates_is_accepted_with_its_scans_counted(defect):
+    from tests.images import jpeg_with_defect
+
+    data = jpeg_with_defect(defect)
+    Image.open(io.BytesIO(data)).load()  # the decoder takes it
+    assert jpeg_segments(data, stop_after_scans=65)[0] == 10  # libjpeg's colour progressive scans
+    assert render.inspect(data, 50_000_000).width == 320
+    assert render.make_renditions(data, 50_000_000)[0].width == 320
+
+
+def test_junk_between_segments_hides_no_scan_from_the_limit():
+    from tests.hostile import scan_bomb
+
+    bomb = scan_bomb(64, 64, scans=300)
+    app0_end = 4 + int.from_bytes(bomb[4:6], "big")
+    hidden = bomb[:app0_end] + b"\x00junk\x00" + bomb[app0_end:]
+    Image.open(io.BytesIO(hidden))  # Pillow's parser skips the junk too
+    with pytest.raises(ImageTooComplex):
+        render.inspect(hidden, 50_000_000)

@@ -64,3 +64,22 @@ def test_poison_messages_are_named_as_such(body):
 def test_the_builders_make_what_the_parser_reads_back(build):
     created = ObjectCreated("images", "originals/a b+c%d", 123)
     assert parse_message(json.dumps(build(created))) == [created]
+
+
+@pytest.mark.parametrize("size", ["Infinity", "-Infinity", "NaN", "1.5", '"12"', "true", "-1", "1e400"])
+def test_a_size_that_is_not_a_byte_count_is_poison(size):
+    body = fixture("aws_s3_put.json").replace('"size": 1024', f'"size": {size}')
+    assert f'"size": {size}' in body
+    with pytest.raises(PoisonMessage):
+        parse_message(body)
+
+
+@pytest.mark.parametrize("body", [
+    "[" * 100_000 + "]" * 100_000,
+    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": ["k"]}}]}',
+    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "b"}, "object": {"key": 7}}}]}',
+    json.dumps({"Type": "Notification", "Message": json.dumps({"Type": "Notification", "Message": "{}"})}),
+])
+def test_any_parse_failure_is_poison(body):
+    with pytest.raises(PoisonMessage):
+        parse_message(body)

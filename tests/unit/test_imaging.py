@@ -530,3 +530,42 @@ def test_other_modes_become_rgb(im, fmt, expected):
         out_im = decoded(out.data)
         assert out_im.mode == "RGB"
         assert close(mean(out_im), expected, tolerance=8), mean(out_im)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P", "I;16", "RGB"])
+def test_the_banded_reduction_matches_reducing_the_whole_image(mode):
+    from PIL import ImageChops
+
+    from chalicelib.imaging.render import _reduced_by_bands, _to_resizable_mode
+
+    noise = Image.effect_noise((1500, 1100), 90).convert("L")
+    if mode in ("RGBA", "LA"):
+        im = Image.merge("RGBA", [noise, noise.rotate(90), noise.transpose(Image.Transpose.FLIP_LEFT_RIGHT),
+                                  noise.rotate(180)]).convert(mode)
+    elif mode == "P":
+        im = noise.convert("RGB").convert("P")
+        im.info["transparency"] = 3
+    else:
+        im = noise.convert(mode)
+    banded = _reduced_by_bands(im, (256, 188))
+    whole = _to_resizable_mode(im).reduce(2)
+    assert banded.mode == whole.mode and banded.size == whole.size
+    assert ImageChops.difference(banded, whole).getbbox() is None
+
+
+def test_no_banded_reduction_when_the_image_is_near_its_target():
+    from chalicelib.imaging.render import _reduced_by_bands
+
+    assert _reduced_by_bands(Image.new("RGBA", (1500, 1000)), (1280, 853)) is None
+
+
+def test_a_bigtiff_scan_is_sniffed_as_tiff_and_decoded():
+    from tests.images import bigtiff
+
+    data = bigtiff(640, 480, grey=200)
+    assert sniff(data) == "image/tiff"
+    assert sniff(b"MM\x00+" + b"\0" * 12) == "image/tiff"
+    assert render.inspect(data, 50_000_000).content_type == "image/tiff"
+    display, thumb = render.make_renditions(data, 50_000_000)
+    assert (display.width, display.height) == (640, 480)
+    assert Image.open(io.BytesIO(display.data)).convert("L").getpixel((10, 10)) in range(195, 206)

@@ -113,3 +113,26 @@ def test_idempotency_keys_of_printable_ascii_are_taken(key):
 def test_idempotency_keys_http_cannot_carry_as_sent_are_invalid(key):
     with pytest.raises(InvalidRequest):
         idempotency_key(key)
+
+
+def test_too_many_parts_is_invalid_request_not_file_too_large():
+    body, ctype = multipart([(f"f{i}", b"") for i in range(200)] + [("file", JPEG)])
+    assert len(body) < 50_000
+    with pytest.raises(InvalidRequest):
+        image_bytes(body, ctype, 1000_000)
+
+
+def test_too_many_or_too_long_headers_is_invalid_request():
+    many = ("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n"
+            + "".join(f"X-H{i}: v\r\n" for i in range(20)) + "\r\n").encode() + JPEG + b"\r\n--b--\r\n"
+    long = ("--b\r\nContent-Disposition: form-data; name=\"file\"\r\nX-Long: " + "v" * 5000
+            + "\r\n\r\n").encode() + JPEG + b"\r\n--b--\r\n"
+    for body in (many, long):
+        with pytest.raises(InvalidRequest):
+            image_bytes(body, "multipart/form-data; boundary=b", 1000_000)
+
+
+def test_a_file_part_over_the_limit_within_the_envelope_is_413():
+    body, ctype = multipart([("file", JPEG + b"x" * 2000)])
+    with pytest.raises(FileTooLarge):
+        image_bytes(body, ctype, 1000)

@@ -166,3 +166,58 @@ def test_a_child_holds_none_of_the_parents_other_descriptors():
         os.close(read_end)
         if write_end is not None:
             os.close(write_end)
+
+
+def hog(megabytes):
+    block = bytearray(megabytes * 1024 * 1024)
+    return len(block)
+
+
+def test_a_call_over_its_memory_ceiling_is_image_too_complex_and_the_child_serves_on():
+    with pytest.raises(ImageTooComplex):
+        run_limited(hog, 256, cpu_seconds=5, wall_seconds=30, memory_bytes=64 * 1024 * 1024)
+    assert run_limited(hog, 16, cpu_seconds=5, wall_seconds=30, memory_bytes=64 * 1024 * 1024) == 16 * 1024 * 1024
+    assert run_limited(hog, 256, cpu_seconds=5, wall_seconds=30) == 256 * 1024 * 1024  # no ceiling
+
+
+def test_a_decode_works_while_the_process_holds_more_than_1024_descriptors():
+    from chalicelib.imaging import sandbox
+
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the descriptor limit is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    pool, sandbox._pool = sandbox._pool, sandbox._Pool()  # its children get pipes over 1024
+    try:
+        assert run_limited(add, 2, 3, cpu_seconds=2, wall_seconds=30) == 5
+        (child,) = sandbox._pool._idle
+        assert child.replies > 1024
+    finally:
+        for child in sandbox._pool._idle:
+            sandbox._pool._end(child)
+        sandbox._pool = pool
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_child_is_reaped_and_its_pipes_closed_on_any_error(monkeypatch):
+    from chalicelib.imaging import sandbox
+
+    children = []
+
+    def broken_wait(fd, ends_at):
+        children.extend(child for child in sandbox._pool._live if child.replies == fd)
+        raise RuntimeError("a bug of ours while waiting")
+
+    run_limited(add, 1, 1, cpu_seconds=2, wall_seconds=30)  # an idle child to take
+    descriptors = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(sandbox, "_wait_readable", broken_wait)
+    with pytest.raises(RuntimeError):
+        run_limited(sleep_forever, cpu_seconds=5, wall_seconds=30)
+    (child,) = children
+    assert child not in sandbox._pool._live and child not in sandbox._pool._idle
+    assert not Path(f"/proc/{child.pid}").exists()  # neither running nor a zombie: reaped
+    assert len(os.listdir("/proc/self/fd")) == descriptors - 2  # its two pipes are closed
