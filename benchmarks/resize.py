@@ -114,7 +114,7 @@ def _import_all():
     import pyvips
     from PIL import Image, ImageOps
 
-    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.domain.renditions import RenditionName
     from chalicelib.imaging import render
 
     global PROGRESSIVE

@@ -60,7 +60,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     from PIL import Image
 
     from chalicelib.config import Settings
-    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.domain.renditions import RenditionName
     from chalicelib.imaging import render
 
     sys.path.insert(0, str(SCRIPT.parent))

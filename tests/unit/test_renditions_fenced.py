@@ -88,7 +88,7 @@ def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(s
     done = svc.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 2
     # Ready points at objects that exist, and nothing else of this job is left.
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(svc, job.job_id) == sorted(r.key for r in done.renditions.values())
 
 
 def test_the_finishing_attempt_removes_what_earlier_attempts_left(svc):
@@ -99,7 +99,7 @@ def test_the_finishing_attempt_removes_what_earlier_attempts_left(svc):
     svc.ctx.clock.advance(svc.ctx.settings.lease_seconds)
     assert svc.worker.handle_object_created(event(job)) == "ready"
     done = svc.ctx.jobs.items[job.job_id]
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(svc, job.job_id) == sorted(r.key for r in done.renditions.values())
 
 
 def test_delete_removes_every_attempts_renditions(svc):
@@ -130,7 +130,7 @@ def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_resul
     svc.ctx.objects.put(stray, b"x", "image/jpeg")
     svc.ctx.clock.advance(svc.ctx.settings.orphan_grace_seconds + 1)
     assert svc.sweeper.sweep_orphans() == {"orphans_deleted": 1}
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(svc, job.job_id) == sorted(r.key for r in done.renditions.values())
     assert job.original_key in svc.ctx.objects.objects
 
 
@@ -171,4 +171,4 @@ def test_a_finish_that_landed_but_was_retried_keeps_its_renditions(svc):
     assert svc.worker.handle_object_created(event(job)) == "ready"
     done = svc.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY
-    assert renditions(svc, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(svc, job.job_id) == sorted(r.key for r in done.renditions.values())

@@ -17,6 +17,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
@@ -88,13 +89,14 @@ def test_worker_makes_both_renditions_and_the_job_ready(svc):
     assert svc.worker.handle_object_created(created(svc, job)) == "ready"
     done = svc.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 1
-    assert (done.display.width, done.display.height) == (1280, 960)
-    assert (done.thumb.width, done.thumb.height) == (256, 256)
-    assert size_of(svc.ctx.objects.objects[done.display.key][0]) == (1280, 960)
-    assert size_of(svc.ctx.objects.objects[done.thumb.key][0]) == (256, 256)
-    assert done.display.key == f"renditions/{job.job_id}/1/display.jpg"  # fenced by attempt
+    display, thumb = done.renditions[RenditionName.DISPLAY], done.renditions[RenditionName.THUMB]
+    assert (display.width, display.height) == (1280, 960)
+    assert (thumb.width, thumb.height) == (256, 256)
+    assert size_of(svc.ctx.objects.objects[display.key][0]) == (1280, 960)
+    assert size_of(svc.ctx.objects.objects[thumb.key][0]) == (256, 256)
+    assert display.key == f"renditions/{job.job_id}/1/display.jpg"  # fenced by attempt
     urls = svc.manage.urls(done)
-    assert done.display.key in urls.display and done.thumb.key in urls.thumb
+    assert display.key in urls.by_name[RenditionName.DISPLAY] and thumb.key in urls.by_name[RenditionName.THUMB]
 
 
 def test_a_duplicate_delivery_of_a_finished_job_changes_nothing(svc):
