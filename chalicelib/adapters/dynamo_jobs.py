@@ -67,19 +67,22 @@ class RenditionAttribute(MapAttribute):
     content_type = UnicodeAttribute()
 
 
+# Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
+_EACH = RenditionAttribute()
+
+
 class RenditionsAttribute(Attribute[dict]):
     """A job's renditions as one map, keyed by rendition name, of RenditionAttribute maps."""
 
     attr_type = MAP
-    _each = RenditionAttribute()
 
     def serialize(self, value: dict[RenditionName, Rendition]) -> dict:
-        return {str(name): {MAP: self._each.serialize(dataclasses.asdict(r))} for name, r in value.items()}
+        return {str(name): {MAP: _EACH.serialize(dataclasses.asdict(r))} for name, r in value.items()}
 
     def deserialize(self, value: dict) -> dict[RenditionName, Rendition]:
         found = {}
         for name, stored in value.items():
-            a = self._each.deserialize(stored[MAP])
+            a = _EACH.deserialize(stored[MAP])
             found[RenditionName(name)] = Rendition(key=a.key, width=int(a.width), height=int(a.height),
                                                    content_type=a.content_type)
         return found
