@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.resize import photo_like  # noqa: E402
+from chalicelib.config import Settings  # noqa: E402
 from chalicelib.domain.errors import DomainError  # noqa: E402
+from chalicelib.domain.renditions import rendition_specs  # noqa: E402
 from chalicelib.imaging import (
     render,  # noqa: E402
     sandbox,
@@ -37,6 +39,7 @@ MAX_PIXELS = 50_000_000
 UNBOUNDED = DecodeLimits(max_scans=10**9, max_frames=10**9, max_metadata_bytes=10**12)
 BUDGET = DecodeLimits()
 CPU_LIMIT = 6  # Settings.decode_cpu_seconds
+SPECS = rendition_specs(Settings())
 
 
 def cpu() -> float:
@@ -77,7 +80,7 @@ def hostile_rows():
         _, before, _ = measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED))
         _, refuse, outcome = measure(lambda: render.inspect(data, MAX_PIXELS, BUDGET))
         _, limited, limited_outcome = measure(lambda: run_limited(
-            render.make_renditions, data, MAX_PIXELS, 1280, 256, 85, UNBOUNDED,
+            render.make_renditions, data, MAX_PIXELS, SPECS, 85, UNBOUNDED,
             cpu_seconds=CPU_LIMIT, wall_seconds=4 * CPU_LIMIT + 5))
         rows.append((name, len(data), before, refuse, outcome, limited, limited_outcome))
     return rows
@@ -93,7 +96,7 @@ def honest_rows():
         for _ in range(5):
             plain.append(measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED)))
             budgeted.append(measure(lambda: run_limited(
-                render.make_renditions, data, MAX_PIXELS, 1280, 256, 85, BUDGET,
+                render.make_renditions, data, MAX_PIXELS, SPECS, 85, BUDGET,
                 cpu_seconds=CPU_LIMIT, wall_seconds=60)))
         rows.append((label, *(statistics.median(r[i] for r in runs) for runs in (plain, budgeted) for i in (0, 1))))
     return rows

@@ -34,6 +34,7 @@ from PIL import Image  # noqa: E402
 from skimage.metrics import structural_similarity  # noqa: E402
 
 from chalicelib.config import Settings  # noqa: E402
+from chalicelib.domain.renditions import rendition_specs  # noqa: E402
 from chalicelib.imaging import render  # noqa: E402
 
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "motorcycle_left.png",
@@ -66,8 +67,7 @@ def uncoded(data: bytes, settings: Settings) -> dict:
 
     render._output = catch
     try:
-        render.make_renditions(data, settings.max_pixels, display_box=settings.display_box,
-                                thumb_size=settings.thumb_size, quality=settings.jpeg_quality)
+        render.make_renditions(data, settings.max_pixels, rendition_specs(settings), settings.jpeg_quality)
     finally:
         render._output = real
     return caught

@@ -114,7 +114,7 @@ def _import_all():
     import pyvips
     from PIL import Image, ImageOps
 
-    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.domain.renditions import RenditionName
     from chalicelib.imaging import render
 
     global PROGRESSIVE
@@ -125,9 +125,12 @@ def _import_all():
 
 
 def _ours(data: bytes) -> None:
+    from chalicelib.config import Settings
+    from chalicelib.domain.renditions import rendition_specs
     from chalicelib.imaging import render
 
-    render.make_renditions(data, MAX_PIXELS, DISPLAY_BOX, THUMB, QUALITY)
+    specs = rendition_specs(Settings(display_box=DISPLAY_BOX, thumb_size=THUMB))
+    render.make_renditions(data, MAX_PIXELS, specs, QUALITY)
 
 
 def _naive(data: bytes) -> None:

@@ -75,7 +75,7 @@ def _fill(svc, s3, jobs: int) -> None:
             ctx.jobs.create(job, 1_000_000)
         except ConditionFailed:  # the SDK's retry of a create that had landed (a slow moto)
             assert ctx.jobs.get(job_id) is not None
-        for key in (job.original_key, *ctx.object_keys.renditions(job_id)):
+        for key in (job.original_key, *ctx.object_keys.renditions(job_id, 1, ctx.rendition_names)):
             s3.put_object(Bucket=ctx.settings.bucket, Key=key, Body=b"x")
 
 
@@ -103,6 +103,7 @@ def _ready(svc, s3, dynamodb, jobs: int) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from chalicelib.domain.jobs import Job, JobStatus, Rendition
+    from chalicelib.domain.renditions import RenditionName
 
     ctx = svc.ctx
     now = ctx.clock()
@@ -112,7 +113,7 @@ def _ready(svc, s3, dynamodb, jobs: int) -> None:
         display, thumb = (Rendition(ctx.object_keys.rendition(job_id, 1, name), 1, 1) for name in ("display", "thumb"))
         made.append(Job(job_id=job_id, owner=f"owner-{n}", status=JobStatus.READY, created_at=now, updated_at=now,
                         expires_at=now + timedelta(days=7), original_key=ctx.object_keys.original(job_id), attempt=1,
-                        display=display, thumb=thumb, finished_at=now))
+                        renditions={RenditionName.DISPLAY: display, RenditionName.THUMB: thumb}, finished_at=now))
         keys += [ctx.object_keys.original(job_id), display.key, thumb.key]
     table = ctx.settings.table
     for start in range(0, len(made), 25):

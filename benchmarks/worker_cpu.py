@@ -60,7 +60,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     from PIL import Image
 
     from chalicelib.config import Settings
-    from chalicelib.domain.vocabulary import RenditionName
+    from chalicelib.domain.renditions import RenditionName, rendition_specs
     from chalicelib.imaging import render
 
     sys.path.insert(0, str(SCRIPT.parent))
@@ -73,8 +73,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     datas = [Path(p).read_bytes() for p in images]
 
     def ours(data):
-        render.make_renditions(data, s.max_pixels, display_box=s.display_box, thumb_size=s.thumb_size,
-                                quality=s.jpeg_quality)
+        render.make_renditions(data, s.max_pixels, rendition_specs(s), s.jpeg_quality)
 
     def vips(data):
         vips_single_decode(data, s.display_box, s.thumb_size, s.jpeg_quality, progressive)

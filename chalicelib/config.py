@@ -128,6 +128,8 @@ class Settings:
     api_burst_limit: int = 2000
     owner_requests_per_second: int = 10
     owner_burst: int = 40
+    # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
+    # table names the setting that sizes it.
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Optional, Sequence
 
 from pynamodb.attributes import (
+    Attribute,
     MapAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -20,6 +21,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 from pynamodb.connection import Connection
+from pynamodb.constants import MAP
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
 from pynamodb.expressions.condition import size
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
@@ -29,6 +31,7 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.ports import IdempotencyRecord, ScanPoint
 from chalicelib.runtime import deadline
@@ -44,7 +47,7 @@ SWEEP_SHARDED_INDEX = "sweep_sharded"
 SWEEP_INDEX = "sweep"
 SWEEP_INDEXES = (SWEEP_SHARDED_INDEX, SWEEP_INDEX)
 # Job fields that the item stores in another form (the rest map one to one by name).
-_SPECIAL = frozenset({"job_id", "status", "error_code", "display", "thumb"})
+_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
 # limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
@@ -52,8 +55,9 @@ BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
 UNPROCESSED_RETRIES = 5
-# What the orphan scan reads of a job (JobObjects); a rendition's key, not its whole map.
-_OBJECT_FIELDS = ("pk", "status", "attempt", "original_key", "display.key", "thumb.key")
+# What the orphan scan reads of a job (JobObjects). The renditions map is read whole (its
+# names are the table's): its sizes add a few bytes, no capacity (a read is charged by item).
+_OBJECT_FIELDS = ("pk", "status", "attempt", "original_key", "renditions")
 
 
 class RenditionAttribute(MapAttribute):
@@ -61,6 +65,27 @@ class RenditionAttribute(MapAttribute):
     width = NumberAttribute()
     height = NumberAttribute()
     content_type = UnicodeAttribute()
+
+
+# Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
+_EACH = RenditionAttribute()
+
+
+class RenditionsAttribute(Attribute[dict]):
+    """A job's renditions as one map, keyed by rendition name, of RenditionAttribute maps."""
+
+    attr_type = MAP
+
+    def serialize(self, value: dict[RenditionName, Rendition]) -> dict:
+        return {str(name): {MAP: _EACH.serialize(dataclasses.asdict(r))} for name, r in value.items()}
+
+    def deserialize(self, value: dict) -> dict[RenditionName, Rendition]:
+        found = {}
+        for name, stored in value.items():
+            a = _EACH.deserialize(stored[MAP])
+            found[RenditionName(name)] = Rendition(key=a.key, width=int(a.width), height=int(a.height),
+                                                   content_type=a.content_type)
+        return found
 
 
 class JobItem(Model):
@@ -72,8 +97,7 @@ class JobItem(Model):
     attempt = NumberAttribute(default=0)
     lease_expires_at = UTCDateTimeAttribute(null=True)
     original_key = UnicodeAttribute()
-    display = RenditionAttribute(null=True)
-    thumb = RenditionAttribute(null=True)
+    renditions = RenditionsAttribute(null=True)  # absent until the job is ready
     error_code = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
@@ -214,8 +238,7 @@ class DynamoJobStore:
             status=job.status.value,
             sweep_key=sweep_key(job.status, job.job_id),
             error_code=None if job.error_code is None else job.error_code.value,
-            display=_rendition_attr(job.display),
-            thumb=_rendition_attr(job.thumb),
+            renditions=job.renditions or None,
             **values,
         )
 
@@ -226,8 +249,7 @@ class DynamoJobStore:
             job_id=item.pk[len(JOB_PREFIX):],
             status=JobStatus(item.status),
             error_code=None if item.error_code is None else ErrorCode(item.error_code),
-            display=_rendition(item.display),
-            thumb=_rendition(item.thumb),
+            renditions=item.renditions or {},
             **values,
         )
 
@@ -323,7 +345,7 @@ class DynamoJobStore:
             found[job_id] = JobObjects(
                 job_id=job_id, status=JobStatus(item.status), attempt=int(item.attempt),
                 original_key=item.original_key,
-                result_keys=frozenset(r.key for r in (item.display, item.thumb) if r is not None))
+                result_keys=frozenset(r.key for r in (item.renditions or {}).values()))
         return found
 
     def scan_points(self, names: list[str]) -> dict[str, ScanPoint]:
@@ -446,14 +468,3 @@ class DynamoJobStore:
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # a seam: tests stub the pause between retries
 
-
-def _rendition_attr(r: Optional[Rendition]) -> Optional[RenditionAttribute]:
-    if r is None:
-        return None
-    return RenditionAttribute(key=r.key, width=r.width, height=r.height, content_type=r.content_type)
-
-
-def _rendition(a: Optional[RenditionAttribute]) -> Optional[Rendition]:
-    if a is None:
-        return None
-    return Rendition(key=a.key, width=int(a.width), height=int(a.height), content_type=a.content_type)

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Optional
+from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 
 
@@ -87,8 +88,8 @@ class Job:
     original_key: str
     attempt: int = 0
     lease_expires_at: Optional[datetime] = None
-    display: Optional[Rendition] = None
-    thumb: Optional[Rendition] = None
+    # A ready job's renditions, one per row of chalicelib/domain/renditions.py; empty before.
+    renditions: dict[RenditionName, Rendition] = field(default_factory=dict)
     error_code: Optional[ErrorCode] = None
     finished_at: Optional[datetime] = None
     # When the sweeper should next look at this job (lease end, upload deadline, expiry...).
@@ -121,9 +122,10 @@ class Job:
             self, updated_at=now, redrives=self.redrives + 1, sweep_at=now + look_again_after
         )
 
-    def ready(self, now: datetime, display: Rendition, thumb: Rendition, retention: timedelta) -> "Job":
+    def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
+              retention: timedelta) -> "Job":
         return self._move(
-            JobStatus.READY, now, display=display, thumb=thumb, lease_expires_at=None,
+            JobStatus.READY, now, renditions=dict(renditions), lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )
 
@@ -149,9 +151,9 @@ class JobObjects:
     status: JobStatus
     attempt: int
     original_key: str
-    result_keys: frozenset[str]  # the display and thumb of a ready job; none otherwise
+    result_keys: frozenset[str]  # the renditions of a ready job; none otherwise
 
     @classmethod
     def of(cls, job: Job) -> "JobObjects":
         return cls(job_id=job.job_id, status=job.status, attempt=job.attempt, original_key=job.original_key,
-                   result_keys=frozenset(r.key for r in (job.display, job.thumb) if r is not None))
+                   result_keys=frozenset(r.key for r in job.renditions.values()))

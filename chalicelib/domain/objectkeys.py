@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.domain.vocabulary import RenditionName
+from chalicelib.domain.renditions import RenditionName
 
 # A version-4 UUID, matched whole (a trailing newline is not part of an id).
 JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -25,10 +26,10 @@ class ObjectKeys:
 
     def rendition(self, job_id: str, attempt: int, name: RenditionName) -> str:
         """Fenced per attempt: a stale attempt can only ever write or delete its own."""
-        return f"{self.renditions_prefix}{job_id}/{attempt}/{RenditionName(name).value}.jpg"
+        return f"{self.renditions_prefix}{job_id}/{attempt}/{name}.jpg"
 
-    def renditions(self, job_id: str, attempt: int) -> list[str]:
-        return [self.rendition(job_id, attempt, name) for name in RenditionName]
+    def renditions(self, job_id: str, attempt: int, names: Iterable[RenditionName]) -> list[str]:
+        return [self.rendition(job_id, attempt, name) for name in names]
 
     def attempt_of(self, key: str) -> Optional[int]:
         """The attempt that wrote a rendition key; None for anything else."""

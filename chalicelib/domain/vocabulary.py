@@ -1,5 +1,6 @@
-"""The words the program compares, defined once: error codes, worker outcomes, rendition
-names and the public path prefix. Anything that tests `x == "..."` belongs here."""
+"""The words the program compares, defined once: error codes, worker outcomes and the public
+path prefix (rendition names are chalicelib/domain/renditions.py's, beside their table).
+Anything that tests `x == "..."` belongs here."""
 from __future__ import annotations
 
 from enum import StrEnum
@@ -53,8 +54,3 @@ class Outcome(StrEnum):
     IGNORED = "ignored"        # not an original of ours, or no such job
     DUPLICATE = "duplicate"    # the job had already ended (finished or cancelled): nothing to do
     LOST = "lost"              # this attempt's final write lost to a newer state
-
-
-class RenditionName(StrEnum):
-    DISPLAY = "display"
-    THUMB = "thumb"

@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib.domain.jobs import Job, JobStatus
-from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, RenditionName
+from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode
 from chalicelib.http import problems
 from chalicelib.ports import Webhook
 from chalicelib.usecases.results import Accepted, Urls
@@ -35,13 +36,11 @@ def accepted_body(accepted: Accepted) -> dict:
 def job_body(job: Job, urls: Optional[Urls]) -> dict:
     body: dict = {"job_id": job.job_id, "status": job.status.value}
     if job.status is JobStatus.READY and urls is not None:
-        assert job.display is not None and job.thumb is not None
-        body["image_url"] = urls.display
-        body["thumb_url"] = urls.thumb
-        body["renditions"] = {
-            RenditionName.DISPLAY.value: _rendition(urls.display, job.display),
-            RenditionName.THUMB.value: _rendition(urls.thumb, job.thumb),
-        }
+        # image_url and thumb_url came before the map, and stay for the clients that read them.
+        body["image_url"] = urls.by_name[RenditionName.DISPLAY]
+        body["thumb_url"] = urls.by_name[RenditionName.THUMB]
+        body["renditions"] = {str(name): _rendition(urls.by_name[name], r)
+                              for name, r in job.renditions.items()}
         body["urls_expire_at"] = rfc3339(urls.expires_at)
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED

@@ -7,9 +7,10 @@ Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), 
 the header before any pixel is decoded. Every decoding failure becomes a DomainError
 with a fixed, safe detail (never a library message).
 
-Speed: JPEGs are decoded at 1/2, 1/4 or 1/8 scale by libjpeg (`draft`) when the display
-size allows it, all colour work (alpha, ICC, orientation) happens on the small image,
-and the thumbnail is cut from the display image, not the original.
+Speed: the image is decoded once, to the largest rendition's box: JPEGs at 1/2, 1/4 or 1/8
+scale by libjpeg (`draft`) when that box allows it; all colour work (alpha, ICC,
+orientation) happens on that small image, and every other rendition (the thumbnail) is cut
+from it, not from the original.
 
 Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, with no metadata at
 all (no EXIF, XMP, comment or ICC profile). Pixels are converted to sRGB first, so a
@@ -23,16 +24,17 @@ import struct
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pillow_heif
 from PIL import Image, ImageCms
 
+from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.renditions import Fit, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
-from chalicelib.domain.vocabulary import RenditionName
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
 
@@ -151,32 +153,42 @@ def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Ima
 # ------------------------------------------------------------------------ renditions
 
 
+# The product's renditions at the default settings; the worker passes its own.
+_DEFAULTS = Settings()
+
+
 def make_renditions(
     data: bytes,
     max_pixels: int,
-    display_box: int = 1280,
-    thumb_size: int = 256,
-    quality: int = 85,
+    specs: Sequence[RenditionSpec] = rendition_specs(_DEFAULTS),
+    quality: int = _DEFAULTS.jpeg_quality,
     limits: DecodeLimits = DecodeLimits(),
-) -> tuple[Output, Output]:
-    """(display, thumb). Raises UnsupportedFormat / InvalidImage / ImageTooLarge /
-    ImageTooComplex. Only the first frame of an animation or a multi-page file is decoded.
+) -> dict[RenditionName, Output]:
+    """{name: output} for each spec, in the specs' order. Raises UnsupportedFormat /
+    InvalidImage / ImageTooLarge / ImageTooComplex. Only the first frame of an animation or a
+    multi-page file is decoded.
 
-    display fits inside display_box x display_box and is never upscaled. thumb is exactly
-    thumb_size x thumb_size, centre-cropped from display; when display is smaller than
-    thumb_size on a side the crop is upscaled to fill it.
+    A "contain" rendition fits inside its box and is never upscaled. A "cover" one is exactly
+    its box, centre-cropped from the largest rendition; when that is smaller than the box on
+    a side the crop is upscaled to fill it.
     """
     im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
-        display = _display_image(im, display_box)
-        thumb = _cover(display, thumb_size)
-        return (
-            _output(RenditionName.DISPLAY, display, quality),
-            _output(RenditionName.THUMB, thumb, quality),
-        )
+        largest = _decode_within(im, max(spec.box for spec in specs))
+        return {spec.name: _output(spec.name, _shape(largest, spec), quality) for spec in specs}
 
 
-def _display_image(im: Image.Image, box: int) -> Image.Image:
+def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
+    """The spec's rendition, cut from the largest one (itself when it is the largest)."""
+    if spec.fit is Fit.COVER:
+        return _cover(largest, spec.box)
+    target = _fit(largest.size, spec.box)
+    if target == largest.size:
+        return largest
+    return largest.resize(target, _RESAMPLE, reducing_gap=_REDUCING_GAP)
+
+
+def _decode_within(im: Image.Image, box: int) -> Image.Image:
     """Decode (shrunk on load when possible) to an upright sRGB RGB image within box."""
     target = _fit(im.size, box)
     crop = None

@@ -8,6 +8,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Optional
 
 from chalicelib.config import Settings
+from chalicelib.domain import renditions as rendition_table
+from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
     BacklogGauge,
@@ -61,6 +63,15 @@ class Context:
     @cached_property
     def object_keys(self) -> ObjectKeys:
         return ObjectKeys(self.settings.originals_prefix, self.settings.renditions_prefix)
+
+    @cached_property
+    def renditions(self) -> tuple[RenditionSpec, ...]:
+        """What the worker makes and clean-up deletes, from the one table of renditions."""
+        return rendition_table.rendition_specs(self.settings)
+
+    @property
+    def rendition_names(self) -> list[RenditionName]:
+        return [spec.name for spec in self.renditions]
 
     @cached_property
     def retention(self) -> timedelta:

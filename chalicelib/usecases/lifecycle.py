@@ -57,7 +57,7 @@ def reconcile_slots(ctx: Context, owner: str) -> bool:
 
 def delete_attempt_renditions(ctx: Context, job_id: str, attempt: int) -> None:
     """One attempt's renditions: all that a worker may ever delete, since they are fenced."""
-    for key in ctx.object_keys.renditions(job_id, attempt):
+    for key in ctx.object_keys.renditions(job_id, attempt, ctx.rendition_names):
         ctx.objects.delete(key)
 
 
@@ -66,8 +66,8 @@ def rendition_keys(ctx: Context, job: Job) -> list[str]:
     their claims, so none is above `job.attempt`; one that started after this read (the job
     was not terminal yet) is the orphan sweep's."""
     keys = {key for attempt in range(1, job.attempt + 1)
-            for key in ctx.object_keys.renditions(job.job_id, attempt)}
-    keys |= {r.key for r in (job.display, job.thumb) if r is not None}
+            for key in ctx.object_keys.renditions(job.job_id, attempt, ctx.rendition_names)}
+    keys |= {r.key for r in job.renditions.values()}
     return sorted(keys)
 
 

@@ -27,13 +27,12 @@ class ManageJobs:
 
     def urls(self, job: Job) -> Optional[Urls]:
         """Presigned now from the stored keys: a stored URL would expire while the job stays ready."""
-        if job.status is not JobStatus.READY or job.display is None or job.thumb is None:
+        if job.status is not JobStatus.READY or not job.renditions:
             return None
         ctx = self._ctx
         ttl = ctx.settings.url_ttl_seconds
         return Urls(
-            display=ctx.objects.presign_get(job.display.key, ttl),
-            thumb=ctx.objects.presign_get(job.thumb.key, ttl),
+            by_name={name: ctx.objects.presign_get(r.key, ttl) for name, r in job.renditions.items()},
             expires_at=ctx.clock() + timedelta(seconds=ttl),
         )
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Optional
 
 from chalicelib.domain.jobs import Job
+from chalicelib.domain.renditions import RenditionName
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,5 @@ class Accepted:
 class Urls:
     """Presigned URLs of a ready job's renditions, made when the job is read."""
 
-    display: str
-    thumb: str
+    by_name: dict[RenditionName, str]
     expires_at: datetime

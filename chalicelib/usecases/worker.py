@@ -19,7 +19,8 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
-from chalicelib.domain.vocabulary import ErrorCode, Outcome, RenditionName
+from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.imaging import render
 from chalicelib.imaging.sandbox import run_limited
 from chalicelib.runtime import deadline
@@ -148,10 +149,10 @@ class Worker:
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
             outputs = self._renditions(original)
             stored: dict[RenditionName, Rendition] = {}
-            for out in outputs:
-                key = ctx.object_keys.rendition(job.job_id, job.attempt, out.name)
+            for name, out in outputs.items():
+                key = ctx.object_keys.rendition(job.job_id, job.attempt, name)
                 ctx.objects.put(key, out.data, out.content_type)
-                stored[out.name] = Rendition(key, out.width, out.height, out.content_type)
+                stored[name] = Rendition(key, out.width, out.height, out.content_type)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -164,8 +165,7 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
                 lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
-        display, thumb = stored[RenditionName.DISPLAY], stored[RenditionName.THUMB]
-        done = job.ready(ctx.clock(), display, thumb, ctx.retention)
+        done = job.ready(ctx.clock(), stored, ctx.retention)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
@@ -175,8 +175,9 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
                 log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
                 return Outcome.LOST
+        largest = max(stored.values(), key=lambda r: r.width * r.height)
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
-                 width=display.width, height=display.height)
+                 width=largest.width, height=largest.height)
         lifecycle.conclude(ctx, done)
         # Earlier attempts of this job are over (their leases ended before this claim); what
         # one left behind goes now, and the orphan sweep covers a crash before this line.
@@ -192,12 +193,12 @@ class Worker:
         return (current is not None and current.status is done.status
                 and current.attempt == done.attempt)
 
-    def _renditions(self, data: bytes) -> tuple:
+    def _renditions(self, data: bytes) -> dict:
         """Decode in a child with a CPU and a memory limit, so that no image can hold a
         worker for more than decode_cpu_seconds, nor take more than decode_memory_mb; the wall clock allows for a busy machine, within the time
         the worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, s.display_box, s.thumb_size, s.jpeg_quality, self._ctx.decode_limits)
+        args = (data, s.max_pixels, self._ctx.renditions, s.jpeg_quality, self._ctx.decode_limits)
         if not s.decode_cpu_seconds:
             return render.make_renditions(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine

@@ -638,7 +638,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
     for job in world.jobs.items.values():
         present = world.renditions_of(job.job_id)
         if job.status is JobStatus.READY:
-            wanted = {job.display.key, job.thumb.key}
+            wanted = {r.key for r in job.renditions.values()}
             if not wanted <= set(world.objects.objects):
                 found.append(f"ready job {job.job_id[:8]} points at missing renditions")
             if present - wanted:

@@ -140,7 +140,7 @@ def check(world: MotoWorld, key: str) -> list[str]:
     for job_id, job in jobs.items():
         renditions = world.objects(job_id, world.settings.renditions_prefix)
         if job is not None and job.status is JobStatus.READY:
-            if renditions != {job.display.key, job.thumb.key}:
+            if renditions != {r.key for r in job.renditions.values()}:
                 found.append(f"2: {job_id[:8]} ready with {sorted(renditions)}")
         elif renditions:
             found.append(f"2: {job_id[:8]} {job.status.value if job else 'gone'} keeps renditions")

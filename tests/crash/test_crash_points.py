@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from tests.crash.harness import IMAGE, SCENARIOS, Injector, Scenario, World, check, points_of, run_point
 
 CASES = [(scenario, point) for scenario in SCENARIOS for point in points_of(scenario)]
@@ -36,7 +37,7 @@ def test_the_checks_see_a_broken_world():
     ready = world.use_cases.uploads.accept_upload("alice", IMAGE).job
     world.deliver()
     done = world.jobs.items[ready.job_id]
-    del world.objects.objects[done.display.key]  # a ready job pointing at a missing object
+    del world.objects.objects[done.renditions[RenditionName.DISPLAY].key]  # a ready job pointing at a missing object
     stuck = world.use_cases.uploads.accept_upload("bob", IMAGE).job
     world.queue.waiting.clear()  # its event lost, and no sweeper
     world.jobs.history.append((ready.job_id, JobStatus.FAILED))  # a terminal status left

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from tests.crash.harness import IMAGE, Killed, Scenario, World, check, retrying
 
 KEYS = ("key-a", "key-b")
@@ -159,7 +160,7 @@ class Concurrency(RuleBasedStateMachine):
     def a_ready_job_points_at_renditions_that_exist(self):
         for job in list(self.world.jobs.items.values()):
             if job.status is JobStatus.READY and job.job_id not in self.deleting:
-                for key in (job.display.key, job.thumb.key):
+                for key in (job.renditions[RenditionName.DISPLAY].key, job.renditions[RenditionName.THUMB].key):
                     assert key in self.world.objects.objects, (job.job_id, key)
 
     @invariant()

@@ -31,6 +31,7 @@ from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.ports import Breaker, IdempotencyRecord, ScanPoint, Webhook
 from infra.stage_config import stage_policy
 
@@ -231,8 +232,9 @@ def exercise(store: DynamoJobStore) -> set[str]:
     claimed = call("claim", "j1", NOW, lease, 3)
     call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))
     claimed = call("claim", "j1", NOW + timedelta(seconds=2), lease, 3)
-    ready = claimed.ready(NOW + timedelta(seconds=3), Rendition("renditions/j1/d.jpg", 1280, 960),
-                          Rendition("renditions/j1/t.jpg", 256, 256), week)
+    ready = claimed.ready(NOW + timedelta(seconds=3),
+                          {RenditionName.DISPLAY: Rendition("renditions/j1/d.jpg", 1280, 960),
+                           RenditionName.THUMB: Rendition("renditions/j1/t.jpg", 256, 256)}, week)
     call("finish_attempt", ready, claimed.attempt)
     with pytest.raises(ConditionFailed):
         call("finish_attempt", ready, claimed.attempt)

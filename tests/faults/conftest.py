@@ -24,6 +24,7 @@ from chalicelib.adapters.amqp import Topology, declare
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.events import ObjectCreated, aws_event, minio_event
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
 from tests.local_runner import Proc, start_local
@@ -199,8 +200,8 @@ class World:
                 # Exactly the finishing attempt's pair: no other attempt's leftovers.
                 job = self.service.ctx.jobs.get(job_id)
                 assert self.renditions(job_id) == [f"{job.attempt}/display.jpg", f"{job.attempt}/thumb.jpg"], job_id
-                assert job.display.key.endswith(f"/{job.attempt}/display.jpg")
-                assert job.thumb.key.endswith(f"/{job.attempt}/thumb.jpg")
+                assert job.renditions[RenditionName.DISPLAY].key.endswith(f"/{job.attempt}/display.jpg")
+                assert job.renditions[RenditionName.THUMB].key.endswith(f"/{job.attempt}/thumb.jpg")
             else:
                 assert self.renditions(job_id) == [], job_id
         return statuses

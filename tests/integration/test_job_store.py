@@ -11,12 +11,14 @@ import pytest
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from tests.fakes import FakeJobStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 WEEK = timedelta(days=7)
 QUOTA = 100  # owner quota for tests that are not about it
+TINY = {RenditionName.DISPLAY: Rendition("d", 1, 1), RenditionName.THUMB: Rendition("t", 1, 1)}
 
 
 @pytest.fixture(params=["fake", "dynamo"])
@@ -37,7 +39,9 @@ def test_create_then_get_round_trips_every_field(store):
     store.create(job, QUOTA)
     assert store.get(job.job_id) == job
     ready = store.claim(job.job_id, NOW, timedelta(seconds=120), 3).ready(
-        NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256), WEEK)
+        NOW + timedelta(seconds=5),
+        {RenditionName.DISPLAY: Rendition("r/d.jpg", 1280, 960), RenditionName.THUMB: Rendition("r/t.jpg", 256, 256)},
+        WEEK)
     store.finish_attempt(ready, attempt=1)
     assert store.get(job.job_id) == ready
     failed = dataclasses.replace(new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"), declared_size=7,
@@ -95,7 +99,7 @@ def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
     store.create(job, QUOTA)
     stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)  # attempt 1, then its lease runs out
     fresh = store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)  # attempt 2
-    done = fresh.ready(NOW + timedelta(seconds=12), Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK)
+    done = fresh.ready(NOW + timedelta(seconds=12), TINY, WEEK)
     store.finish_attempt(done, attempt=fresh.attempt)
     with pytest.raises(ConditionFailed):
         store.finish_attempt(stale.failed(NOW + timedelta(seconds=13), ErrorCode.INVALID_IMAGE, WEEK),
@@ -109,7 +113,7 @@ def test_a_stale_worker_cannot_finish_while_a_newer_attempt_still_works(store):
     stale = store.claim(job.job_id, NOW, timedelta(seconds=10), 3)
     store.claim(job.job_id, NOW + timedelta(seconds=11), timedelta(seconds=10), 3)
     with pytest.raises(ConditionFailed):
-        store.finish_attempt(stale.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
+        store.finish_attempt(stale.ready(NOW, TINY, WEEK),
                              attempt=stale.attempt)
     assert store.get(job.job_id).status is JobStatus.PROCESSING
 
@@ -132,7 +136,7 @@ def test_finish_attempt_loses_to_a_cancel(store):
     held = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     store.move(held.cancelled(NOW, WEEK), JobStatus.PROCESSING)
     with pytest.raises(ConditionFailed):
-        store.finish_attempt(held.ready(NOW, Rendition("d", 1, 1), Rendition("t", 1, 1), WEEK),
+        store.finish_attempt(held.ready(NOW, TINY, WEEK),
                              attempt=held.attempt)
     with pytest.raises(ConditionFailed):
         store.release_lease(job.job_id, held.attempt, NOW)
@@ -294,8 +298,8 @@ def test_every_write_that_sets_the_status_moves_the_job_to_that_statuss_shard(st
     store.release_lease(job.job_id, claimed.attempt, NOW + timedelta(seconds=1))
     assert indexed_as(store, job.job_id) == [JobStatus.PROCESSING]
     claimed = store.claim(job.job_id, NOW + timedelta(seconds=2), timedelta(seconds=120), 3)
-    ready = claimed.ready(NOW + timedelta(seconds=3), Rendition("r/d.jpg", 1280, 960),
-                          Rendition("r/t.jpg", 256, 256), WEEK)
+    ready = claimed.ready(NOW + timedelta(seconds=3), {RenditionName.DISPLAY: Rendition("r/d.jpg", 1280, 960),
+                           RenditionName.THUMB: Rendition("r/t.jpg", 256, 256)}, WEEK)
     store.finish_attempt(ready, claimed.attempt)
     assert indexed_as(store, job.job_id) == [JobStatus.READY]
 
@@ -444,8 +448,8 @@ def test_objects_of_reads_what_each_job_says_of_its_objects_and_skips_unknown_id
     store.create(queued, QUOTA)
     store.create(ready, QUOTA)
     claimed = store.claim(ready.job_id, NOW, timedelta(seconds=120), 3)
-    ready = claimed.ready(NOW + timedelta(seconds=5), Rendition("r/d.jpg", 1280, 960),
-                          Rendition("r/t.jpg", 256, 256), WEEK)
+    ready = claimed.ready(NOW + timedelta(seconds=5), {RenditionName.DISPLAY: Rendition("r/d.jpg", 1280, 960),
+                           RenditionName.THUMB: Rendition("r/t.jpg", 256, 256)}, WEEK)
     store.finish_attempt(ready, attempt=1)
     # More ids than one BatchGetItem takes (100): the store asks in several calls.
     unknown = [str(uuid.uuid4()) for _ in range(150)]

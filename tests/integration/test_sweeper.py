@@ -11,6 +11,7 @@ from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobExpired
 from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -161,7 +162,7 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
         display, thumb = (Rendition(ctx.object_keys.rendition(jid, 1, name), 1, 1) for name in ("display", "thumb"))
         ctx.jobs.create(Job(job_id=jid, owner="alice", status=JobStatus.READY, created_at=now, updated_at=now,
                             expires_at=now + timedelta(days=7), original_key=ctx.object_keys.original(jid), attempt=1,
-                            display=display, thumb=thumb), 100)
+                            renditions={RenditionName.DISPLAY: display, RenditionName.THUMB: thumb}), 100)
         kept |= {put(ctx.object_keys.original(jid)), put(display.key), put(thumb.key)}
         ghosts.add(put(ctx.object_keys.rendition(jid, 2, "display")))  # a stale attempt's
     for first in "aaaaaaaabbb":

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 import app
 from chalicelib.http.auth import mint_token
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import FakeJobStore, FakeObjectStore
@@ -45,7 +46,7 @@ now = datetime.now(timezone.utc)
 job = Job(job_id="6f1c1d7e-9a55-4e1b-8f55-1b2f6cf0e111", owner="alice", status=JobStatus.PROCESSING,
           created_at=now, updated_at=now, expires_at=now + timedelta(days=1), original_key="o", attempt=1)
 shown = lambda name: Rendition(f"renditions/{job.job_id}/{name}.jpg", 10, 10, "image/jpeg")
-jobs.items[job.job_id] = job.ready(now, shown("display"), shown("thumb"), timedelta(days=1))
+jobs.items[job.job_id] = job.ready(now, {name: shown(name) for name in RenditionName}, timedelta(days=1))
 cloud = os.environ["AUTH_MODE"] == "cognito"
 # In the cloud API Gateway has checked the token and passes its claims.
 token = "checked-by-api-gateway" if cloud else mint_token("alice", app.settings.jwt_secret, 60, int(time.time()))

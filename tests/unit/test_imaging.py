@@ -10,7 +10,9 @@ import zlib
 import pytest
 from PIL import Image, ImageCms, ImageStat, JpegImagePlugin
 
+from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.renditions import rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, sniff
 from chalicelib.imaging import render
 from chalicelib.imaging.render import ImageInfo, inspect, make_renditions
@@ -30,6 +32,10 @@ def encode(im: Image.Image, fmt: str, **options) -> bytes:
 
 def solid(colour, size=(64, 48), mode="RGB") -> Image.Image:
     return Image.new(mode, size, colour)
+
+
+def sized(display_box: int, thumb_size: int):
+    return rendition_specs(Settings(display_box=display_box, thumb_size=thumb_size))
 
 
 def decoded(data: bytes) -> Image.Image:
@@ -267,7 +273,7 @@ def test_truncated_other_formats_are_invalid(fmt):
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "GIF", "TIFF", "AVIF", "HEIF"])
 def test_every_input_format_gives_display_and_thumb_jpegs(fmt):
     colour = (200, 120, 40)
-    display, thumb = make_renditions(encode(solid(colour, (1600, 800)), fmt), LIMIT)
+    display, thumb = make_renditions(encode(solid(colour, (1600, 800)), fmt), LIMIT).values()
 
     assert (display.name, display.width, display.height) == ("display", 1280, 640)
     assert (thumb.name, thumb.width, thumb.height) == ("thumb", 256, 256)
@@ -290,7 +296,7 @@ def test_every_input_format_gives_display_and_thumb_jpegs(fmt):
     ],
 )
 def test_display_fits_box_keeps_aspect_never_upscales(size, display_size):
-    display, thumb = make_renditions(encode(solid(BLUE, size), "PNG"), LIMIT)
+    display, thumb = make_renditions(encode(solid(BLUE, size), "PNG"), LIMIT).values()
     assert (display.width, display.height) == display_size
     assert decoded(display.data).size == display_size
     # The thumb is always exactly thumb_size square, upscaled for tiny sources.
@@ -300,9 +306,9 @@ def test_display_fits_box_keeps_aspect_never_upscales(size, display_size):
 
 def test_custom_sizes_and_quality():
     data = encode(Image.effect_noise((900, 600), 60).convert("RGB"), "PNG")
-    display, thumb = make_renditions(data, LIMIT, display_box=300, thumb_size=64, quality=95)
+    display, thumb = make_renditions(data, LIMIT, specs=sized(300, 64), quality=95).values()
     assert (display.width, display.height, thumb.width, thumb.height) == (300, 200, 64, 64)
-    low, _ = make_renditions(data, LIMIT, display_box=300, thumb_size=64, quality=30)
+    low, _ = make_renditions(data, LIMIT, specs=sized(300, 64), quality=30).values()
     assert len(low.data) < len(display.data)
 
 
@@ -316,7 +322,7 @@ def test_thumb_is_a_centre_crop(size):
     else:
         band = (0, height // 3, width, 2 * height // 3)
     im.paste(GREEN, band)
-    _, thumb = make_renditions(encode(im, "PNG"), LIMIT)
+    _, thumb = make_renditions(encode(im, "PNG"), LIMIT).values()
     out = decoded(thumb.data)
     assert close(mean(out), GREEN, tolerance=10)
     for corner in [(2, 2), (253, 2), (2, 253), (253, 253)]:
@@ -332,7 +338,7 @@ def test_thumb_is_cut_from_display_not_original(monkeypatch):
         return real_cover(im, size)
 
     monkeypatch.setattr(render, "_cover", spy)
-    display, _ = make_renditions(encode(solid(RED, (2400, 1600)), "JPEG"), LIMIT)
+    display, _ = make_renditions(encode(solid(RED, (2400, 1600)), "JPEG"), LIMIT).values()
     assert seen == [(display.width, display.height)] == [(1280, 853)]
 
 
@@ -360,7 +366,7 @@ def _draft_sizes(monkeypatch) -> list[tuple[int, int]]:
 def test_jpeg_is_shrunk_on_load(monkeypatch, size, decoded_size):
     sizes = _draft_sizes(monkeypatch)
     data = encode(solid((90, 160, 220), size), "JPEG", quality=50)
-    display, _ = make_renditions(data, LIMIT)
+    display, _ = make_renditions(data, LIMIT).values()
     assert sizes == ([decoded_size] if decoded_size else [])
     assert max(display.width, display.height) == min(1280, max(size))
 
@@ -378,7 +384,7 @@ def test_exif_orientation_6_is_applied(fmt):
     exif[0x0112] = 6
     # As bytes: pillow_heif then writes the rotation as an 'irot' box, which is what
     # HEIF readers (libheif) honour; HEIF ignores the EXIF tag by specification.
-    display, _ = make_renditions(encode(im, fmt, exif=exif.tobytes()), LIMIT)
+    display, _ = make_renditions(encode(im, fmt, exif=exif.tobytes()), LIMIT).values()
     assert (display.width, display.height) == (200, 400)
     out = decoded(display.data)
     assert out.size == (200, 400)
@@ -409,7 +415,7 @@ def test_all_metadata_is_stripped():
     source = decoded(data)
     assert source.getexif().get_ifd(0x8825) and "comment" in source.info  # sanity
 
-    for out in make_renditions(data, LIMIT):
+    for out in make_renditions(data, LIMIT).values():
         im = decoded(out.data)
         assert not im.getexif()
         assert not im.getexif().get_ifd(0x8825)
@@ -426,7 +432,7 @@ def test_non_srgb_icc_profile_is_converted():
     mean sRGB green, so a converter must output green (an ignorer outputs red)."""
     swapped = rgb_icc_profile("Swapped RG", SRGB_PRIMARIES[1], SRGB_PRIMARIES[0], SRGB_PRIMARIES[2])
     data = encode(solid(RED, (200, 100)), "PNG", icc_profile=swapped)
-    for out in make_renditions(data, LIMIT):
+    for out in make_renditions(data, LIMIT).values():
         im = decoded(out.data)
         assert "icc_profile" not in im.info
         assert close(mean(im), GREEN, tolerance=10)
@@ -442,7 +448,7 @@ def test_adobe_rgb_like_profile_matches_littlecms_conversion():
     ).getpixel((0, 0))
     assert not close(expected, colour, tolerance=15)  # the conversion is visible
 
-    display, _ = make_renditions(encode(source, "JPEG", quality=95, icc_profile=adobe), LIMIT)
+    display, _ = make_renditions(encode(source, "JPEG", quality=95, icc_profile=adobe), LIMIT).values()
     assert close(mean(decoded(display.data)), expected, tolerance=6)
 
 
@@ -453,7 +459,7 @@ def test_adobe_rgb_like_profile_matches_littlecms_conversion():
 )
 def test_srgb_or_unusable_profile_keeps_pixels(icc):
     data = encode(solid((200, 120, 40), (200, 100)), "JPEG", quality=95, icc_profile=icc)
-    display, _ = make_renditions(data, LIMIT)
+    display, _ = make_renditions(data, LIMIT).values()
     im = decoded(display.data)
     assert "icc_profile" not in im.info
     assert close(mean(im), (200, 120, 40), tolerance=4)
@@ -489,7 +495,7 @@ def _half_transparent(mode: str) -> Image.Image:
 def test_transparency_is_flattened_on_white(mode, fmt, opaque):
     data = encode(_half_transparent(mode), fmt)
     assert Image.open(io.BytesIO(data)).has_transparency_data  # sanity
-    for out in make_renditions(data, LIMIT, display_box=200, thumb_size=100):
+    for out in make_renditions(data, LIMIT, specs=sized(200, 100)).values():
         im = decoded(out.data)
         width, height = im.size
         assert close(im.getpixel((3, height // 2)), WHITE, tolerance=20), (mode, fmt)
@@ -500,14 +506,14 @@ def test_animated_gif_uses_first_frame():
     frames = [solid(RED, (120, 80)), solid(BLUE, (120, 80)), solid(GREEN, (120, 80))]
     data = encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
     assert Image.open(io.BytesIO(data)).n_frames == 3  # sanity
-    for out in make_renditions(data, LIMIT):
+    for out in make_renditions(data, LIMIT).values():
         assert close(mean(decoded(out.data)), RED)
 
 
 def test_cmyk_jpeg_becomes_rgb():
     data = encode(solid((0, 255, 255, 0), (300, 200), "CMYK"), "JPEG", quality=95)
     assert Image.open(io.BytesIO(data)).mode == "CMYK"  # sanity
-    display, _ = make_renditions(data, LIMIT)
+    display, _ = make_renditions(data, LIMIT).values()
     im = decoded(display.data)
     assert im.mode == "RGB"
     assert close(mean(im), RED)
@@ -526,7 +532,7 @@ def test_cmyk_jpeg_becomes_rgb():
     ids=["L", "1", "I;16-png", "I;16-tiff", "P", "YCbCr"],
 )
 def test_other_modes_become_rgb(im, fmt, expected):
-    for out in make_renditions(encode(im, fmt), LIMIT):
+    for out in make_renditions(encode(im, fmt), LIMIT).values():
         out_im = decoded(out.data)
         assert out_im.mode == "RGB"
         assert close(mean(out_im), expected, tolerance=8), mean(out_im)

@@ -4,6 +4,7 @@ import pytest
 
 from chalicelib.domain.errors import IllegalTransition
 from chalicelib.domain.jobs import TERMINAL, TRANSITIONS, Job, JobStatus, Rendition
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -39,9 +40,9 @@ def test_a_lease_is_active_until_it_ends():
 def test_ready_sets_renditions_finished_at_and_restarts_retention():
     later = NOW + timedelta(hours=1)
     d, t = Rendition("r/d.jpg", 1280, 960), Rendition("r/t.jpg", 256, 256)
-    done = processing().ready(later, d, t, WEEK)
+    done = processing().ready(later, {RenditionName.DISPLAY: d, RenditionName.THUMB: t}, WEEK)
     assert done.status is JobStatus.READY
-    assert (done.display, done.thumb) == (d, t)
+    assert (done.renditions[RenditionName.DISPLAY], done.renditions[RenditionName.THUMB]) == (d, t)
     assert done.finished_at == later
     assert done.expires_at == later + WEEK
     assert done.lease_expires_at is None
@@ -66,7 +67,8 @@ def test_a_terminal_job_never_moves_again(terminal):
 
 def test_queued_cannot_become_ready_without_a_claim():
     with pytest.raises(IllegalTransition):
-        job().ready(NOW, Rendition("a", 1, 1), Rendition("b", 1, 1), WEEK)
+        job().ready(NOW, {RenditionName.DISPLAY: Rendition("a", 1, 1), RenditionName.THUMB: Rendition("b", 1, 1)},
+                    WEEK)
 
 
 def test_processing_cannot_go_back_to_queued():

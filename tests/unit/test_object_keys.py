@@ -11,7 +11,7 @@ from collections import Counter
 
 from chalicelib.config import Settings
 from chalicelib.domain.objectkeys import ObjectKeys
-from chalicelib.domain.vocabulary import RenditionName
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases.context import new_job_id
 
 HEX = set("0123456789abcdef")

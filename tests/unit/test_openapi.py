@@ -15,6 +15,7 @@ import app as application
 from chalicelib.config import Settings
 from chalicelib.domain import objectkeys, sniff
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http import problems, request_body, views
 from chalicelib.usecases.results import Accepted, UploadForm, Urls
@@ -171,9 +172,10 @@ def a_job(status: JobStatus, **fields) -> Job:
     (a_job(JobStatus.AWAITING_UPLOAD), None),
     (a_job(JobStatus.QUEUED), None),
     (a_job(JobStatus.PROCESSING), None),
-    (a_job(JobStatus.READY, finished_at=NOW, display=Rendition("k/d.jpg", 1280, 960),
-           thumb=Rendition("k/t.jpg", 256, 256)),
-     Urls("https://s3.example/d.jpg?X-Amz-Signature=1", "https://s3.example/t.jpg?X-Amz-Signature=2", NOW)),
+    (a_job(JobStatus.READY, finished_at=NOW, renditions={
+        RenditionName.DISPLAY: Rendition("k/d.jpg", 1280, 960), RenditionName.THUMB: Rendition("k/t.jpg", 256, 256)}),
+     Urls({RenditionName.DISPLAY: "https://s3.example/d.jpg?X-Amz-Signature=1",
+           RenditionName.THUMB: "https://s3.example/t.jpg?X-Amz-Signature=2"}, NOW)),
     (a_job(JobStatus.FAILED, finished_at=NOW, error_code=ErrorCode.IMAGE_TOO_COMPLEX), None),
     (a_job(JobStatus.CANCELLED, finished_at=NOW), None),
 ])

@@ -8,6 +8,7 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.domain.errors import TransientError
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.ports import ScanPoint
 from chalicelib.usecases import orphans
 from chalicelib.usecases.context import Context
@@ -69,8 +70,8 @@ def add_job(ctx, status=JobStatus.READY, attempt=1, first="a") -> Job:
     job = Job(job_id=jid, owner="alice", status=status, created_at=START, updated_at=START,
               expires_at=START + WEEK, original_key=keys.original(jid), attempt=attempt)
     if status is JobStatus.READY:
-        job = dataclasses.replace(job, display=Rendition(keys.rendition(jid, attempt, "display"), 1, 1),
-                                  thumb=Rendition(keys.rendition(jid, attempt, "thumb"), 1, 1))
+        job = dataclasses.replace(job, renditions={name: Rendition(keys.rendition(jid, attempt, name), 1, 1)
+                                                   for name in RenditionName})
     ctx.jobs.create(job, 100)
     return job
 
@@ -96,7 +97,7 @@ def test_a_page_keeps_what_its_jobs_need_and_deletes_the_rest(world):
     processing = add_job(ctx, JobStatus.PROCESSING, attempt=2)
     queued = add_job(ctx, JobStatus.QUEUED, attempt=0)
     keys = ctx.object_keys
-    kept = {put(ctx, ready.original_key), put(ctx, ready.display.key), put(ctx, ready.thumb.key),
+    kept = {put(ctx, ready.original_key), put(ctx, ready.renditions[RenditionName.DISPLAY].key), put(ctx, ready.renditions[RenditionName.THUMB].key),
             put(ctx, processing.original_key), put(ctx, keys.rendition(processing.job_id, 2, "display")),
             put(ctx, queued.original_key)}
     ghost = job_id()

@@ -8,7 +8,7 @@ import random
 import pytest
 from PIL import Image, ImageChops, ImageFilter
 
-from chalicelib.domain.vocabulary import RenditionName
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.imaging.render import _output, make_renditions
 
 QUALITY = 85
@@ -52,6 +52,6 @@ def test_coding_keeps_every_pixel_of_baseline_in_fewer_bytes(name, size):
 def test_both_renditions_leave_make_renditions_progressive():
     source = io.BytesIO()
     photo((2000, 1500), seed=7).save(source, "JPEG", quality=92)
-    for out in make_renditions(source.getvalue(), 50_000_000, quality=QUALITY):
+    for out in make_renditions(source.getvalue(), 50_000_000, quality=QUALITY).values():
         im = pixels(out.data)
         assert im.format == "JPEG" and im.info.get("progressive") == 1

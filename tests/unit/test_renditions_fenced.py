@@ -88,7 +88,7 @@ def test_a_stale_attempt_that_loses_never_deletes_the_live_attempts_renditions(u
     done = use_cases.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 2
     # Ready points at objects that exist, and nothing else of this job is left.
-    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())
 
 
 def test_the_finishing_attempt_removes_what_earlier_attempts_left(use_cases):
@@ -99,7 +99,7 @@ def test_the_finishing_attempt_removes_what_earlier_attempts_left(use_cases):
     use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
     assert use_cases.worker.handle_object_created(event(job)) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
-    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())
 
 
 def test_delete_removes_every_attempts_renditions(use_cases):
@@ -130,7 +130,7 @@ def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_resul
     use_cases.ctx.objects.put(stray, b"x", "image/jpeg")
     use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
     assert use_cases.sweeper.sweep_orphans() == {"orphans_deleted": 1}
-    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())
     assert job.original_key in use_cases.ctx.objects.objects
 
 
@@ -171,4 +171,4 @@ def test_a_finish_that_landed_but_was_retried_keeps_its_renditions(use_cases):
     assert use_cases.worker.handle_object_created(event(job)) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY
-    assert renditions(use_cases, job.job_id) == sorted([done.display.key, done.thumb.key])
+    assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())

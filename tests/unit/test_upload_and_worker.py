@@ -18,6 +18,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
@@ -89,13 +90,14 @@ def test_worker_makes_both_renditions_and_the_job_ready(use_cases):
     assert use_cases.worker.handle_object_created(created(use_cases, job)) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
     assert done.status is JobStatus.READY and done.attempt == 1
-    assert (done.display.width, done.display.height) == (1280, 960)
-    assert (done.thumb.width, done.thumb.height) == (256, 256)
-    assert size_of(use_cases.ctx.objects.objects[done.display.key][0]) == (1280, 960)
-    assert size_of(use_cases.ctx.objects.objects[done.thumb.key][0]) == (256, 256)
-    assert done.display.key == f"renditions/{job.job_id}/1/display.jpg"  # fenced by attempt
+    display, thumb = done.renditions[RenditionName.DISPLAY], done.renditions[RenditionName.THUMB]
+    assert (display.width, display.height) == (1280, 960)
+    assert (thumb.width, thumb.height) == (256, 256)
+    assert size_of(use_cases.ctx.objects.objects[display.key][0]) == (1280, 960)
+    assert size_of(use_cases.ctx.objects.objects[thumb.key][0]) == (256, 256)
+    assert display.key == f"renditions/{job.job_id}/1/display.jpg"  # fenced by attempt
     urls = use_cases.manage.urls(done)
-    assert done.display.key in urls.display and done.thumb.key in urls.thumb
+    assert display.key in urls.by_name[RenditionName.DISPLAY] and thumb.key in urls.by_name[RenditionName.THUMB]
 
 
 def test_a_duplicate_delivery_of_a_finished_job_changes_nothing(use_cases):
