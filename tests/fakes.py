@@ -108,9 +108,7 @@ class FakeJobStore:
         with self._lock:
             self._check()
             job = self._current(job_id)
-            lease_over = job.lease_expires_at is not None and job.lease_expires_at <= now
-            claimable = job.status is JobStatus.QUEUED or (job.status is JobStatus.PROCESSING and lease_over)
-            if not claimable or job.attempt >= max_attempts:
+            if not job.claimable(now, max_attempts):
                 raise ConditionFailed()
             claimed = dataclasses.replace(
                 job, status=JobStatus.PROCESSING, attempt=job.attempt + 1,

@@ -382,9 +382,12 @@ class DynamoJobStore:
         m = self._model
         item = m(JOB_PREFIX + job_id)
         lease_end = now + lease
-        claimable = (m.status == JobStatus.QUEUED.value) | (
-            (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
-        )
+        # Job.claimable, clause by clause (tests/integration/test_job_store.py holds them to it).
+        queued = m.status == JobStatus.QUEUED.value  # (1)
+        # (2); a missing lease_expires_at compares false: held, as there.
+        lease_over = (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
+        attempt_left = m.attempt < max_attempts  # (3)
+        claimable = (queued | lease_over) & attempt_left
         self._write(lambda: item.update(
             actions=[
                 m.status.set(JobStatus.PROCESSING.value),
@@ -394,7 +397,7 @@ class DynamoJobStore:
                 m.sweep_at.set(lease_end),
                 m.updated_at.set(now),
             ],
-            condition=m.pk.exists() & claimable & (m.attempt < max_attempts),
+            condition=m.pk.exists() & claimable,  # exists: never an upsert
         ))
         return self._to_job(item)  # update() loaded the whole item as it now is
 

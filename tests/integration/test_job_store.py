@@ -90,6 +90,28 @@ def test_claim_of_a_missing_or_finished_job_fails(store):
         store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
 
 
+def test_claim_succeeds_exactly_when_the_claim_rule_holds(store):
+    """Job.claimable is the rule; each store's conditional write must agree with it."""
+    import uuid
+
+    leases = (None, NOW + timedelta(seconds=1), NOW, NOW - timedelta(seconds=1))
+    disagree = []
+    for status in JobStatus:
+        for lease_expires_at in leases:
+            for attempt in (2, 3):
+                job = dataclasses.replace(new_job(str(uuid.uuid4())), status=status, attempt=attempt,
+                                          lease_expires_at=lease_expires_at)
+                store.create(job, QUOTA)
+                try:
+                    store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
+                    claimed = True
+                except ConditionFailed:
+                    claimed = False
+                if claimed is not job.claimable(NOW, 3):
+                    disagree.append((status.value, lease_expires_at, attempt, claimed))
+    assert disagree == []
+
+
 def test_a_stale_worker_cannot_overwrite_the_newer_attempts_result(store):
     job = new_job()
     store.create(job, QUOTA)
