@@ -84,12 +84,10 @@ class FakeJobStore:
         with self._lock:
             return {i: JobObjects.of(self.items[i]) for i in job_ids if i in self.items}
 
-    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         """As the table's index: the shard's key derived from status and id as the table's
-        writes derive it. shard None finds nothing: every job here has a sweep_key."""
+        writes derive it."""
         self._check()
-        if shard is None:
-            return []
         key = shard_key(status, shard)
         with self._lock:
             jobs = list(self.items.values())
