@@ -249,8 +249,6 @@ def measure(endpoint: str) -> dict:
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     (table,) = [r["Properties"] for r in load_template()["Resources"].values()
                 if r["Type"] == "AWS::DynamoDB::Table"]
-    # The index that stays: during its rollout the old `sweep` index takes the same writes
-    # again (docs/deploy.md), which the model leaves out.
     (index,) = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == SWEEP_SHARDED_INDEX]
     index_keys = tuple(k["AttributeName"] for k in index["KeySchema"])
 

@@ -90,9 +90,6 @@ class Settings:
     # timeout is 50 s): what is left stays due, and the next run starts there.
     sweep_threads: int = 16
     sweep_budget_seconds: int = 40
-    # Also ask the old unsharded `sweep` index for jobs written before sweep_key existed.
-    # Rollout step 3 (docs/deploy.md) turns it off, retention + 1 day after step 2.
-    sweep_legacy_index: bool = True
     # The orphan scan (chalicelib/usecases/orphans.py, docs/scale.md §6.3) runs this often,
     # each run taking the two key ranges of one hex digit (the minute's) where their last run
     # stopped, in a pool of this many threads, no new page after the budget (the function's

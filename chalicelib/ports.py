@@ -146,12 +146,9 @@ class JobStore(Protocol):
         as get); ids with no job are absent. Raises TransientError unless all were read."""
         ...
 
-    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int | None) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
-        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py).
-
-        shard None: the jobs written before sweep_key was, which only the old unsharded
-        index finds; none once its rollout is over (docs/scale.md §6.1)."""
+        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py)."""
         ...
 
     # -- the API and the storage events: moves named by the status they leave -------------

@@ -91,10 +91,9 @@ MEASURED = {
 # the use cases, not the routes.
 RATE_LIMIT_WRU_PER_REQUEST = 1
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
-# One query per status per shard of the sweep index, each run, plus one per status on the old
-# unsharded index while its rollout lasts (SWEEP_LEGACY_INDEX; 384 after, docs/deploy.md).
+# One query per status per shard of the sweep index, each run.
 SWEEP_STATUSES = 6
-SWEEP_RUN_QUERIES = SWEEP_STATUSES * (SWEEP_SHARDS + 1)
+SWEEP_RUN_QUERIES = SWEEP_STATUSES * SWEEP_SHARDS
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
 ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # each day's pass reads each job once per prefix (RRU)
 OBJECTS_PER_JOB = 3  # original, display, thumb

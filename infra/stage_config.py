@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from chalicelib.adapters.dynamo_jobs import SWEEP_INDEXES
+from chalicelib.adapters.dynamo_jobs import SWEEP_SHARDED_INDEX
 from chalicelib.config import Settings, env_name
 from infra.capacity import VISIBILITY_PER_FUNCTION_TIMEOUT
 
@@ -205,8 +205,7 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Sid": "SweepIndex",
                 "Effect": "Allow",
                 "Action": ["dynamodb:Query"],
-                # The sharded index and, until its rollout ends, the old one (docs/deploy.md).
-                "Resource": [f"{table_arn}/index/{index}" for index in SWEEP_INDEXES],
+                "Resource": [f"{table_arn}/index/{SWEEP_SHARDED_INDEX}"],
             },
         ],
     }

@@ -84,12 +84,10 @@ class FakeJobStore:
         with self._lock:
             return {i: JobObjects.of(self.items[i]) for i in job_ids if i in self.items}
 
-    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         """As the table's index: the shard's key derived from status and id as the table's
-        writes derive it. shard None finds nothing: every job here has a sweep_key."""
+        writes derive it."""
         self._check()
-        if shard is None:
-            return []
         key = shard_key(status, shard)
         with self._lock:
             jobs = list(self.items.values())
@@ -108,9 +106,7 @@ class FakeJobStore:
         with self._lock:
             self._check()
             job = self._current(job_id)
-            lease_over = job.lease_expires_at is not None and job.lease_expires_at <= now
-            claimable = job.status is JobStatus.QUEUED or (job.status is JobStatus.PROCESSING and lease_over)
-            if not claimable or job.attempt >= max_attempts:
+            if not job.claimable(now, max_attempts):
                 raise ConditionFailed()
             claimed = dataclasses.replace(
                 job, status=JobStatus.PROCESSING, attempt=job.attempt + 1,

@@ -41,11 +41,8 @@ IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SCAN_PREFIX = "orphan-scan#"
 # The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
-# `sweep_at`. SWEEP_INDEX, keyed by the status alone, is the one it replaces: the sweeper
-# still asks it, during the rollout, for jobs written before sweep_key (docs/scale.md §6.1).
+# `sweep_at` (docs/scale.md §6.1).
 SWEEP_SHARDED_INDEX = "sweep_sharded"
-SWEEP_INDEX = "sweep"
-SWEEP_INDEXES = (SWEEP_SHARDED_INDEX, SWEEP_INDEX)
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
@@ -147,17 +144,15 @@ def _meta(table: str, region: str, host: Optional[str], connection: Optional[dic
 def make_job_model(table: str, region: str, host: Optional[str],
                    connection: Optional[dict] = None) -> type[JobItem]:
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
-    def index(name: str, hash_key: str):
-        return type("SweepIndex", (GlobalSecondaryIndex,), {
-            "Meta": type("Meta", (), {"index_name": name, "projection": AllProjection()}),
-            hash_key: UnicodeAttribute(hash_key=True),
-            "sweep_at": UTCDateTimeAttribute(range_key=True),
-        })()
+    sweep_index = type("SweepIndex", (GlobalSecondaryIndex,), {
+        "Meta": type("Meta", (), {"index_name": SWEEP_SHARDED_INDEX, "projection": AllProjection()}),
+        "sweep_key": UnicodeAttribute(hash_key=True),
+        "sweep_at": UTCDateTimeAttribute(range_key=True),
+    })()
 
     return type("BoundJobItem", (JobItem,), {
         "Meta": _meta(table, region, host, connection),
-        "sweep_sharded_index": index(SWEEP_SHARDED_INDEX, "sweep_key"),
-        "sweep_index": index(SWEEP_INDEX, "status"),
+        "sweep_sharded_index": sweep_index,
     })
 
 
@@ -382,16 +377,10 @@ class DynamoJobStore:
                 raise TransientError(f"job table left {len(pending)} keys unread")
         return found
 
-    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: Optional[int]) -> list[Job]:
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         m = self._model
         try:
-            if shard is None:
-                # The old index holds every job; only those without sweep_key are left to it.
-                # PynamoDB pages on until `limit` pass the filter, or the due ones run out.
-                items = m.sweep_index.query(status.value, m.sweep_at <= now,
-                                            filter_condition=m.sweep_key.does_not_exist(), limit=limit)
-            else:
-                items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
+            items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
@@ -404,9 +393,12 @@ class DynamoJobStore:
         m = self._model
         item = m(JOB_PREFIX + job_id)
         lease_end = now + lease
-        claimable = (m.status == JobStatus.QUEUED.value) | (
-            (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
-        )
+        # Job.claimable, clause by clause (tests/integration/test_job_store.py holds them to it).
+        queued = m.status == JobStatus.QUEUED.value  # (1)
+        # (2); a missing lease_expires_at compares false: held, as there.
+        lease_over = (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
+        attempt_left = m.attempt < max_attempts  # (3)
+        claimable = (queued | lease_over) & attempt_left
         self._write(lambda: item.update(
             actions=[
                 m.status.set(JobStatus.PROCESSING.value),
@@ -416,7 +408,7 @@ class DynamoJobStore:
                 m.sweep_at.set(lease_end),
                 m.updated_at.set(now),
             ],
-            condition=m.pk.exists() & claimable & (m.attempt < max_attempts),
+            condition=m.pk.exists() & claimable,  # exists: never an upsert
         ))
         return self._to_job(item)  # update() loaded the whole item as it now is
 

@@ -51,7 +51,7 @@ def sweep_key(status: JobStatus, job_id: str) -> str:
 
 # The status diagram of the contract. processing -> processing is a re-claim after a lease
 # ran out; the claim itself is a store operation (JobStore.claim), since only the store can
-# check a lease atomically.
+# check a lease atomically, and its rule is Job.claimable.
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.AWAITING_UPLOAD: frozenset({JobStatus.QUEUED, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.QUEUED: frozenset({JobStatus.PROCESSING, JobStatus.FAILED, JobStatus.CANCELLED}),
@@ -108,6 +108,19 @@ class Job:
 
     def lease_active(self, now: datetime) -> bool:
         return self.lease_expires_at is not None and now < self.lease_expires_at
+
+    def claimable(self, now: datetime, max_attempts: int) -> bool:
+        """The claim rule, the one statement of it (JobStore.claim writes only when it holds;
+        the DynamoDB condition in adapters/dynamo_jobs.py follows it clause by clause):
+        (1) queued, or (2) processing with a lease that has run out, and (3) an attempt left.
+        A processing job with no lease at all counts as held."""
+        lease_over = self.lease_expires_at is not None and self.lease_expires_at <= now
+        open_to_claim = self.status is JobStatus.QUEUED or (self.status is JobStatus.PROCESSING and lease_over)
+        return open_to_claim and self.attempt_left(max_attempts)
+
+    def attempt_left(self, max_attempts: int) -> bool:
+        """Clause (3) of the claim rule: a job that has had max_attempts claims gets no more."""
+        return self.attempt < max_attempts
 
     def _move(self, target: JobStatus, now: datetime, **changes) -> "Job":
         check_transition(self.status, target)

@@ -69,9 +69,7 @@ class Sweeper:
         stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
         with self._start_lock:
             start = self._start if self._start is not None else int(now.timestamp() // 60) % SWEEP_SHARDS
-        order: list[Optional[int]] = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
-        if s.sweep_legacy_index:
-            order.insert(0, None)  # jobs written before sweep_key, from the old index
+        order = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
         # Each shard runs in a copy of this invocation's context, so that its time budget
         # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in order]
@@ -82,7 +80,7 @@ class Sweeper:
                 order, contexts))
         for part in parts:
             report.update(part)
-        left = [shard for shard, part in zip(order, parts) if part["shards_left"] and shard is not None]
+        left = [shard for shard, part in zip(order, parts) if part["shards_left"]]
         if left:
             with self._start_lock:
                 self._start = left[0]
@@ -102,7 +100,7 @@ class Sweeper:
             except TransientError:
                 log.warning("queue_depth_unavailable", queue=queue.value)
 
-    def _sweep_shard(self, shard: Optional[int], acts: Sequence[tuple[JobStatus, ActOnBatch]], now: datetime,
+    def _sweep_shard(self, shard: int, acts: Sequence[tuple[JobStatus, ActOnBatch]], now: datetime,
                      stop_at: datetime, batch: int, max_batches: int) -> Counter:
         """One shard, status by status, in batches; stops at the run's time budget."""
         ctx = self._ctx

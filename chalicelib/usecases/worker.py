@@ -121,19 +121,20 @@ class Worker:
             return ctx.jobs.get(job.job_id) or job
 
     def _unclaimable(self, current: Job) -> Outcome:
-        """A queued or processing job whose claim lost: leased by another worker (the event
-        comes back later), or out of attempts (it ends failed)."""
+        """A queued or processing job whose claim lost, read by the claim rule (Job.claimable):
+        leased by another worker, or with an attempt left (the event comes back later); else
+        out of attempts (it ends failed)."""
         ctx, s = self._ctx, self._ctx.settings
         now = ctx.clock()
         if current.lease_active(now):
             remaining = (current.lease_expires_at - now).total_seconds()
             raise JobBusy(f"job {current.job_id} is leased by another worker", retry_in=remaining)
-        if current.attempt >= s.max_attempts:
-            log.warning("attempts_exhausted", job_id=current.job_id, attempt=current.attempt)
-            failed = lifecycle.fail(ctx, current, ErrorCode.PROCESSING_FAILED,
-                                    lambda f: ctx.jobs.update_if_unchanged(f, seen=current))
-            return Outcome.FAILED if failed else Outcome.LOST
-        raise JobBusy(f"job {current.job_id} could not be claimed")
+        if current.attempt_left(s.max_attempts):
+            raise JobBusy(f"job {current.job_id} could not be claimed")
+        log.warning("attempts_exhausted", job_id=current.job_id, attempt=current.attempt)
+        failed = lifecycle.fail(ctx, current, ErrorCode.PROCESSING_FAILED,
+                                lambda f: ctx.jobs.update_if_unchanged(f, seen=current))
+        return Outcome.FAILED if failed else Outcome.LOST
 
     def _process(self, job: Job, original: bytes | Exception) -> Outcome:
         ctx = self._ctx

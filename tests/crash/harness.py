@@ -117,15 +117,17 @@ class _Proxy:
         return call
 
 
-class RecordingJobStore(FakeJobStore):
-    """The fake store, keeping every status each job was written with, in order."""
+class Recording:
+    """A job store that keeps every status each job was written with, in order. Mixed in
+    before the store it records (the fake here; DynamoDB in tests/crash/test_model.py), which
+    must offer `items` (job id -> Job) and `idempotency` (scope -> record) to the checks."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.history: list[tuple[str, JobStatus]] = []
 
     def _note(self, job_id: str) -> None:
-        job = self.items.get(job_id)
+        job = self.get(job_id)
         if job is not None:
             self.history.append((job_id, job.status))
 
@@ -155,6 +157,10 @@ class RecordingJobStore(FakeJobStore):
         self._note(job.job_id)
 
 
+class RecordingJobStore(Recording, FakeJobStore):
+    """The fake store, keeping every status each job was written with, in order."""
+
+
 def default_settings() -> Settings:
     # One sweeper thread: the harness names a crash point by its place in the call order.
     return Settings(bucket="images", sweep_threads=1, orphan_sweep_threads=1)
@@ -163,12 +169,14 @@ def default_settings() -> Settings:
 class World:
     """The service on fakes, with storage's notifications, a redelivering queue and a client."""
 
-    def __init__(self, injector: Injector, settings: Optional[Settings] = None):
+    def __init__(self, injector: Injector, settings: Optional[Settings] = None,
+                 jobs: Optional[Recording] = None):
+        """jobs: a recording job store other than the fake."""
         self.injector = injector
         self.settings = settings or default_settings()
         self.clock = Clock(START)
         self.queue = FakeQueue(self.clock)
-        self.jobs = RecordingJobStore()
+        self.jobs = jobs if jobs is not None else RecordingJobStore()
         self.objects = FakeObjectStore(self.clock, on_created=self._notify)
         self.use_cases = UseCases(Context(
             settings=self.settings, clock=self.clock,

@@ -1,5 +1,7 @@
-"""A hypothesis model of concurrent workers, sweepers, uploads, cancels and deletes on the
-fake stores, interleaved one external call at a time, with crashes and time passing.
+"""A hypothesis model of concurrent workers, sweepers, uploads, cancels and deletes,
+interleaved one external call at a time, with crashes and time passing: on the fake stores,
+and with the job store on DynamoDB (moto's server), where the claim rule is the table's
+conditional write rather than the fake's reading of Job.claimable.
 
 Each operation runs on its own thread and stops before every call it makes to a store or
 the queue; hypothesis picks which one goes next, which one dies where it stands, and when the
@@ -8,16 +10,20 @@ settles (retries, redeliveries, sweeps) and the four invariants of the crash har
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
-from typing import Any, Callable
+import uuid
+from typing import Any, Callable, Optional
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from chalicelib.domain.jobs import JobStatus
+from chalicelib.adapters.dynamo_jobs import IDEMPOTENCY_PREFIX, JOB_PREFIX, DynamoJobStore
+from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
-from tests.crash.harness import IMAGE, Killed, Scenario, World, check, retrying
+from chalicelib.ports import IdempotencyRecord
+from tests.crash.harness import IMAGE, Killed, Recording, Scenario, World, check, default_settings, retrying
 
 KEYS = ("key-a", "key-b")
 WAIT = 10  # seconds a step may take before the model calls it a hang
@@ -87,9 +93,13 @@ class Concurrency(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.gate = Gate()
-        self.world = World(self.gate)
+        self.world = World(self.gate, jobs=self.make_jobs())
         self.count = 0
         self.deleting: set[str] = set()
+
+    def make_jobs(self) -> Optional[Recording]:
+        """The recording job store this run uses; None: the fake."""
+        return None
 
     # -- starting operations -----------------------------------------------------------------
     def _start(self, kind: str, work: Callable[[], Any]) -> None:
@@ -211,3 +221,52 @@ Concurrency.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestConcurrency = Concurrency.TestCase
+
+
+class RecordingDynamoJobStore(Recording, DynamoJobStore):
+    """DynamoDB's job store, read whole for the checks as the fake's dicts are."""
+
+    @property
+    def items(self) -> dict[str, Job]:
+        jobs = (self._to_job(item) for item in self._model.scan(
+            self._model.pk.startswith(JOB_PREFIX), consistent_read=True))
+        return {job.job_id: job for job in jobs}
+
+    @property
+    def idempotency(self) -> dict[str, IdempotencyRecord]:
+        records = (IdempotencyRecord(scope=item.pk[len(IDEMPOTENCY_PREFIX):], fingerprint=item.fingerprint,
+                                     job_id=item.job_id, expires_at=item.expires_at)
+                   for item in self._idempotency.scan(self._idempotency.pk.startswith(IDEMPOTENCY_PREFIX),
+                                                      consistent_read=True))
+        return {record.scope: record for record in records}
+
+
+def test_the_model_holds_with_the_job_store_on_dynamodb(moto_endpoint, monkeypatch):
+    from chalicelib.domain import jobs
+    from chalicelib.usecases import sweeper
+    from local.provision import provision
+    from local.services import aws_client
+
+    # A sweep queries every shard of every status, each query a round trip to moto's server
+    # (384 of them took 6-20 s here). The shard count only spreads the index's writes; the
+    # writes and the sweeper both read it, so fewer shards keep them consistent.
+    for module in (jobs, sweeper):
+        monkeypatch.setattr(module, "SWEEP_SHARDS", 2)
+
+    region = default_settings().region
+    s3, dynamodb = (aws_client(name, region, moto_endpoint) for name in ("s3", "dynamodb"))
+
+    class OnDynamo(Concurrency):
+        def make_jobs(self):
+            # A table per example, from the template: nothing carries over between examples.
+            name = f"model-{uuid.uuid4().hex[:10]}"
+            provision(dataclasses.replace(default_settings(), endpoint_url=moto_endpoint, table=name, bucket=name),
+                      None, s3, dynamodb, sqs_notifications=False)
+            return RecordingDynamoJobStore(name, region, moto_endpoint)
+
+    run_state_machine_as_test(OnDynamo, settings=settings(
+        # Every store call is a round trip to moto's server: kept small; the fake run above
+        # searches wider.
+        max_examples=3, stateful_step_count=20, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    ))

@@ -227,7 +227,6 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("save_scan_point", "originals/0", ScanPoint(after="originals/0abc", pass_started=NOW))  # PutItem
     call("scan_points", ["originals/0", "originals/1"])  # BatchGetItem
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
-    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=None)  # the old index
     lease = timedelta(seconds=120)
     claimed = call("claim", "j1", NOW, lease, 3)
     call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))

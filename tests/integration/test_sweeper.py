@@ -120,21 +120,6 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
     assert {e.key for e in drain(clients, stack)} == {j.original_key for j in stuck}
 
 
-def test_a_job_written_before_sweep_key_is_swept_through_the_old_index_once(world):
-    """Rollout (docs/scale.md 6.1): the previous code's items carry no sweep_key."""
-    use_cases, stack, clients = world
-    old, new = (use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(2))
-    drain(clients, stack)
-    for job in (old, new):
-        use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
-    clients["dynamodb"].update_item(TableName=use_cases.ctx.settings.table, Key={"pk": {"S": f"job#{old.job_id}"}},
-                                    UpdateExpression="REMOVE sweep_key")
-    time.sleep(1.1)
-    assert use_cases.sweeper.sweep()["redriven"] == 2  # each once: the old index only has `old` left to it
-    assert sorted(e.key for e in drain(clients, stack)) == sorted((old.original_key, new.original_key))
-    assert use_cases.ctx.jobs.get(old.job_id).redrives == 1
-
-
 def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects_stay(settings_for, monkeypatch):
     from datetime import datetime, timezone
 

@@ -27,8 +27,31 @@ def test_every_status_has_a_row_in_the_transition_table():
 
 
 def processing():
-    """What JobStore.claim makes of a queued job (the store owns the claim rule)."""
+    """What JobStore.claim makes of a queued job."""
     return job(status=JobStatus.PROCESSING, attempt=1, lease_expires_at=NOW + timedelta(minutes=2))
+
+
+MAX_ATTEMPTS = 3
+# The lease a job carries, as the claim rule reads it at NOW.
+LEASES = {"none": None, "running": NOW + timedelta(seconds=1), "ends now": NOW,
+          "ran out": NOW - timedelta(seconds=1)}
+# Whether a job of this status with this lease may be claimed, attempts aside.
+OPEN_TO_CLAIM = {
+    (JobStatus.QUEUED, "none"): True, (JobStatus.QUEUED, "running"): True,
+    (JobStatus.QUEUED, "ends now"): True, (JobStatus.QUEUED, "ran out"): True,
+    (JobStatus.PROCESSING, "none"): False, (JobStatus.PROCESSING, "running"): False,
+    (JobStatus.PROCESSING, "ends now"): True, (JobStatus.PROCESSING, "ran out"): True,
+}
+
+
+@pytest.mark.parametrize("status", list(JobStatus), ids=lambda s: s.value)
+@pytest.mark.parametrize("lease", list(LEASES))
+@pytest.mark.parametrize("attempt", [0, MAX_ATTEMPTS - 1, MAX_ATTEMPTS, MAX_ATTEMPTS + 1])
+def test_the_claim_rule_takes_queued_or_lapsed_jobs_with_an_attempt_left(status, lease, attempt):
+    candidate = job(status=status, attempt=attempt, lease_expires_at=LEASES[lease])
+    expected = OPEN_TO_CLAIM.get((status, lease), False) and attempt < MAX_ATTEMPTS
+    assert candidate.claimable(NOW, MAX_ATTEMPTS) is expected
+    assert candidate.attempt_left(MAX_ATTEMPTS) is (attempt < MAX_ATTEMPTS)
 
 
 def test_a_lease_is_active_until_it_ends():

@@ -9,8 +9,6 @@ import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-import pytest
-
 from chalicelib.config import Settings
 from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, shard_key, sweep_key, sweep_shard
 from chalicelib.usecases import UseCases
@@ -150,7 +148,7 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     store = _ReadRecorder(clock, seconds=1.0)  # each query a second
     queue = FakeQueue(clock)
     use_cases = UseCases(Context(settings=Settings(bucket="images", sweep_threads=1, sweep_budget_seconds=40,
-                                             sweep_legacy_index=False, event_delay_seconds=0),
+                                             event_delay_seconds=0),
                            jobs=store, objects=FakeObjectStore(clock), publisher=queue, backlog=queue,
                            clock=clock))
     jobs = [stuck_job(use_cases) for _ in range(300)]
@@ -189,13 +187,11 @@ def test_a_failing_shard_does_not_stop_the_others():
     assert report["redriven"] == sum(sweep_shard(j.job_id) != 0 for j in jobs)
 
 
-@pytest.mark.parametrize("legacy", [True, False])
-def test_the_old_index_is_asked_only_during_the_rollout(legacy):
+def test_a_sweep_asks_every_shard_of_the_sharded_index():
     store = _ReadRecorder()
-    use_cases = make_svc(store, sweep_legacy_index=legacy)
+    use_cases = make_svc(store)
     use_cases.sweeper.sweep()
-    assert (None in store.asked) is legacy
-    assert set(store.asked) - {None} == set(range(SWEEP_SHARDS))
+    assert set(store.asked) == set(range(SWEEP_SHARDS))
 
 
 def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():
