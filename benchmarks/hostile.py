@@ -77,7 +77,7 @@ def hostile_rows():
     }
     rows = []
     for name, data in corpus.items():
-        _, before, _ = measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED))
+        _, before, _ = measure(lambda: render.make_renditions(data, MAX_PIXELS, limits=UNBOUNDED))
         _, refuse, outcome = measure(lambda: render.inspect(data, MAX_PIXELS, BUDGET))
         _, limited, limited_outcome = measure(lambda: run_limited(
             render.make_renditions, data, MAX_PIXELS, SPECS, 85, UNBOUNDED,
@@ -94,7 +94,7 @@ def honest_rows():
         data = out.getvalue()
         plain, budgeted = [], []
         for _ in range(5):
-            plain.append(measure(lambda: render.make_renditions(data, MAX_PIXELS, budget=UNBOUNDED)))
+            plain.append(measure(lambda: render.make_renditions(data, MAX_PIXELS, limits=UNBOUNDED)))
             budgeted.append(measure(lambda: run_limited(
                 render.make_renditions, data, MAX_PIXELS, SPECS, 85, BUDGET,
                 cpu_seconds=CPU_LIMIT, wall_seconds=60)))

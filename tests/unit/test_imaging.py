@@ -572,6 +572,6 @@ def test_a_bigtiff_scan_is_sniffed_as_tiff_and_decoded():
     assert sniff(data) == "image/tiff"
     assert sniff(b"MM\x00+" + b"\0" * 12) == "image/tiff"
     assert render.inspect(data, 50_000_000).content_type == "image/tiff"
-    display, thumb = render.make_renditions(data, 50_000_000)
+    display, thumb = render.make_renditions(data, 50_000_000).values()
     assert (display.width, display.height) == (640, 480)
     assert Image.open(io.BytesIO(display.data)).convert("L").getpixel((10, 10)) in range(195, 206)
