@@ -13,7 +13,7 @@ from typing import Optional
 from chalice import local as chalice_local
 
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.http import request_body
+from chalicelib.http import methods, request_body, responses
 from local import api_docs
 
 # What API Gateway answers to a path it does not have: its gateway response
@@ -22,7 +22,7 @@ UNKNOWN_PATH_RESPONSE = "MISSING_AUTHENTICATION_TOKEN"
 
 
 def _app():
-    # The module `chalice local` imported: its routes, settings and problem responses.
+    # The module `chalice local` imported: its routes and settings.
     import app
 
     return app
@@ -55,7 +55,7 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
             self._problem(self._unknown_path_code(), "There is no such resource", close=True)
             return
         self._problem(ErrorCode.METHOD_NOT_ALLOWED, "This method is not allowed here; see Allow",
-                      allow=_app().allowed_methods(route), close=True)
+                      allow=methods.allowed_methods(_app().app, route), close=True)
 
     def _refused_before_reading(self) -> bool:
         """Answers (and closes the connection) when the body must not be read."""
@@ -102,7 +102,7 @@ class ProblemRequestHandler(chalice_local.ChaliceRequestHandler):
                       "The request could not be read", close=True)
 
     def _problem(self, code, detail: str, allow=None, close: bool = False) -> None:
-        response = _app().problem_response(code, detail, allow=allow).to_dict()
+        response = responses.problem(code, detail, allow=allow).to_dict()
         headers = dict(response["headers"])
         if close:
             self.close_connection = True

@@ -1,14 +1,30 @@
-"""Each API request as one JSON log line and a few metrics (app.py's HTTP middleware calls
-this once a response exists). The line carries the correlation id like every other."""
+"""Each API request as one JSON log line and a few metrics (app.py's HTTP middleware is
+`observe`). The line carries the correlation id like every other."""
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.runtime import correlation
 from chalicelib.runtime.metrics import Dimension, Metric, Metrics
 
 # Refusals that protect the service: counted as shed load, not as faults.
 SHED = frozenset({ErrorCode.OVERLOADED, ErrorCode.RATE_LIMITED})
+
+
+def observe(request, get_response, metrics: Metrics, log, log_success: bool):
+    """One request: a correlation id (the Lambda request id) on its log lines, in problem
+    bodies as `instance` and in the X-Request-Id header; then its metrics, and its access
+    line if it was an error or `log_success` is set (the local runner)."""
+    request_id = correlation.begin(correlation.of_context(request.lambda_context))
+    started = time.monotonic()
+    response = get_response(request)
+    response.headers["X-Request-Id"] = request_id
+    request_done(metrics, log, request.method, request.path, request.uri_params,
+                 response.status_code, response.body, (time.monotonic() - started) * 1000,
+                 log_success=log_success)
+    return response
 
 
 def problem_code(body: Any) -> Optional[ErrorCode]:

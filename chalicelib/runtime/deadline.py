@@ -137,3 +137,9 @@ def seconds_left(lambda_context, configured_seconds: float) -> float:
     if remaining is None:
         return configured_seconds
     return min(configured_seconds, remaining() / 1000)
+
+
+def function_invocation(lambda_context, configured_seconds: float, settings):
+    """The time budget of one function's invocation: what Lambda says is left (`seconds_left`),
+    with the SDK limits every client is built with (`settings`: Settings)."""
+    return invocation(seconds_left(lambda_context, configured_seconds), SdkLimits.for_settings(settings))

@@ -9,6 +9,7 @@ import pytest
 from chalice.test import Client
 
 import app as application
+from chalicelib.http import responses
 from chalicelib.http.auth import mint_token
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
@@ -115,7 +116,8 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
 
 
 class LogRecorder:
-    """Stands in for app.py's logger: structlog may write to a stdout pytest no longer reads."""
+    """Stands in for the views' logger (chalicelib/http/responses.py): structlog may write to a
+    stdout pytest no longer reads."""
 
     def __init__(self):
         self.lines = []
@@ -130,7 +132,7 @@ def test_our_own_fault_is_500_internal_error_with_an_id_that_is_also_in_the_log(
 
     monkeypatch.setattr(use_cases.manage, "get_job", boom)
     log = LogRecorder()
-    monkeypatch.setattr(application, "log", log)
+    monkeypatch.setattr(responses, "log", log)
     r = client.http.get("/api/v1/image-jobs/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0", headers=auth())
     assert r.status_code == 500 and r.headers["Content-Type"] == "application/problem+json"
     body = json.loads(r.body)

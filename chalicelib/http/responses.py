@@ -1,0 +1,90 @@
+"""The API's answers as Chalice Responses: problem+json for every error, the job and webhook
+resources, and the error mapping every view runs inside (`answering_problems`)."""
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Callable, ContextManager, Optional
+
+from chalice import Response
+
+from chalicelib.domain.errors import DomainError, TransientError
+from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.http import problems, views
+from chalicelib.runtime import correlation
+from chalicelib.runtime.logs import get_logger
+
+# The component app.py's lines have always had: the views' faults are the app's.
+log = get_logger("app")
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def problem(code: ErrorCode, detail: str = "", retry_after=None, allow=None,
+            instance=None) -> Response:
+    headers = {"Content-Type": problems.CONTENT_TYPE, **NO_STORE}
+    if retry_after:
+        headers["Retry-After"] = str(retry_after)
+    if code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = 'Bearer realm="image-jobs"'
+    if allow:
+        headers["Allow"] = ", ".join(allow)
+    return Response(
+        body=problems.problem(code, detail or None, instance or correlation.instance()),
+        status_code=problems.status_of(code),
+        headers=headers,
+    )
+
+
+def accepted(accepted, retry_after_seconds: int) -> Response:
+    headers = {
+        "Location": views.job_location(accepted.job),
+        "Retry-After": str(retry_after_seconds),
+        **NO_STORE,
+    }
+    if accepted.replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return Response(status_code=202, body=views.accepted_body(accepted), headers=headers)
+
+
+def job(job, urls, retry_after_seconds: int) -> Response:
+    headers = dict(NO_STORE)
+    if not job.status.terminal:
+        headers["Retry-After"] = str(retry_after_seconds)
+    return Response(status_code=200, body=views.job_body(job, urls), headers=headers)
+
+
+def webhook(hook, show_secret: bool = False) -> Response:
+    return Response(status_code=200, headers=NO_STORE, body=views.webhook_body(hook, show_secret))
+
+
+def no_content() -> Response:
+    return Response(status_code=204, body="", headers=NO_STORE)
+
+
+def answering_problems(budget: Callable[[], ContextManager], retry_after_seconds: int):
+    """A decorator for views: each runs within `budget()` (its invocation's time), and every
+    error it raises is answered as problem+json; nothing internal ever reaches the client."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(*args, **kwargs):
+            try:
+                with budget():
+                    return view(*args, **kwargs)
+            except DomainError as error:
+                return problem(error.code, error.detail, error.retry_after)
+            except TransientError:
+                # A dependency (table, storage, queue) is down or timed out: worth a retry.
+                log.exception("backend_unavailable")
+                return problem(ErrorCode.STORAGE_UNAVAILABLE, retry_after=retry_after_seconds)
+            except Exception:
+                # Our own fault. The client gets an id to quote (the request's correlation
+                # id, which every other line of this request carries too); the log line has
+                # the same id beside the details, which never leave the service.
+                instance: Optional[str] = correlation.instance() or f"urn:uuid:{uuid.uuid4()}"
+                log.exception("internal_error", instance=instance)
+                return problem(ErrorCode.INTERNAL_ERROR, instance=instance)
+
+        return wrapper
+
+    return decorate
