@@ -142,29 +142,16 @@ def delete_image_job(job_id):
 @app.on_sqs_message(queue=settings.events_queue_name, batch_size=1,
                     maximum_concurrency=settings.worker_max_concurrency)
 def handle_object_created(event):
-    """One storage notification. Raising returns the message to the queue for a retry."""
+    """One storage notification, to the worker's one entry (Worker.process_storage_message).
+    Raising returns the message to the queue for a retry."""
     correlation.begin(correlation.of_context(event.context))
     for record in event:
         try:
-            handle_message(record.body, getattr(event, "context", None))
+            use_cases().worker.process_storage_message(
+                record.body, deadline.seconds_left(event.context, settings.worker_timeout_seconds))
         except PoisonMessage as error:
             # No retry can fix it: drop it with a line, never crash-loop on it.
             log.error("poison_message_dropped", reason=str(error))
-
-
-def handle_message(body, lambda_context=None) -> None:
-    """The one path from a message body to the worker, for SQS (Lambda and local) and AMQP.
-
-    The invocation's time is what `lambda_context` (Lambda, or the local worker's stand-in)
-    says is left, by default the worker function's timeout. Raises PoisonMessage for a
-    message no retry can fix, TransientError (or anything else) when the message should come
-    back later.
-    """
-    from chalicelib.domain.events import parse_message  # the worker's, not the API's
-
-    with deadline.function_invocation(lambda_context, settings.worker_timeout_seconds, settings):
-        for item in parse_message(body):
-            use_cases().worker.handle_object_created(item)
 
 
 @app.schedule(rate(settings.sweep_interval_seconds))

@@ -137,7 +137,7 @@ def driver(root: str, api_url: str, aws_url: str, token: str, image: str, rounds
         messages = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", [])
         for message in messages:
             if job_id in message["Body"]:
-                app.handle_message(message["Body"])
+                uc.worker.process_storage_message(message["Body"])
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
                 deadline = 0
     ready = keep.get(f"{api_url}{prefix}/image-jobs/{job_id}", headers=headers, timeout=30).json()

@@ -183,20 +183,28 @@ def _available_memory() -> int | None:
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):
+    worker = storage_consumer(settings, application, sqs, stack, concurrency)
+    worker.start()
+    return worker
+
+
+def storage_consumer(settings, application, sqs, stack, concurrency: int):
+    """The consumer of storage notifications for QUEUE_BACKEND, not yet started. Either way a
+    message ends in the worker's one entry (Worker.process_storage_message): the SQS loop
+    runs Lambda's handler, which calls it; the AMQP consumer calls it itself."""
     if settings.queue_backend == "amqp":
         from chalicelib.adapters.amqp import Topology
         from local.amqp_worker import AmqpWorker
 
-        worker = AmqpWorker(settings.amqp_url, Topology.from_settings(settings),
-                            application.handle_message, concurrency)
-    else:
-        from local.sqs_worker import SqsWorker
+        # The use cases are built on the first message, as in Lambda.
+        return AmqpWorker(settings.amqp_url, Topology.from_settings(settings),
+                          lambda body: application.use_cases().worker.process_storage_message(body),
+                          concurrency)
+    from local.sqs_worker import SqsWorker
 
-        worker = SqsWorker(sqs, stack.queue_url, stack.queue_arn, settings.region,
-                           application.handle_object_created, concurrency,
-                           timeout_ms=settings.worker_timeout_seconds * 1000)
-    worker.start()
-    return worker
+    return SqsWorker(sqs, stack.queue_url, stack.queue_arn, settings.region,
+                     application.handle_object_created, concurrency,
+                     timeout_ms=settings.worker_timeout_seconds * 1000)
 
 
 def _start_page(settings, runner, log):

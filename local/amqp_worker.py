@@ -1,4 +1,5 @@
-"""The AMQP consumer (pika) for MinIO deployments: RabbitMQ delivers MinIO's events.
+"""The AMQP consumer (pika) for MinIO deployments: RabbitMQ delivers MinIO's events, each
+body to `process` (the worker's one entry, Worker.process_storage_message).
 
 - prefetch = concurrency: the broker never hands this process more than it can run;
 - the image work runs on worker threads, never on the connection's thread (that would
@@ -32,11 +33,11 @@ MAX_RETRY_PAUSE = 30.0
 
 
 class AmqpWorker:
-    def __init__(self, url: str, topology: Topology, handle_message: Callable[[bytes], None],
+    def __init__(self, url: str, topology: Topology, process: Callable[[bytes], object],
                  concurrency: int):
         self._url = url
         self._topology = topology
-        self._handle = handle_message
+        self._process = process
         self._concurrency = concurrency
         self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
@@ -117,7 +118,7 @@ class AmqpWorker:
     def _work(self, connection, channel, tag: int, properties, body: bytes) -> None:
         correlation.begin()  # one id per message, as Lambda's request id is in the cloud
         try:
-            self._handle(body)
+            self._process(body)
         except PoisonMessage as error:
             log.error("poison_message_dead_lettered", reason=str(error))
             self._reply(connection, channel.basic_nack, tag, requeue=False)

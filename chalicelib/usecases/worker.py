@@ -1,4 +1,5 @@
-"""The worker: one object-created event in, a job made ready (or failed) out.
+"""The worker: one storage notification in (process_storage_message, the entry of every
+consumer), a job made ready (or failed) out for each object-created event in it.
 
 Where a job becomes ready: Worker._process. Every write it makes is fenced by its attempt
 number (JobStore.claim / finish_attempt), so a duplicate delivery, a second worker or a
@@ -17,7 +18,7 @@ from chalicelib.domain.errors import (
     PoisonMessage,
     TransientError,
 )
-from chalicelib.domain.events import ObjectCreated
+from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
@@ -38,6 +39,24 @@ class Worker:
     def __init__(self, ctx: Context):
         ctx.settings.check_decode_memory()
         self._ctx = ctx
+
+    def process_storage_message(self, body: str | bytes, seconds: float | None = None) -> list[Outcome]:
+        """The one entry for storage notifications, whatever carried them: every consumer
+        calls it with the message's body as it came. The consumers: Lambda's SQS handler
+        (app.handle_object_created), which the local SQS worker (local/sqs_worker.py) runs as
+        Lambda would, and the AMQP consumer (local/amqp_worker.py), fed by MinIO or by the
+        local bridge (local/bridge.py); local/__main__.py wires them.
+
+        Parses the body (chalicelib/domain/events.py) and handles each object-created event in
+        it, within the invocation's time: `seconds`, by default the worker function's timeout.
+        Raises PoisonMessage for a message no retry can fix, TransientError (or anything else)
+        when the message should come back later; each consumer says what that means on its
+        transport.
+        """
+        s = self._ctx.settings
+        budget = s.worker_timeout_seconds if seconds is None else seconds
+        with deadline.invocation(budget, deadline.SdkLimits.for_settings(s)):
+            return [self.handle_object_created(event) for event in parse_message(body)]
 
     def handle_object_created(self, event: ObjectCreated) -> Outcome:
         """Process one object-created event, within the invocation's time budget if it runs

@@ -14,7 +14,6 @@ import sys
 
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.config import Settings
-from chalicelib.domain.events import parse_message
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.crash.harness import IMAGE, Injector
@@ -57,8 +56,7 @@ def main(step: str, call: str, nth: str, when: str) -> int:
         url = sqs.get_queue_url(QueueName=settings.events_queue_name)["QueueUrl"]
         (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1,
                                          WaitTimeSeconds=5)["Messages"]
-        for event in parse_message(message["Body"]):
-            use_cases.worker.handle_object_created(event)
+        use_cases.worker.process_storage_message(message["Body"])
     else:
         raise SystemExit(f"unknown step {step}")
     return 0  # reached only if the kill point was never hit

@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context, new_job_id
@@ -68,8 +67,7 @@ class MotoWorld:
         sqs = self.clients["sqs"]
         for message in self.messages(wait):
             try:
-                for event in parse_message(message["Body"]):
-                    self.use_cases.worker.handle_object_created(event)
+                self.use_cases.worker.process_storage_message(message["Body"])
             except (Killed, Exception):
                 sqs.change_message_visibility(QueueUrl=self.stack.queue_url,
                                               ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
