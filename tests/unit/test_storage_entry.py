@@ -124,31 +124,31 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
-def svc():
+def use_cases():
     settings = Settings(bucket="images")
     return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
                             clock=Clock(START)))
 
 
 @pytest.mark.parametrize("shape", [aws_event, minio_event])
-def test_the_entry_handles_each_object_created_event_of_a_message_in_any_shape(svc, shape):
-    job = svc.uploads.accept_upload("alice", jpeg()).job
+def test_the_entry_handles_each_object_created_event_of_a_message_in_any_shape(use_cases, shape):
+    job = use_cases.uploads.accept_upload("alice", jpeg()).job
     body = json.dumps(shape(ObjectCreated("images", job.original_key, 1)))
-    assert svc.worker.process_storage_message(body) == ["ready"]
-    assert svc.worker.process_storage_message(body.encode()) == ["duplicate"]
+    assert use_cases.worker.process_storage_message(body) == ["ready"]
+    assert use_cases.worker.process_storage_message(body.encode()) == ["duplicate"]
 
 
-def test_the_entry_runs_within_the_time_it_is_given(svc, monkeypatch):
+def test_the_entry_runs_within_the_time_it_is_given(use_cases, monkeypatch):
     seen = []
-    monkeypatch.setattr(svc.worker, "handle_object_created",
+    monkeypatch.setattr(use_cases.worker, "handle_object_created",
                         lambda event: seen.append(deadline.current().remaining()))
     body = json.dumps(aws_event(ObjectCreated("images", "originals/x", 1)))
-    svc.worker.process_storage_message(body, seconds=7)
-    svc.worker.process_storage_message(body)
-    assert 0 < seen[0] <= 7 < seen[1] <= svc.ctx.settings.worker_timeout_seconds
+    use_cases.worker.process_storage_message(body, seconds=7)
+    use_cases.worker.process_storage_message(body)
+    assert 0 < seen[0] <= 7 < seen[1] <= use_cases.ctx.settings.worker_timeout_seconds
 
 
-def test_the_entry_says_poison_for_a_body_no_retry_can_fix(svc):
+def test_the_entry_says_poison_for_a_body_no_retry_can_fix(use_cases):
     with pytest.raises(PoisonMessage):
-        svc.worker.process_storage_message("garbage")
-    assert svc.worker.process_storage_message(json.dumps({"Event": "s3:TestEvent"})) == []
+        use_cases.worker.process_storage_message("garbage")
+    assert use_cases.worker.process_storage_message(json.dumps({"Event": "s3:TestEvent"})) == []
