@@ -12,7 +12,7 @@ from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import PoisonMessage
-from chalicelib.http import access, auth, methods, request_body, responses
+from chalicelib.http import access, auth, methods, prefer, request_body, responses
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import EmfMetrics
@@ -24,8 +24,8 @@ app = Chalice(app_name="image-jobs")
 # which copy it. Chalice adds the OPTIONS preflight routes (no authorizer) and the headers.
 app.api.cors = CORSConfig(
     allow_origin=settings.cors_allow_origin,
-    allow_headers=["Idempotency-Key"],
-    expose_headers=["Location", "Retry-After", "Idempotent-Replayed"],
+    allow_headers=["Idempotency-Key", "Prefer", "If-None-Match"],
+    expose_headers=["Location", "Retry-After", "Idempotent-Replayed", "ETag", "Preference-Applied"],
     max_age=600,
 )
 # API Gateway must pass these bodies through as bytes, not mangle them as text: every label
@@ -99,8 +99,13 @@ def upload_image():
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
-    return responses.accepted(use_cases().uploads.accept_upload(owner, data, key),
-                              settings.retry_after_seconds)
+    accepted = use_cases().uploads.accept_upload(owner, data, key)
+    seconds = prefer.requested_wait(request.headers.get("prefer"), settings.max_wait_seconds)
+    if seconds is None:
+        return responses.accepted(accepted, settings.retry_after_seconds)
+    held = use_cases().waits.hold_until_finished(accepted.job, seconds)
+    return responses.accepted_or_finished(accepted, held, use_cases().manage.urls(held.job),
+                                          settings.retry_after_seconds)
 
 
 @app.route(ROOT + "/uploads", methods=["POST"], content_types=ANY, authorizer=authorizer)
@@ -121,7 +126,12 @@ def create_direct_upload():
 @api
 def get_image_job(job_id):
     job = use_cases().manage.get_job(_owner(), job_id)
-    return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds)
+    headers = app.current_request.headers
+    seconds = prefer.requested_wait(headers.get("prefer"), settings.max_wait_seconds)
+    if seconds is None:
+        return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds)
+    held = use_cases().waits.hold_until_changed(job, seconds, prefer.known_versions(headers.get("if-none-match")))
+    return responses.job(held.job, use_cases().manage.urls(held.job), settings.retry_after_seconds, held.applied)
 
 
 @app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=ANY,

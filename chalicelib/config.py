@@ -12,6 +12,8 @@ AUTH_MODES = ("jwt", "cognito")
 WORKER_OWN_MB = 256
 # The contract's local default: public, so it may only ever serve the local runner.
 DEFAULT_JWT_SECRET = "dev-secret-change-me"
+# What a held request keeps of its invocation's time to read the job and answer.
+WAIT_MARGIN_SECONDS = 3
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,10 @@ class Settings:
     api_burst_limit: int = 2000
     owner_requests_per_second: int = 10
     owner_burst: int = 40
+    # Prefer: wait (RFC 7240): the longest a request is held for a job to change, 0 to never
+    # hold; and how many held requests one owner may have at once, across every instance.
+    max_wait_seconds: int = 20
+    max_waits_per_owner: int = 4
     # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
     # table names the setting that sizes it.
     display_box: int = 1280
@@ -205,6 +211,13 @@ class Settings:
         if self.decode_cpu_seconds and self.decode_cpu_seconds * 2 >= self.worker_timeout_seconds:
             raise ValueError("DECODE_CPU_SECONDS must leave the worker time to store the result: "
                              f"under half of WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds})")
+        # API Gateway ends a request at 29 s; the hold must also leave the API function time
+        # to read the job and answer.
+        if not 0 <= self.max_wait_seconds <= min(28, self.api_timeout_seconds - WAIT_MARGIN_SECONDS):
+            raise ValueError(f"MAX_WAIT_SECONDS ({self.max_wait_seconds}) must be 0 to "
+                             f"{min(28, self.api_timeout_seconds - WAIT_MARGIN_SECONDS)}: under the "
+                             f"gateway's 29 s and API_TIMEOUT_SECONDS ({self.api_timeout_seconds}) less "
+                             f"{WAIT_MARGIN_SECONDS} s to answer")
         if not 2 <= self.worker_max_concurrency <= 1000:
             raise ValueError("WORKER_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.worker_max_concurrency}")
@@ -271,7 +284,7 @@ _ENV_NAMES = {
 
 
 # Settings where 0 means "off".
-_MAY_BE_ZERO = frozenset({"decode_cpu_seconds"})
+_MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds"})
 
 
 # Names a deployed stage may still carry from before a word got one meaning; read when the

@@ -219,6 +219,24 @@ class RateStore(Protocol):
         ...
 
 
+# -- waits (chalicelib/usecases/waits.py) ---------------------------------------------------
+
+class WaitSlots(Protocol):
+    """An owner's held requests (Prefer: wait), counted across every API instance. A slot is
+    held until it is given back or its `until` passes, so a crashed instance's slot frees
+    itself. Safe to call from several threads and processes at once."""
+
+    def take(self, owner: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
+        """Take one of the owner's `slots` slots for `holder` until `until`: a slot nobody
+        holds, or one whose holder's `until` is before `now`. Returns the slot's number, or
+        None when every slot is held. TransientError when the store is unavailable."""
+        ...
+
+    def give_back(self, owner: str, slot: int, holder: str) -> None:
+        """Free the slot if `holder` still holds it. Idempotent."""
+        ...
+
+
 # -- webhooks (chalicelib/usecases/webhooks.py) ---------------------------------------------
 @dataclass(frozen=True)
 class Breaker:

@@ -420,3 +420,29 @@ class ListMetrics:
 
     def total(self, metric: str, **dims) -> float:
         return sum(v for name, d, v in self.points() if name == metric and all(d.get(k) == x for k, x in dims.items()))
+
+
+class FakeWaitSlots:
+    """WaitSlots in memory: owner -> {slot: (holder, until)}."""
+
+    def __init__(self):
+        self.held: dict[str, dict[int, tuple[str, datetime]]] = {}
+        self._lock = threading.Lock()
+        self.down = False
+
+    def take(self, owner: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
+        with self._lock:
+            if self.down:
+                raise TransientError("wait slots unavailable")
+            mine = self.held.setdefault(owner, {})
+            for slot in range(slots):
+                if slot not in mine or mine[slot][1] < now:
+                    mine[slot] = (holder, until)
+                    return slot
+            return None
+
+    def give_back(self, owner: str, slot: int, holder: str) -> None:
+        with self._lock:
+            mine = self.held.get(owner, {})
+            if slot in mine and mine[slot][0] == holder:
+                del mine[slot]

@@ -106,6 +106,13 @@ class Job:
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
 
+    @property
+    def version(self) -> str:
+        """Names the job's state as clients see it: changes with every status change (and a
+        re-claim's attempt), never with the presigned URLs; opaque, so nothing reads into it."""
+        digest = hashlib.sha256(f"{self.job_id}/{self.status.value}/{self.attempt}".encode())
+        return digest.hexdigest()[:20]
+
     def lease_active(self, now: datetime) -> bool:
         return self.lease_expires_at is not None and now < self.lease_expires_at
 

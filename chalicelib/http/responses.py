@@ -2,6 +2,7 @@
 resources, and the error mapping every view runs inside (`answering_problems`)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from typing import Callable, ContextManager, Optional
@@ -10,7 +11,7 @@ from chalice import Response
 
 from chalicelib.domain.errors import DomainError, TransientError
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.http import problems, views
+from chalicelib.http import prefer, problems, views
 from chalicelib.runtime import correlation
 from chalicelib.runtime.logs import get_logger
 
@@ -35,7 +36,7 @@ def problem(code: ErrorCode, detail: str = "", retry_after=None, allow=None,
     )
 
 
-def accepted(accepted, retry_after_seconds: int) -> Response:
+def accepted(accepted, retry_after_seconds: int, applied: Optional[int] = None) -> Response:
     headers = {
         "Location": views.job_location(accepted.job),
         "Retry-After": str(retry_after_seconds),
@@ -43,14 +44,31 @@ def accepted(accepted, retry_after_seconds: int) -> Response:
     }
     if accepted.replayed:
         headers["Idempotent-Replayed"] = "true"
+    if applied is not None:
+        headers["Preference-Applied"] = prefer.applied(applied)
     return Response(status_code=202, body=views.accepted_body(accepted), headers=headers)
 
 
-def job(job, urls, retry_after_seconds: int) -> Response:
-    headers = dict(NO_STORE)
+def job(job, urls, retry_after_seconds: int, applied: Optional[int] = None) -> Response:
+    """200 with the job, its ETag, and Preference-Applied when the answer was held."""
+    headers = {**NO_STORE, "ETag": prefer.etag(job)}
     if not job.status.terminal:
         headers["Retry-After"] = str(retry_after_seconds)
+    if applied is not None:
+        headers["Preference-Applied"] = prefer.applied(applied)
     return Response(status_code=200, body=views.job_body(job, urls), headers=headers)
+
+
+def accepted_or_finished(upload, held, urls, retry_after_seconds: int) -> Response:
+    """An upload held for Prefer: wait: 200 with the job if it finished meanwhile (with its
+    Location, as the 202 has), else the usual 202 showing its current status."""
+    if not held.job.status.terminal:
+        return accepted(dataclasses.replace(upload, job=held.job), retry_after_seconds, held.applied)
+    response = job(held.job, urls, retry_after_seconds, held.applied)
+    response.headers["Location"] = views.job_location(held.job)
+    if upload.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
 
 
 def webhook(hook, show_secret: bool = False) -> Response:

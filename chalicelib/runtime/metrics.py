@@ -44,12 +44,15 @@ class Metric(StrEnum):
     WEBHOOK_LATENCY = "WebhookLatency"
     WEBHOOKS_DEFERRED = "WebhooksDeferred"  # held back while the owner's endpoint is failing
     WEBHOOKS_DROPPED = "WebhooksDropped"    # nothing left to send, by Reason
+    WAITS_HELD = "WaitsHeld"                # requests held for Prefer: wait
+    WAITS_REFUSED = "WaitsRefused"          # answered at once instead: owner's slots full, or loaded
+    WAIT_TIME = "WaitTime"                  # how long a held request was held
     QUEUE_DEPTH = "QueueDepth"              # by Queue
     DEAD_LETTERS = "DeadLetters"            # messages in a dead-letter queue, by Queue
 
 
 _MILLISECONDS = {Metric.QUEUE_WAIT, Metric.PROCESSING_TIME, Metric.END_TO_END,
-                 Metric.API_LATENCY, Metric.WEBHOOK_LATENCY}
+                 Metric.API_LATENCY, Metric.WEBHOOK_LATENCY, Metric.WAIT_TIME}
 
 
 def unit_of(metric: Metric) -> str:

@@ -6,6 +6,7 @@
   sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
   webhooks.Webhooks     an owner's webhook, and delivering its events
   admission.Admission   per-owner request rate, backlog shedding
+  waits.Waits           Prefer: wait, a read held until its job changes
   lifecycle             the steps they share (fail, finish, remove, quota slots, clean up)
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from chalicelib.usecases.manage import ManageJobs
     from chalicelib.usecases.sweeper import Sweeper
     from chalicelib.usecases.uploads import Uploads
+    from chalicelib.usecases.waits import Waits
     from chalicelib.usecases.webhooks import Webhooks
     from chalicelib.usecases.worker import Worker
 
@@ -65,3 +67,9 @@ class UseCases:
         from chalicelib.usecases.webhooks import Webhooks
 
         return Webhooks(self.ctx, self.manage.urls)
+
+    @cached_property
+    def waits(self) -> Waits:
+        from chalicelib.usecases.waits import Waits
+
+        return Waits(self.ctx, self.admission)

@@ -19,6 +19,7 @@ from chalicelib.ports import (
     RateStore,
     WebhookQueue,
     WebhookSender,
+    WaitSlots,
     WebhookStore,
 )
 from chalicelib.runtime.metrics import EmfMetrics, Metric, Metrics, QueueName
@@ -53,6 +54,8 @@ class Context:
     webhook_queue: Optional[WebhookQueue] = None
     webhook_sender: Optional[WebhookSender] = None
     resolve: Resolver = system_resolver
+    # Held requests per owner (Prefer: wait); None: requests are never held.
+    wait_slots: Optional[WaitSlots] = None
     # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
     gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
 

@@ -1,0 +1,74 @@
+"""WaitSlots on DynamoDB through PynamoDB: one item per slot, `wait#<owner>#<n>`, in the jobs
+table (no status or sweep_at, so the sweep index never sees it; TTL removes idle ones).
+
+A slot is taken by one conditional write (nobody holds it, or its holder's time is over) and
+given back by one conditional delete (only by its holder): two writes per held request, and
+no count that a crashed instance could leave wrong.
+"""
+from __future__ import annotations
+
+import zlib
+from datetime import datetime, timedelta
+from typing import Any, Callable, Optional
+
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.models import Model
+
+from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
+from chalicelib.domain.errors import TransientError
+
+WAIT_PREFIX = "wait#"
+# A held request is short; a connection that takes longer than this is better answered at once.
+_CONNECTION = {"connect_timeout_seconds": 1, "read_timeout_seconds": 2, "max_retry_attempts": 1}
+# An idle slot's item stays this long past its holder's time, then TTL deletes it.
+_KEEP = timedelta(hours=1)
+
+
+class WaitSlotItem(Model):
+    """Unbound: DynamoWaitSlots binds a subclass to a table and endpoint."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    holder = UnicodeAttribute()
+    held_until = UTCDateTimeAttribute()
+    expires_at = TTLAttribute()
+
+
+class DynamoWaitSlots:
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
+                 connection: Optional[dict] = None,
+                 prepare_client: Callable[[Any], Any] = lambda client: client):
+        settings = connection or _CONNECTION
+        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
+        self._model = type("BoundWaitSlotItem", (WaitSlotItem,), {"Meta": meta})
+        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
+                         **settings).serve(self._model)
+
+    def take(self, owner: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
+        m = self._model
+        # Start at a slot of the holder's own, so concurrent requests rarely try the same one.
+        first = zlib.crc32(holder.encode()) % slots
+        for step in range(slots):
+            slot = (first + step) % slots
+            item = m(WAIT_PREFIX + f"{owner}#{slot}")
+            try:
+                item.update(
+                    actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
+                    condition=m.pk.does_not_exist() | (m.held_until < now),
+                )
+                return slot
+            except PynamoDBException as error:
+                if condition_failed(error):
+                    continue
+                raise TransientError("wait slots unavailable") from error
+        return None
+
+    def give_back(self, owner: str, slot: int, holder: str) -> None:
+        m = self._model
+        try:
+            m(WAIT_PREFIX + f"{owner}#{slot}").delete(condition=m.holder == holder)
+        except PynamoDBException as error:
+            if condition_failed(error):
+                return  # taken over after its time ran out, or already given back
+            raise TransientError("wait slots unavailable") from error
