@@ -82,6 +82,9 @@ class FakeApi:
     def times(self, method: str, path: str) -> list[float]:
         return [t for t, r in self.requests if r.method == method and r.url.path == path]
 
-    def client(self, random: Callable[[], float] = lambda: 0.5, **options) -> Client:
-        return Client(API, "tok", http=httpx.Client(transport=httpx.MockTransport(self.handle)),
-                      clock=self.time.clock, sleep=self.time.sleep, random=random, **options)
+    def client(self, random: Callable[[], float] = lambda: 0.5, waits: bool = False, **options) -> Client:
+        """A client of this fake; `waits` off unless a test is about them, so the schedule
+        tests see the contract's schedule alone."""
+        timeout = options.pop("timeout", 30.0)
+        return Client(API, "tok", http=httpx.Client(transport=httpx.MockTransport(self.handle), timeout=timeout),
+                      clock=self.time.clock, sleep=self.time.sleep, random=random, waits=waits, **options)

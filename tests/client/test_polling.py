@@ -233,3 +233,67 @@ def test_a_job_resumed_from_its_location_polls_at_once_then_follows_the_schedule
     job.wait()
     assert api.times("GET", JOB_PATH) == [1000, 1003]
     assert job.job_id == "j-1"
+
+
+# -- Prefer: wait -------------------------------------------------------------------------------
+
+def held(status: str, etag: str = 'W/"v2"', applied: str = "wait=20", **fields) -> httpx.Response:
+    answer = job_answer(status, **fields)
+    answer.headers["ETag"] = etag
+    if applied:
+        answer.headers["Preference-Applied"] = applied
+    return answer
+
+
+def test_with_waits_each_poll_is_held_and_the_next_goes_at_once(api, time_):
+    answers = [held("processing", 'W/"v2"'), held("processing", 'W/"v3"'), held("ready", 'W/"v4"')]
+
+    def slow(answer, seconds):
+        def respond(request):
+            time_.now += seconds  # the server held it
+            return answer
+        return respond
+
+    api.on("GET", JOB_PATH, *[slow(a, s) for a, s in zip(answers, (0.3, 20, 0.2))])
+    job = uploaded(api, waits=True).wait()
+    assert job.status == "ready" and time_.sleeps == []
+    gets = [r for _, r in api.requests if r.method == "GET"]
+    assert all(r.headers["Prefer"] == "wait=20" for r in gets)
+    assert "If-None-Match" not in gets[0].headers  # the 202 had no ETag
+    assert [r.headers.get("If-None-Match") for r in gets[1:]] == ['W/"v2"', 'W/"v3"']
+
+
+def test_a_server_that_does_not_hold_gets_the_usual_schedule(api, time_):
+    api.on("GET", JOB_PATH, *[job_answer("processing")] * 3, job_answer("ready"))
+    job = uploaded(api, waits=True).wait()
+    assert job.status == "ready"
+    # One poll at once (it asked to be held), then the contract's schedule from that answer.
+    assert time_.sleeps == [3, 5, 8]
+
+
+def test_a_held_answer_back_at_once_and_unchanged_never_makes_a_tight_loop(api, time_):
+    api.on("GET", JOB_PATH, *[held("processing", 'W/"v2"', applied="wait=1")] * 5, held("ready"))
+    uploaded(api, waits=True).wait()
+    # Every poll after an unchanged quick answer waits as scheduled: never faster than the contract.
+    assert time_.sleeps == [5, 8, 15, 15]  # only the first (news: processing) is followed at once
+
+
+def test_a_held_poll_asks_no_longer_than_the_deadline_or_the_read_timeout(api, time_):
+    api.on("GET", JOB_PATH, held("ready"))
+    uploaded(api, waits=True).wait(deadline=7)
+    assert api.requests[-1][1].headers["Prefer"] == "wait=7"
+    assert api.client(waits=True, timeout=9).hold_seconds == 7  # room for the answer
+
+
+def test_upload_with_wait_asks_the_post_to_be_held_and_a_200_is_the_finished_job(time_):
+    finished = httpx.Response(200, headers={"Location": JOB_PATH, "ETag": 'W/"v9"', "Preference-Applied": "wait=10"},
+                              json={"job_id": "j-1", "status": "ready", "image_url": "u", "thumb_url": "t"})
+    api = FakeApi(time_).on("POST", "/api/v1/images", finished)
+    job = api.client(waits=True).upload(JPEG, wait=10)
+    assert job.status == "ready" and job.location.endswith(JOB_PATH)
+    assert api.requests[0][1].headers["Prefer"] == "wait=10"
+
+
+def test_upload_without_wait_sends_no_prefer(api, time_):
+    uploaded(api, waits=True)
+    assert "Prefer" not in api.requests[0][1].headers

@@ -39,6 +39,8 @@ class Client:
     this go straight to storage. `max_attempts`: tries of one request, and failed polls in a row,
     before giving up; a Retry-After longer than `max_retry_wait` seconds is not waited out but
     raised. `http`: your own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
+    `waits`: polls ask the server to hold them until the job changes (Prefer: wait), for as
+    long as `timeout` allows; False polls on the contract's schedule only.
     `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
     """
 
@@ -46,7 +48,7 @@ class Client:
                  token_provider: Optional[Callable[[], str]] = None,
                  direct_threshold: int = DEFAULT_DIRECT_THRESHOLD, max_attempts: int = 5,
                  max_retry_wait: float = 120.0, timeout: float = 30.0,
-                 http: Optional[httpx.Client] = None,
+                 http: Optional[httpx.Client] = None, waits: bool = True,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Any] = time.sleep,
                  random: Callable[[], float] = _random.random):
@@ -59,9 +61,14 @@ class Client:
         self.max_attempts = max(1, max_attempts)
         self.max_retry_wait = max_retry_wait
         self.clock, self.sleep, self.random = clock, sleep, random
+        self.waits = waits
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(
             timeout=timeout, headers={"User-Agent": f"image-jobs-client/{__version__}"})
+        read = self._http.timeout.read
+        # A held answer must arrive within the read timeout, with time to spare.
+        self.hold_seconds = polling.MAX_HOLD_SECONDS if read is None else max(0, min(
+            polling.MAX_HOLD_SECONDS, int(read) - 2))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -87,32 +94,50 @@ class Client:
 
     def upload(self, source: Source, *, content_type: Optional[str] = None,
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,
-               on_progress: Optional[Progress] = None) -> Job:
+               on_progress: Optional[Progress] = None, wait: float = 0) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
         Files up to `direct_threshold` bytes go through POST /images, larger ones through
         POST /uploads and straight to storage. One Idempotency-Key covers the whole logical
         upload and every retry of it; pass your own to resume an upload after a restart.
+        `wait`: seconds the upload's answer may be held for the job to finish (Prefer: wait
+        on POST /images, a held poll after a direct upload): a fast job comes back finished
+        in the same call. Never raises for a job that is still running then.
         """
         data, name = _read(source)
         key = idempotency_key or str(uuid.uuid4())
         ctype = content_type or guess_type(data[:64]) or OCTET_STREAM
         name = filename or name
         if len(data) > self.direct_threshold:
-            return self._upload_direct(data, ctype, name, key, on_progress)
+            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress), wait)
         try:
-            return self._upload_through_api(data, ctype, key, on_progress)
+            return self._upload_through_api(data, ctype, key, on_progress, wait)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our threshold: the direct route has its own.
-            return self._upload_direct(data, ctype, name, key, on_progress)
+            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress), wait)
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
-                            on_progress: Optional[Progress]) -> Job:
+                            on_progress: Optional[Progress], wait: float) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
+        headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
+        hold = min(int(wait), self.hold_seconds) if self.waits else 0
+        if hold >= 1:
+            headers["Prefer"] = f"wait={hold}"
         response = self.request("POST", f"{API_ROOT}/images", body=lambda: _chunks(data, on_progress),
-                                headers={"Content-Type": ctype, "Content-Length": str(len(data)),
-                                         "Idempotency-Key": key})
-        return Job._accepted(self, response)
+                                headers=headers)
+        job = Job._accepted(self, response)
+        if hold >= 1 and not job.finished and not job._held:
+            return self._held_poll(job, wait)  # the server did not hold the POST: a GET may
+        return job
+
+    def _held_poll(self, job: Job, wait: float) -> Job:
+        """Up to `wait` seconds of held polls; the job as it is then, finished or not."""
+        if wait < 1 or not self.waits or job.finished:
+            return job
+        try:
+            return job.wait(deadline=wait)
+        except errors.WaitTimeout:
+            return job
 
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress]) -> Job:

@@ -64,6 +64,8 @@ class Job:
         self.location = location
         self._data: Dict[str, Any] = dict(data or {})
         self._retry_at: Optional[float] = None  # on the client's clock: no poll before this
+        self._etag: Optional[str] = None  # the state the last answer showed
+        self._held = False  # the last answer was a held one (Preference-Applied)
 
     @classmethod
     def from_location(cls, location: str, client: Optional["Client"] = None, *,
@@ -82,7 +84,7 @@ class Job:
 
     @classmethod
     def _accepted(cls, client: "Client", response: httpx.Response) -> "Job":
-        """The job of a 202 answer to an upload."""
+        """The job of an upload's answer: 202, or 200 with the finished job after a wait."""
         body = _json_object(response)
         location = response.headers.get("location")
         if not location:
@@ -214,11 +216,16 @@ class Job:
              stop: Optional[threading.Event] = None) -> "Job":
         """Poll until the job is ready, failed or cancelled, and return it.
 
-        The schedule is the contract's: the first poll after the last Retry-After, then waits
-        of 3, 5, 8 and then 15 s, each ±20 % jitter and never shorter than the server's
+        With the client's `waits` (the default), every poll asks the server to hold it until
+        the job changes (`Prefer: wait`, naming the last state seen in `If-None-Match`), so
+        the answer comes when the result exists. The first such poll goes at once; while the
+        server says it held (`Preference-Applied`), the next one does too. Otherwise the
+        schedule is the contract's: the first poll after the last Retry-After, then waits of
+        3, 5, 8 and then 15 s, each ±20 % jitter and never shorter than the server's
         Retry-After. `deadline`: seconds from now; when the next poll would come later,
-        WaitTimeout is raised at once. Setting `stop` raises WaitCancelled. A 401, 403, 404
-        or 410 raises its typed error. Connection errors, 429 and 5xx answers count as "not
+        WaitTimeout is raised at once (a held poll asks for no more than the time left).
+        Setting `stop` raises WaitCancelled (after the poll in flight). A 401, 403, 404 or
+        410 raises its typed error. Connection errors, 429 and 5xx answers count as "not
         finished" until `max_attempts` of them come in a row. `on_status(job)` is called
         whenever a poll shows a status other than the previous poll's.
         """
@@ -226,7 +233,10 @@ class Job:
             return self
         c = self._client
         end = None if deadline is None else c.clock() + deadline
-        delay = max(0.0, self._retry_at - c.clock()) if self._retry_at is not None else 0.0
+        if c.waits:
+            delay = 0.0  # a held poll: the server waits, not us
+        else:
+            delay = max(0.0, self._retry_at - c.clock()) if self._retry_at is not None else 0.0
         polls = failures = 0
         seen: Optional[str] = None
         while True:
@@ -240,8 +250,10 @@ class Job:
                     raise errors.WaitCancelled(self, "the caller stopped waiting")
             polls += 1
             server_wait: Optional[float] = None
+            asked = c.clock()
             try:
-                self._with_answer(c.request("GET", self.location, retry=False))
+                self._with_answer(c.request("GET", self.location, retry=False,
+                                            headers=self._wait_headers(end)))
             except errors.ImageJobsError as exc:
                 if not _transient(exc):
                     raise
@@ -255,16 +267,37 @@ class Job:
                     server_wait = max(0.0, self._retry_at - c.clock())
                 if on_status is not None and self.status != seen:
                     on_status(self)
+                changed = self.status != seen
                 seen = self.status
                 if self.finished:
                     return self
+                # Held: ask again at once. A held answer that came back at once unchanged
+                # (the server's time ran short) falls back to the schedule, never a tight loop.
+                if self._held and (changed or c.clock() - asked >= polling.MIN_HELD_SECONDS):
+                    delay = 0.0
+                    continue
             delay = polling.poll_wait(polls, server_wait, c.random)
+
+    def _wait_headers(self, end: Optional[float]) -> Dict[str, str]:
+        """Prefer: wait for as long as the deadline and the client's read timeout allow."""
+        c = self._client
+        seconds = c.hold_seconds
+        if end is not None:
+            seconds = min(seconds, int(end - c.clock()))
+        if not c.waits or seconds < 1:
+            return {}
+        headers = {"Prefer": f"wait={seconds}"}
+        if self._etag:
+            headers["If-None-Match"] = self._etag
+        return headers
 
     # -- internals ---------------------------------------------------------------------------
     def _with(self, body: Dict[str, Any], response: httpx.Response) -> "Job":
         self._data = body
         seconds = polling.retry_after(response.headers)
         self._retry_at = None if seconds is None else self._client.clock() + seconds
+        self._etag = response.headers.get("etag")
+        self._held = "preference-applied" in response.headers
         return self
 
     def _with_answer(self, response: httpx.Response) -> "Job":

@@ -1,7 +1,8 @@
 """The contract's waits, as pure functions: "How a client polls" in CONTRACT.md.
 
 Start after Retry-After, then wait 3, 5, 8 and at most 15 seconds between polls, each with
-±20 % jitter, never sooner than a Retry-After the server sent.
+±20 % jitter, never sooner than a Retry-After the server sent. A poll the server held
+(Prefer: wait, answered with Preference-Applied) may be followed by the next at once.
 """
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from typing import Callable, Mapping, Optional
 
 STEPS = (3.0, 5.0, 8.0, 15.0)
 JITTER = 0.2
+# A held poll (Prefer: wait) asks for at most this long: the server caps it lower as it likes.
+MAX_HOLD_SECONDS = 20
+# A held answer quicker than this, with nothing new, is followed by the schedule, not at once.
+MIN_HELD_SECONDS = 1.0
 # Retries of one request (upload, cancel, delete) when the server sent no Retry-After.
 RETRY_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0)
 
