@@ -128,22 +128,24 @@ def test_cancel_while_the_large_photo_is_still_on_its_way_to_storage(page, runne
             pass  # the page already dropped it when Cancel stopped the upload
 
 
-def test_polls_on_the_contracts_schedule_and_honours_retry_after(page, runner):
-    """The first poll waits the 202's Retry-After (2 s), the next ones 3, 5, ... s with
-    ±20 % jitter, and never less than a Retry-After the server sends (here, once, 6 s)."""
-    polls, fake = [], [("6", "processing"), ("2", "processing")]
+def test_polls_are_held_and_a_server_that_does_not_hold_gets_the_contracts_schedule(page, runner):
+    """The first poll goes at once, asking to be held (Prefer: wait); answered without
+    Preference-Applied, the page falls back to the schedule: 3, 5, ... s with ±20 % jitter,
+    and never less than a Retry-After the server sends (here, once, 6 s)."""
+    polls, prefers, fake = [], [], [("6", "processing"), ("2", "processing")]
 
     def answer(route):
         if route.request.method != "GET":
             return route.fallback()
         polls.append(time.monotonic())
+        prefers.append(route.request.headers.get("prefer"))
         if not fake:
-            return route.fallback()  # the real job, ready by now
+            return route.fallback()  # the real job: the real server holds this one until ready
         retry_after, status = fake.pop(0)
         job_id = route.request.url.rsplit("/", 1)[1]
         route.fulfill(status=200, json={"job_id": job_id, "status": status}, headers={
             "Retry-After": retry_after, "Access-Control-Allow-Origin": "*",
-            "Access-Control-Expose-Headers": "Location,Retry-After"})
+            "Access-Control-Expose-Headers": "Location,Retry-After,ETag,Preference-Applied"})
 
     page.route(f"{runner.api}/api/v1/image-jobs/*", answer)
     open_page(page, runner)
@@ -154,11 +156,33 @@ def test_polls_on_the_contracts_schedule_and_honours_retry_after(page, runner):
     expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
 
     assert len(polls) == 3, polls
+    assert prefers == ["wait=20"] * 3
     waits = [polls[0] - accepted[0], polls[1] - polls[0], polls[2] - polls[1]]
     slack = 0.5  # the browser's timers and the route's round trip
-    assert 2.0 - 0.05 <= waits[0] <= 2 * 1.2 + slack, waits  # Retry-After 2, jitter never earlier
+    assert waits[0] <= slack, waits  # held polls need no Retry-After first
     assert 6.0 - 0.05 <= waits[1] <= 6 + slack, waits  # 3 s ± 20 % was due; Retry-After 6 wins
     assert 5 * 0.8 - 0.05 <= waits[2] <= 5 * 1.2 + slack, waits
+
+
+def test_the_page_holds_at_most_four_polls_at_once_and_learns_at_once(page, runner):
+    """Six photos: at most four held polls are open at once (a browser has six connections
+    per origin over HTTP/1.1), and every photo still ends ready."""
+    open_page(page, runner)
+    held, peak = set(), [0]
+
+    def sent(request):
+        if request.method == "GET" and "/image-jobs/" in request.url and request.headers.get("prefer"):
+            held.add(request)
+            peak[0] = max(peak[0], len(held))
+
+    page.on("request", sent)
+    page.on("requestfinished", lambda r: held.discard(r))
+    page.on("requestfailed", lambda r: held.discard(r))
+    names = [f"p{i}.jpg" for i in range(6)]
+    pick(page, *[(name, "image/jpeg", landscape(640 + i, 480)) for i, name in enumerate(names)])
+    for name in names:
+        expect(card(page, name)).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+    assert 1 <= peak[0] <= 4, peak
 
 
 def test_jobs_outlive_a_reload_and_delete_removes_them(page, runner, artifacts):

@@ -42,8 +42,13 @@ export class Api {
     return `${this.base}/image-jobs/${encodeURIComponent(jobId)}`;
   }
 
-  getJob(jobId, signal) {
-    return this.call("GET", this.jobUrl(jobId), { signal });
+  // With waitSeconds, the server may hold the answer until the job differs from `etag`
+  // (Prefer: wait); `held` in the answer says it did.
+  getJob(jobId, signal, { waitSeconds = 0, etag = null } = {}) {
+    const headers = {};
+    if (waitSeconds > 0) headers.Prefer = `wait=${waitSeconds}`;
+    if (waitSeconds > 0 && etag) headers["If-None-Match"] = etag;
+    return this.call("GET", this.jobUrl(jobId), { signal, headers });
   }
 
   cancel(jobId) {
@@ -114,13 +119,14 @@ export class Api {
   }
 }
 
-// {status, body, retryAfter, location} of a 2xx answer; a ProblemError for any other.
+// {status, body, retryAfter, location, etag, held} of a 2xx answer; a ProblemError for any other.
 function answer(status, text, header) {
   const retryAfter = retryAfterSeconds(header("Retry-After"));
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch { body = null; }
   if (status < 200 || status > 299) throw new ProblemError(status, body || {}, retryAfter);
-  return { status, body, retryAfter, location: header("Location") };
+  return { status, body, retryAfter, location: header("Location"), etag: header("ETag"),
+           held: header("Preference-Applied") !== null };
 }
 
 // The presigned POST form of a direct upload, fields first and the file last, as S3 wants.

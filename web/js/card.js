@@ -1,6 +1,6 @@
 // One photo on the page: its upload, its job's status (polled), and its buttons.
 import { ProblemError } from "./api.js";
-import { STOP_HTTP, TERMINAL, pollDelay, sleep } from "./poll.js";
+import { HOLD_SECONDS, MIN_HELD_MS, STOP_HTTP, TERMINAL, holds, pollDelay, sleep } from "./poll.js";
 
 // Give up polling a job that is still not finished after this long; "Check again" resumes.
 const DEADLINE_MS = 30 * 60 * 1000;
@@ -49,18 +49,33 @@ export class JobCard {
     }
   }
 
-  // Polls the job until it is finished, per CONTRACT.md "How a client polls".
+  // Polls the job until it is finished, per CONTRACT.md "How a client polls": each poll asks
+  // to be held until the job changes (Prefer: wait) while one of the page's held slots is
+  // free, and goes again at once after a held answer; otherwise it waits as scheduled.
   async track(firstRetryAfter = null) {
     const { signal } = this.controller;
     const deadline = Date.now() + DEADLINE_MS;
-    let wait = firstRetryAfter === null ? 0 : pollDelay(0, firstRetryAfter);
+    let release = holds.take();
+    let wait = release || firstRetryAfter === null ? 0 : pollDelay(0, firstRetryAfter);
+    let etag = null;
     for (let poll = 1; ; poll++) {
       try {
         await sleep(wait, signal);
-        const answer = await this.api.getJob(this.jobId, signal);
+        release = release || holds.take();
+        const asked = Date.now();
+        const before = this.job?.status;
+        let answer;
+        try {
+          answer = await this.api.getJob(this.jobId, signal, { waitSeconds: release ? HOLD_SECONDS : 0, etag });
+        } finally {
+          release?.();
+          release = null;
+        }
+        etag = answer.etag;
         this.show(answer.body);
         if (TERMINAL.has(answer.body.status)) return;
-        wait = pollDelay(poll, answer.retryAfter);
+        const news = answer.body.status !== before || Date.now() - asked >= MIN_HELD_MS;
+        wait = answer.held && news ? 0 : pollDelay(poll, answer.retryAfter);
       } catch (error) {
         if (error.name === "AbortError") return;
         if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);

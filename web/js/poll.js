@@ -33,3 +33,23 @@ export function sleep(ms, signal) {
 export const TERMINAL = new Set(["ready", "failed", "cancelled"]);
 // Answers after which polling the job again can never help.
 export const STOP_HTTP = new Set([401, 403, 404, 410]);
+
+// Held polls (Prefer: wait): how long one may be held, and how many the page keeps open at
+// once. A browser opens at most six connections to one origin over HTTP/1.1: four held ones
+// leave two for uploads, cancels and fresh polls.
+export const HOLD_SECONDS = 20;
+export const MAX_HELD = 4;
+// A held answer quicker than this, with nothing new, is followed by the schedule.
+export const MIN_HELD_MS = 1000;
+
+// Counts held polls in flight; take() gives a release function, or null when all are taken.
+export class HoldGate {
+  constructor(limit = MAX_HELD) { this.limit = limit; this.inFlight = 0; }
+  take() {
+    if (this.inFlight >= this.limit) return null;
+    this.inFlight += 1;
+    let released = false;
+    return () => { if (!released) { released = true; this.inFlight -= 1; } };
+  }
+}
+export const holds = new HoldGate();

@@ -109,7 +109,9 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
         def sent(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        job = client.upload(args.files[index], on_progress=sent)
+        # Waiting: the upload's answer itself may be held until the job is done (Prefer: wait).
+        hold = (args.deadline if args.deadline is not None else client.hold_seconds) if args.wait else 0
+        job = client.upload(args.files[index], on_progress=sent, wait=hold)
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
