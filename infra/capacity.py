@@ -454,7 +454,68 @@ def main() -> int:
         print("load: peak / capacity (sweepers: average / capacity)")
         print()
     print(prices.report())
+    print()
+    print(wait_report())
     return 0
+
+
+
+# -- waits (Prefer: wait, docs/scale.md §7) ----------------------------------------------------
+# A waiting client holds one API request from its first held poll (or its upload's answer)
+# until the job is terminal: about the pipeline's time in the cloud. Held requests read the
+# job on chalicelib/usecases/waits.py's schedule and take and give back one slot (2 WRU).
+WAIT_SHARE = 1.0  # clients that wait: the SDK, the CLI and the page do by default
+WAIT_SLOT_WCU = 2
+
+
+def held_seconds_per_image() -> float:
+    """A held request lasts from the job's acceptance to its end: the notification, then the work."""
+    return NOTIFY_SECONDS + mean_worker_seconds()
+
+
+def reads_while_held(seconds: float) -> int:
+    """Consistent reads a request held `seconds` makes: the schedule, step by step."""
+    from chalicelib.usecases.waits import step_after
+
+    held, reads = 0.0, 0
+    while held < seconds:
+        held += step_after(held)
+        reads += 1
+    return reads
+
+
+def wait_usage(images_per_day: float, burst: float = DESIGN_BURST) -> list[Usage]:
+    """API concurrency = request rate x hold time, against the account's Lambda concurrency;
+    the table reads the held requests add; and the owners' caps."""
+    avg = images_per_day / DAY * WAIT_SHARE
+    top = avg / WAIT_SHARE * burst * WAIT_SHARE
+    hold = held_seconds_per_image()
+    reads = reads_while_held(hold)
+    return [
+        Usage("API concurrency held by waits", "1,000 per account (Lambda, shared)",
+              avg * hold, top * hold, LAMBDA_ACCOUNT_CONCURRENCY, "concurrent"),
+        Usage("DynamoDB reads of held requests", "40,000 RRU/s per table (on demand)",
+              avg * reads, top * reads, DYNAMO_TABLE_UNITS, "RRU/s"),
+        Usage("DynamoDB writes of wait slots", "40,000 WRU/s per table (on demand)",
+              avg * WAIT_SLOT_WCU, top * WAIT_SLOT_WCU, DYNAMO_TABLE_UNITS, "WRU/s"),
+    ]
+
+
+def wait_report() -> str:
+    from infra import prices
+
+    hold = held_seconds_per_image()
+    s = Settings()
+    lines = [f"waits: a held request lasts {hold:.2f} s an image ({reads_while_held(hold)} consistent "
+             f"reads, {WAIT_SLOT_WCU} WRU for its slot); one owner holds at most {s.max_waits_per_owner}, "
+             f"each at most {s.max_wait_seconds} s"]
+    for per_day in (1_000_000, 10_000_000, 100_000_000):
+        for row in wait_usage(per_day):
+            flag = "  BREAKS (quota increase, or push: issue 28)" if row.load > 1 else ""
+            lines.append(f"  {per_day // 1_000_000:>4}M/day {row.component:<34} peak {row.peak:>9,.0f} "
+                         f"{row.unit:<10} of {row.capacity:>7,.0f}  load {row.load:>6.2f}{flag}")
+    lines.append(prices.wait_report())
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -156,3 +156,33 @@ def report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
     rows.append(f"the shared per-owner request rate alone: ${rate_limit_per_1000_requests():.6f} per 1,000 "
                 "API requests")
     return "\n".join(rows)
+
+
+def waits_per_1000(images_per_day: float) -> list[Line]:
+    """What waiting clients add per 1,000 images, against the two polls they no longer send."""
+    month = images_per_day * MONTH_DAYS
+    hold = cap.held_seconds_per_image()
+    held_gbs = hold * API_MEMORY_GB
+    reads = cap.reads_while_held(hold)
+    polls_saved = cap.POLLS_PER_IMAGE - 1  # the held poll replaces the schedule's polls
+    lines = [
+        Line("Lambda API, held", f"{held_gbs:.3f} GB-s", marginal(held_gbs, month, LAMBDA_GB_SECOND)),
+        Line("DynamoDB reads, held", f"{reads} RRU", reads * DYNAMO_READ_UNIT),
+        Line("DynamoDB wait slot", f"{cap.WAIT_SLOT_WCU} WRU", cap.WAIT_SLOT_WCU * DYNAMO_WRITE_UNIT),
+        Line("polls not sent", f"-{polls_saved} request, invocation, RRU",
+             -polls_saved * (marginal(1, month, API_GATEWAY_REST) + LAMBDA_REQUEST + DYNAMO_READ_UNIT)),
+    ]
+    return [Line(line.component, line.basis, line.per_1000 * 1000) for line in lines]
+
+
+def wait_report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
+    head = f"{'waits add, per 1,000 images':<58}" + "".join(f"{v // 1_000_000:>9}M/d" for v in volumes)
+    rows = [head]
+    tables = [waits_per_1000(v) for v in volumes]
+    for i, line in enumerate(tables[0]):
+        rows.append(f"{line.component:<22} {line.basis:<35}" + "".join(f"{t[i].per_1000:>11.4f}" for t in tables))
+    rows.append(f"{'waits, net':<58}" + "".join(f"{sum(x.per_1000 for x in t):>11.4f}" for t in tables))
+    base = [sum(x.per_1000 for x in cost_per_1000(v)) for v in volumes]
+    rows.append(f"{'  share of the total above':<58}"
+                + "".join(f"{sum(x.per_1000 for x in t) / b:>10.1%} " for t, b in zip(tables, base)))
+    return "\n".join(rows)
