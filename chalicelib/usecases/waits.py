@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 from chalicelib.config import WAIT_MARGIN_SECONDS
 from chalicelib.domain.errors import JobNotFound, Overloaded, TransientError
-from chalicelib.domain.jobs import Job
+from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
@@ -30,6 +30,8 @@ log = get_logger("waits")
 _FAST_STEP, _FAST_FOR = 0.04, 2.0
 _SLOW_STEPS = (0.1, 0.25, 0.5, 1.0)
 _SLOW_AFTER = (4.0, 8.0, 12.0)
+# How long a wait that saw `cancelled` looks for the delete that may follow it.
+_SETTLE_STEP, _SETTLE_READS = 0.1, 5
 
 
 def step_after(held: float) -> float:
@@ -137,5 +139,20 @@ class Waits:
             if read is None or read.owner != job.owner:
                 raise JobNotFound()
             current = read
+            if current.status is JobStatus.CANCELLED:
+                return self._unless_deleted(current)
             if current.status.terminal or done(current):
                 return current
+
+    def _unless_deleted(self, cancelled: Job) -> Job:
+        """A DELETE cancels the job before it removes it: look a few times more, so that a
+        job being deleted ends the wait as 404, not as the `cancelled` it passed through."""
+        for _ in range(_SETTLE_READS):
+            self._sleep(_SETTLE_STEP)
+            try:
+                read = self._ctx.jobs.get(cancelled.job_id)
+            except TransientError:
+                continue
+            if read is None:
+                raise JobNotFound()
+        return cancelled

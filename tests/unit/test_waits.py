@@ -186,7 +186,15 @@ def test_a_job_deleted_meanwhile_ends_the_wait_as_not_found_and_a_cancel_at_once
     assert time.now < 0.3 and ctx.wait_slots.held["alice"] == {}
     job = queued_job(ctx)
     time.at.append((time.now + 0.2, move(ctx, job.job_id, JobStatus.CANCELLED)))
+    started = time.now
     assert waits.hold_until_finished(job, 20).job.status is JobStatus.CANCELLED
+    assert time.now - started < 1  # a cancel is answered within the settle reads
+    # A DELETE cancels first, then removes: the wait says 404, not the cancelled it passed.
+    job = queued_job(ctx)
+    time.at.append((time.now + 0.2, move(ctx, job.job_id, JobStatus.CANCELLED)))
+    time.at.append((time.now + 0.45, lambda: ctx.jobs.items.pop(job.job_id)))
+    with pytest.raises(JobNotFound):
+        waits.hold_until_changed(job, 20)
 
 
 def test_the_service_under_load_answers_at_once():
