@@ -206,6 +206,18 @@ class SharedConnection(Connection):
             table_connection.connection = self
 
 
+def bind_model(base: type[Model], table: str, region: str, host: Optional[str], clients: Optional[Clients],
+               connection: dict, prepare_client: Callable[[Any], Any]) -> type[Model]:
+    """A subclass of an unbound item model, bound to a table and endpoint and served by the
+    shared botocore client: how each small store beside the jobs (webhooks, rates, waits)
+    gets its model. `connection` and `prepare_client` as the job store's."""
+    meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **connection})
+    model = type(f"Bound{base.__name__}", (base,), {"Meta": meta})
+    SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
+                     **connection).serve(model)
+    return model
+
+
 def condition_failed(error: PynamoDBException) -> bool:
     return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
 

@@ -15,7 +15,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
+from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
 from chalicelib.domain.errors import ConditionFailed, TransientError
 
 RATE_PREFIX = "rate#"
@@ -38,11 +38,8 @@ class DynamoRateStore:
                  connection: Optional[dict] = None,
                  prepare_client: Callable[[Any], Any] = lambda client: client):
         """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
-        settings = connection or _CONNECTION
-        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
-        self._model = type("BoundRateItem", (RateItem,), {"Meta": meta})
-        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                         **settings).serve(self._model)
+        self._model = bind_model(RateItem, table, region, host, clients, connection or _CONNECTION,
+                                 prepare_client)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model

@@ -16,7 +16,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
+from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
 from chalicelib.domain.errors import TransientError
 
 WAIT_PREFIX = "wait#"
@@ -39,11 +39,8 @@ class DynamoWaitSlots:
     def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
                  connection: Optional[dict] = None,
                  prepare_client: Callable[[Any], Any] = lambda client: client):
-        settings = connection or _CONNECTION
-        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
-        self._model = type("BoundWaitSlotItem", (WaitSlotItem,), {"Meta": meta})
-        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                         **settings).serve(self._model)
+        self._model = bind_model(WaitSlotItem, table, region, host, clients, connection or _CONNECTION,
+                                 prepare_client)
 
     def take(self, owner: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
         m = self._model

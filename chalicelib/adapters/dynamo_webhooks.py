@@ -14,7 +14,7 @@ from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import SharedConnection, condition_failed
+from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.ports import Breaker, Webhook
 
@@ -42,13 +42,8 @@ class DynamoWebhookStore:
                  connection: Optional[dict] = None,
                  prepare_client: Callable[[Any], Any] = lambda client: client):
         """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
-        settings = connection or _CONNECTION
-        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
-        self._model = type("BoundWebhookItem", (WebhookItem,), {"Meta": meta})
-        # Its botocore client from the shared session too, made on first use (as the job
-        # store's): PynamoDB would otherwise start a session of its own.
-        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                         **settings).serve(self._model)
+        self._model = bind_model(WebhookItem, table, region, host, clients, connection or _CONNECTION,
+                                 prepare_client)
 
     def get_webhook(self, owner: str) -> Optional[Webhook]:
         try:
