@@ -114,12 +114,29 @@ def create_direct_upload():
     owner = _owner()
     request = app.current_request
     body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
-                                    {"content_type": str, "size": int})
+                                    {"content_type": str, "size": int, "method": str, "sha256": str})
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return responses.accepted(
-        use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key),
+        use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
+                                                 method=body.get("method", "POST"), sha256=body.get("sha256")),
         settings.retry_after_seconds,
     )
+
+
+@app.route(ROOT + "/image-jobs/{job_id}/upload", methods=["GET"], content_types=ANY, authorizer=authorizer)
+@api
+def get_job_upload(job_id):
+    return responses.upload(use_cases().uploads.current_upload(_owner(), job_id))
+
+
+@app.route(ROOT + "/image-jobs/{job_id}/upload", methods=["POST"], content_types=ANY, authorizer=authorizer)
+@api
+def complete_job_upload(job_id):
+    owner = _owner()
+    request = app.current_request
+    parts = request_body.completed_parts(request.raw_body, request.headers.get("content-type", ""))
+    job = use_cases().uploads.complete_upload(owner, job_id, parts)
+    return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds)
 
 
 @app.route(ROOT + "/image-jobs/{job_id}", methods=["GET"], content_types=ANY, authorizer=authorizer)

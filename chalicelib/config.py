@@ -7,6 +7,8 @@ from typing import Mapping, Optional
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
+# The bucket's lifecycle aborts multipart uploads left incomplete this long (infra/template.yaml).
+INCOMPLETE_UPLOAD_DAYS = 1
 # What the worker holds beside its decoding child: the interpreter, the SDKs, Pillow, an
 # original at the direct-upload limit and its renditions.
 WORKER_OWN_MB = 256
@@ -77,6 +79,12 @@ class Settings:
     webhook_function_timeout_seconds: int = 30
     max_attempts: int = 3
     upload_url_ttl_seconds: int = 900
+    # Direct uploads of at least this many bytes may go in parts (method "multipart"), each
+    # of multipart_part_bytes but the last (S3 wants at least 5 MiB). A multipart upload
+    # may take multipart_upload_ttl_seconds, its part URLs each upload_url_ttl_seconds.
+    multipart_min_bytes: int = 16 * MIB
+    multipart_part_bytes: int = 8 * MIB
+    multipart_upload_ttl_seconds: int = DAY // 2
     idempotency_ttl_seconds: int = DAY
     # How long a job may be queued before the sweeper asks whether its message is lost.
     queue_timeout_seconds: int = 600
@@ -194,6 +202,13 @@ class Settings:
                              f"day before the bucket's lifecycle deletes objects "
                              f"(BUCKET_LIFECYCLE_DAYS={self.bucket_lifecycle_days}): it would "
                              "delete the images of jobs that are still ready")
+        if self.multipart_part_bytes < 5 * MIB:
+            raise ValueError(f"MULTIPART_PART_BYTES ({self.multipart_part_bytes}) must be at least "
+                             "5 MiB: S3 refuses a completion whose parts but the last are smaller")
+        if self.multipart_upload_ttl_seconds >= INCOMPLETE_UPLOAD_DAYS * DAY:
+            raise ValueError(f"MULTIPART_UPLOAD_TTL_SECONDS ({self.multipart_upload_ttl_seconds}) "
+                             f"must end before the bucket aborts incomplete uploads "
+                             f"({INCOMPLETE_UPLOAD_DAYS} days): it would abort one still under way")
         if self.auth_mode == "cognito" and not self.cognito_user_pool_arn:
             raise ValueError("AUTH_MODE=cognito needs COGNITO_USER_POOL_ARN, a stack output: "
                              "run python -m infra.stage_config <stage> (docs/deploy.md)")

@@ -34,6 +34,23 @@ class PresignedPost:
 
 
 @dataclass(frozen=True)
+class PresignedPut:
+    """One PUT of the whole file to `url`, sent with exactly `headers` (they are signed)."""
+
+    url: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StoredPart:
+    """A part of a multipart upload that storage holds."""
+
+    number: int
+    etag: str
+    size: int
+
+
+@dataclass(frozen=True)
 class ScanPoint:
     """Where one key range of the orphan scan stands (chalicelib/usecases/orphans.py)."""
 
@@ -70,6 +87,34 @@ class ObjectStore(Protocol):
 
     def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
         """A form upload pinned to key, content type and size range."""
+        ...
+
+    def presign_put(self, key: str, content_type: str, size: int, sha256: Optional[str],
+                    expires_in: int) -> PresignedPut:
+        """One PUT pinned to key, content type and exact size, and to the bytes' SHA-256
+        (base64) when given: storage refuses any other request."""
+        ...
+
+    def start_multipart(self, key: str, content_type: str) -> str:
+        """A new multipart upload to key; its upload id."""
+        ...
+
+    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
+        """A URL to PUT part `number` (from 1) of the upload."""
+        ...
+
+    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        """The parts storage holds, by number; KeyError when the upload is no more
+        (completed or aborted)."""
+        ...
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        """Join the parts into the object (storage then notifies). InvalidRequest when a part
+        is not what storage holds; KeyError when the upload is no more."""
+        ...
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        """Drop the upload and its parts. Idempotent: an upload that is no more is fine."""
         ...
 
     def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None) -> Iterator[str]:

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
-from chalicelib.domain.errors import ConditionFailed, FileTooLarge, IdempotencyKeyTaken, QuotaFull, TransientError
+from chalicelib.domain.errors import (ConditionFailed, FileTooLarge, IdempotencyKeyTaken, InvalidRequest,
+                                      QuotaFull, TransientError)
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
-from chalicelib.ports import IdempotencyRecord, PresignedPost, ScanPoint, StoredObject, Webhook, WebhookEvent
+from chalicelib.ports import (IdempotencyRecord, PresignedPost, PresignedPut, ScanPoint, StoredObject,
+                              StoredPart, Webhook, WebhookEvent)
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
     from chalicelib.domain.events import ObjectCreated
@@ -169,6 +172,8 @@ class FakeObjectStore:
         self.down = False
         # Storage's object-created notification: called with the key after each put.
         self.on_created = on_created
+        self.uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
+        self.next_upload = 0
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         if self.down:
@@ -210,6 +215,55 @@ class FakeObjectStore:
         return PresignedPost(url="https://storage.test/bucket", fields={
             "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"})
 
+    def presign_put(self, key: str, content_type: str, size: int, sha256, expires_in: int) -> PresignedPut:
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        if sha256 is not None:
+            headers["x-amz-checksum-sha256"] = sha256
+        return PresignedPut(url=f"https://storage.test/{key}?put&expires={expires_in}", headers=headers)
+
+    # Multipart uploads: upload id -> (key, content type, {part number: bytes}).
+    def start_multipart(self, key: str, content_type: str) -> str:
+        if self.down:
+            raise TransientError("storage unavailable")
+        self.next_upload += 1
+        upload_id = f"upload-{self.next_upload}"
+        self.uploads[upload_id] = (key, content_type, {})
+        return upload_id
+
+    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
+        return f"https://storage.test/{key}?uploadId={upload_id}&partNumber={number}&expires={expires_in}"
+
+    def put_part(self, upload_id: str, number: int, data: bytes) -> str:
+        """What a client's PUT to a part URL does; the part's ETag."""
+        self.uploads[upload_id][2][number] = data
+        return _etag(data)
+
+    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        if self.down:
+            raise TransientError("storage unavailable")
+        if upload_id not in self.uploads:
+            raise KeyError(upload_id)
+        parts = self.uploads[upload_id][2]
+        return [StoredPart(n, _etag(parts[n]), len(parts[n])) for n in sorted(parts)]
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        if self.down:
+            raise TransientError("storage unavailable")
+        if upload_id not in self.uploads:
+            raise KeyError(upload_id)
+        _, content_type, held = self.uploads[upload_id]
+        numbers = [p.number for p in parts]
+        if (numbers != sorted(set(numbers)) or not parts
+                or any(p.number not in held or _etag(held[p.number]) != p.etag for p in parts)):
+            raise InvalidRequest("The parts are not the ones storage holds")
+        del self.uploads[upload_id]
+        self.put(key, b"".join(held[n] for n in numbers), content_type)
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        if self.down:
+            raise TransientError("storage unavailable")
+        self.uploads.pop(upload_id, None)
+
     def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None):
         if self.down:
             raise TransientError("storage unavailable")
@@ -217,6 +271,10 @@ class FakeObjectStore:
             if (key.startswith(prefix) and (after is None or key > after)
                     and self.modified.get(key, older_than) < older_than):
                 yield key
+
+
+def _etag(data: bytes) -> str:
+    return '"' + hashlib.md5(data).hexdigest() + '"'
 
 
 class FakePublisher:

@@ -107,6 +107,10 @@ class JobItem(Model):
     declared_type = UnicodeAttribute(null=True)
     declared_size = NumberAttribute(null=True)
     upload_expires_at = UTCDateTimeAttribute(null=True)
+    upload_method = UnicodeAttribute(null=True)
+    declared_sha256 = UnicodeAttribute(null=True)
+    multipart_upload_id = UnicodeAttribute(null=True)
+    part_size = NumberAttribute(null=True)
     idempotency_scope = UnicodeAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()

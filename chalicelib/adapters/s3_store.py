@@ -6,10 +6,18 @@ from typing import Iterator, Optional
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.domain.errors import FileTooLarge, TransientError
-from chalicelib.ports import PresignedPost, StoredObject
+from chalicelib.domain.errors import FileTooLarge, InvalidRequest, TransientError
+from chalicelib.ports import PresignedPost, PresignedPut, StoredObject, StoredPart
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
+# A multipart upload that was completed or aborted (or never was).
+_NO_UPLOAD = ("NoSuchUpload",)
+# A completion whose parts are not what storage holds: the client's to fix.
+_BAD_PARTS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML")
+
+
+def _code(error: ClientError) -> str:
+    return error.response.get("Error", {}).get("Code", "")
 
 
 class S3Store:
@@ -93,6 +101,72 @@ class S3Store:
             ExpiresIn=expires_in,
         )
         return PresignedPost(url=post["url"], fields=post["fields"])
+
+    def presign_put(self, key: str, content_type: str, size: int, sha256: Optional[str],
+                    expires_in: int) -> PresignedPut:
+        # Each of these becomes a signed header: S3 refuses a PUT whose headers differ, and
+        # one whose body is not Content-Length bytes or does not hash to the checksum.
+        params = {"Bucket": self._bucket, "Key": key, "ContentType": content_type, "ContentLength": size}
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        if sha256 is not None:
+            params["ChecksumSHA256"] = sha256
+            headers["x-amz-checksum-sha256"] = sha256
+        url = self._presign_client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
+        return PresignedPut(url=url, headers=headers)
+
+    def start_multipart(self, key: str, content_type: str) -> str:
+        try:
+            answer = self._client.create_multipart_upload(Bucket=self._bucket, Key=key,
+                                                          ContentType=content_type)
+        except (BotoCoreError, ClientError) as error:
+            raise TransientError("storage unavailable") from error
+        return answer["UploadId"]
+
+    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
+        return self._presign_client.generate_presigned_url("upload_part", Params={
+            "Bucket": self._bucket, "Key": key, "UploadId": upload_id, "PartNumber": number,
+        }, ExpiresIn=expires_in)
+
+    def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        parts: list[StoredPart] = []
+        try:
+            pages = self._client.get_paginator("list_parts").paginate(
+                Bucket=self._bucket, Key=key, UploadId=upload_id)
+            for page in pages:
+                parts.extend(StoredPart(number=p["PartNumber"], etag=p["ETag"], size=p["Size"])
+                             for p in page.get("Parts", []))
+        except ClientError as error:
+            if _code(error) in _NO_UPLOAD:
+                raise KeyError(upload_id) from None
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+        return sorted(parts, key=lambda p: p.number)
+
+    def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        try:
+            self._client.complete_multipart_upload(
+                Bucket=self._bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": p.number, "ETag": p.etag} for p in parts]})
+        except ClientError as error:
+            if _code(error) in _NO_UPLOAD:
+                raise KeyError(upload_id) from None
+            if _code(error) in _BAD_PARTS:
+                raise InvalidRequest("The parts are not the ones storage holds: "
+                                     "GET the upload to see which it has") from None
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        try:
+            self._client.abort_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id)
+        except ClientError as error:
+            if _code(error) in _NO_UPLOAD:
+                return
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
 
     def list_keys(self, prefix: str, older_than: datetime, after: Optional[str] = None) -> Iterator[str]:
         # StartAfter: S3 lists from the first key after it, in key order (the orphan scan

@@ -100,6 +100,11 @@ class Job:
     declared_type: Optional[str] = None
     declared_size: Optional[int] = None
     upload_expires_at: Optional[datetime] = None
+    upload_method: Optional[str] = None      # an UploadMethod; None for POST /images
+    declared_sha256: Optional[str] = None    # base64, as S3's x-amz-checksum-sha256
+    # A multipart upload: storage's id for it, and the size of every part but the last.
+    multipart_upload_id: Optional[str] = None
+    part_size: Optional[int] = None
     # The idempotency record that points here, so deleting the job can free the key.
     idempotency_scope: Optional[str] = None
 

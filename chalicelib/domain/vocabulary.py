@@ -54,3 +54,11 @@ class Outcome(StrEnum):
     IGNORED = "ignored"        # not an original of ours, or no such job
     DUPLICATE = "duplicate"    # the job had already ended (finished or cancelled): nothing to do
     LOST = "lost"              # this attempt's final write lost to a newer state
+
+
+class UploadMethod(StrEnum):
+    """How a direct upload reaches storage (POST /uploads, its "method")."""
+
+    POST = "POST"              # a presigned form
+    PUT = "PUT"                # one presigned PUT of the whole file
+    MULTIPART = "multipart"    # presigned PUTs of its parts, then a completion

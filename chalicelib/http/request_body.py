@@ -1,5 +1,5 @@
-"""The bodies of requests: the image of an upload (multipart `file` part or raw bytes) and
-the JSON object of a direct upload.
+"""The bodies of requests: the image of an upload (multipart `file` part or raw bytes), the
+JSON object of a direct upload and the parts of a multipart upload's completion.
 
 HTTP-shaped parsing lives here so that app.py stays wiring and the use cases see values.
 """
@@ -135,8 +135,28 @@ def _typed(name: str, value: object, kind: type):
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidRequest(f"'{name}' must be {'an integer' if kind is int else 'a string'}")
+        raise InvalidRequest(f"'{name}' must be {_KIND_NAMES[kind]}")
     return value
+
+
+_KIND_NAMES = {int: "an integer", str: "a string", list: "an array"}
+
+
+def completed_parts(body: bytes, content_type: str) -> Optional[list[tuple[int, str]]]:
+    """The parts of a multipart upload's completion, [(number, etag)]; None for an empty
+    body, which asks the server to take the parts storage holds."""
+    if not body or not body.strip():
+        return None
+    parts = json_object(body, content_type, {"parts": list}).get("parts")
+    if parts is None:
+        return None
+    chosen = []
+    for part in parts:
+        if not isinstance(part, dict) or set(part) != {"part_number", "etag"}:
+            raise InvalidRequest('Each part must be {"part_number": <int>, "etag": "<ETag>"}')
+        number, etag = _typed("part_number", part["part_number"], int), _typed("etag", part["etag"], str)
+        chosen.append((number, etag))
+    return chosen
 
 
 def _depth(body: bytes) -> int:

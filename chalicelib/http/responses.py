@@ -71,6 +71,11 @@ def accepted_or_finished(upload, held, urls, retry_after_seconds: int) -> Respon
     return response
 
 
+def upload(upload) -> Response:
+    """200 with how the job's file is sent now (GET .../upload)."""
+    return Response(status_code=200, headers=NO_STORE, body=views.upload_body(upload))
+
+
 def webhook(hook, show_secret: bool = False) -> Response:
     return Response(status_code=200, headers=NO_STORE, body=views.webhook_body(hook, show_secret))
 

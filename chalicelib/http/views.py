@@ -6,10 +6,10 @@ from typing import Optional
 
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode
+from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
 from chalicelib.http import problems
 from chalicelib.ports import Webhook
-from chalicelib.usecases.results import Accepted, Urls
+from chalicelib.usecases.results import Accepted, PartUpload, Upload, UploadForm, UploadPut, Urls
 
 
 def rfc3339(value: datetime) -> str:
@@ -24,13 +24,26 @@ def accepted_body(accepted: Accepted) -> dict:
     job = accepted.job
     body = {"job_id": job.job_id, "status": job.status.value, "created_at": rfc3339(job.created_at)}
     if accepted.upload is not None:
-        body["upload"] = {
-            "method": "POST",
-            "url": accepted.upload.url,
-            "fields": accepted.upload.fields,
-            "expires_at": rfc3339(accepted.upload.expires_at),
-        }
+        body["upload"] = upload_body(accepted.upload)
     return body
+
+
+def upload_body(upload: Upload) -> dict:
+    """How the client sends its file: the `upload` of POST /uploads, and GET .../upload."""
+    if isinstance(upload, UploadForm):
+        return {"method": UploadMethod.POST.value, "url": upload.url, "fields": upload.fields,
+                "expires_at": rfc3339(upload.expires_at)}
+    if isinstance(upload, UploadPut):
+        return {"method": UploadMethod.PUT.value, "url": upload.url, "headers": upload.headers,
+                "expires_at": rfc3339(upload.expires_at)}
+    return {"method": UploadMethod.MULTIPART.value, "part_size": upload.part_size,
+            "parts": [_part(p) for p in upload.parts], "expires_at": rfc3339(upload.expires_at)}
+
+
+def _part(part: PartUpload) -> dict:
+    if part.url is None:
+        return {"part_number": part.number, "size": part.size, "stored": True, "etag": part.etag}
+    return {"part_number": part.number, "size": part.size, "stored": False, "url": part.url}
 
 
 def job_body(job: Job, urls: Optional[Urls]) -> dict:

@@ -25,6 +25,8 @@ log = get_logger("metrics")
 
 class Metric(StrEnum):
     JOBS_ACCEPTED = "JobsAccepted"          # a new job (not a replay), by Route
+    UPLOADS_CREATED = "UploadsCreated"      # a new direct upload, by Method
+    UPLOADS_RESUMED = "UploadsResumed"      # an upload's state asked again (GET .../upload), by Method
     JOBS_READY = "JobsReady"
     JOBS_FAILED = "JobsFailed"              # in all, and by Code
     JOBS_CANCELLED = "JobsCancelled"
@@ -64,6 +66,7 @@ class Dimension(StrEnum):
     ROUTE = "Route"
     QUEUE = "Queue"
     REASON = "Reason"
+    METHOD = "Method"                       # an UploadMethod
 
 
 class Route(StrEnum):

@@ -1,11 +1,11 @@
 """The few steps that several use cases share: ending a job failed, removing a job and its
-objects, and best-effort clean-up."""
+objects (and aborting its multipart upload), and best-effort clean-up."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 from chalicelib.domain.errors import ConditionFailed, TransientError
-from chalicelib.domain.jobs import Job
+from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import announce
@@ -39,7 +39,17 @@ def conclude(ctx: Context, job: Job) -> None:
     or the job is counted and announced twice; reconcile_slots gives back any slot whose
     release was lost."""
     call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
+    if job.status is not JobStatus.READY:
+        # A cancel, or an upload that never arrived: its parts would cost storage until the
+        # bucket's lifecycle aborts them.
+        call_best_effort(abort_upload, ctx, job)
     announce.job_finished(ctx, job)
+
+
+def abort_upload(ctx: Context, job: Job) -> None:
+    """Drop the job's multipart upload and its parts, if it has one."""
+    if job.multipart_upload_id is not None:
+        ctx.objects.abort_multipart(job.original_key, job.multipart_upload_id)
 
 
 def reconcile_slots(ctx: Context, owner: str) -> bool:
@@ -81,6 +91,7 @@ def delete_renditions(ctx: Context, job: Job) -> None:
 def remove(ctx: Context, job: Job) -> None:
     """Objects first, then the key, then the record: a crash half-way leaves a record that
     the next attempt (or the sweeper) finishes removing."""
+    abort_upload(ctx, job)  # a job deleted while awaiting its parts was never concluded
     ctx.objects.delete(job.original_key)
     delete_renditions(ctx, job)
     if job.idempotency_scope:

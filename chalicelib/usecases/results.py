@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional
+from typing import Optional, Union
 
 from chalicelib.domain.jobs import Job
 from chalicelib.domain.renditions import RenditionName
@@ -19,10 +19,41 @@ class UploadForm:
 
 
 @dataclass(frozen=True)
+class UploadPut:
+    """One PUT of the whole file, with exactly these headers, until expires_at."""
+
+    url: str
+    headers: dict[str, str]
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class PartUpload:
+    """One part of a multipart upload: stored (with storage's ETag), or a URL to PUT it to."""
+
+    number: int
+    size: int
+    url: Optional[str] = None
+    etag: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class UploadParts:
+    """A multipart upload as it stands: every part, stored or with a URL valid until expires_at."""
+
+    part_size: int
+    parts: tuple[PartUpload, ...]
+    expires_at: datetime
+
+
+Upload = Union[UploadForm, UploadPut, UploadParts]
+
+
+@dataclass(frozen=True)
 class Accepted:
     job: Job
     replayed: bool = False
-    upload: Optional[UploadForm] = None  # direct uploads only
+    upload: Optional[Upload] = None  # direct uploads only
 
 
 @dataclass(frozen=True)

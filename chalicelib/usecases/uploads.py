@@ -1,7 +1,9 @@
-"""Accepting work: POST /images (bytes through the API) and POST /uploads (a presigned form
-straight to storage), both behind the same Idempotency-Key rules."""
+"""Accepting work: POST /images (bytes through the API) and POST /uploads (straight to
+storage: a presigned form, one presigned PUT, or presigned PUTs of parts), both behind the
+same Idempotency-Key rules; and a multipart upload's state and completion."""
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import re
@@ -14,6 +16,8 @@ from chalicelib.domain.errors import (
     FileTooLarge,
     IdempotencyKeyReused,
     InvalidRequest,
+    JobExpired,
+    JobFinished,
     JobNotFound,
     IdempotencyKeyTaken,
     QuotaFull,
@@ -23,16 +27,17 @@ from chalicelib.domain.errors import (
     UnsupportedFormat,
 )
 from chalicelib.domain.jobs import Job, JobStatus
-from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.domain.objectkeys import is_job_id
+from chalicelib.domain.vocabulary import ErrorCode, UploadMethod
 from chalicelib.imaging import render
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.ports import IdempotencyRecord, StoredPart
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric, Route
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.results import Accepted, UploadForm
+from chalicelib.usecases.results import Accepted, PartUpload, Upload, UploadForm, UploadParts, UploadPut
 
 log = get_logger("uploads")
 
@@ -115,7 +120,8 @@ class Uploads:
 
     # -- POST /uploads -----------------------------------------------------------------------
     def create_direct_upload(self, owner: str, content_type: object, size: object,
-                             idempotency_key: Optional[str] = None) -> Accepted:
+                             idempotency_key: Optional[str] = None, method: object = UploadMethod.POST,
+                             sha256: object = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         self._admission.check_backlog()
@@ -127,26 +133,136 @@ class Uploads:
             raise InvalidRequest("size must be a positive number of bytes")
         if size > s.max_direct_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_direct_upload_bytes} bytes")
+        method = _method(method)
+        _check_sha256(sha256, method)
+        if method is UploadMethod.MULTIPART and size < s.multipart_min_bytes:
+            raise InvalidRequest(f"multipart is for files of at least {s.multipart_min_bytes} bytes; "
+                                 'send smaller ones with "PUT"')
         now = ctx.clock()
-        upload_expires_at = now + timedelta(seconds=s.upload_url_ttl_seconds)
-        job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, declared_type=content_type,
-                            declared_size=size, upload_expires_at=upload_expires_at,
-                            sweep_at=upload_expires_at)
-        fingerprint = _fingerprint(b"uploads", f"{content_type}\n{size}".encode())
-        accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
-        if not accepted.replayed:
+        ttl = s.multipart_upload_ttl_seconds if method is UploadMethod.MULTIPART else s.upload_url_ttl_seconds
+        upload_expires_at = now + timedelta(seconds=ttl)
+        fields = dict(declared_type=content_type, declared_size=size, upload_expires_at=upload_expires_at,
+                      sweep_at=upload_expires_at, upload_method=method.value, declared_sha256=sha256)
+        job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, **fields)
+        if method is UploadMethod.MULTIPART:
+            # Started before the job is written, so that it is written once, whole; a replay
+            # (or a refusal) aborts the one started for nothing.
+            job = dataclasses.replace(job, part_size=s.multipart_part_bytes, multipart_upload_id=(
+                ctx.objects.start_multipart(job.original_key, content_type)))
+        # The options of the first version (type and size) alone still fingerprint a POST.
+        options = f"{content_type}\n{size}" if method is UploadMethod.POST and sha256 is None \
+            else f"{content_type}\n{size}\n{method.value}\n{sha256 or ''}"
+        fingerprint = _fingerprint(b"uploads", options.encode())
+        try:
+            accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
+        except BaseException:
+            self._abort_unused(job)
+            raise
+        if accepted.replayed:
+            self._abort_unused(job)
+        else:
             ctx.metrics.emit({Metric.JOBS_ACCEPTED: 1}, {Dimension.ROUTE: Route.UPLOADS})
+            ctx.metrics.emit({Metric.UPLOADS_CREATED: 1}, {Dimension.METHOD: method})
         job = accepted.job
         if job.status is not JobStatus.AWAITING_UPLOAD or job.upload_expires_at is None:
             return accepted
+        upload = self._upload_of(job, now)
+        log.info("direct_upload_created", job_id=job.job_id, replayed=accepted.replayed,
+                 method=job.upload_method or UploadMethod.POST.value)
+        return dataclasses.replace(accepted, upload=upload)
+
+    def _abort_unused(self, job: Job) -> None:
+        if job.multipart_upload_id is not None:
+            lifecycle.call_best_effort(lifecycle.abort_upload, self._ctx, job)
+
+    # -- GET and POST /image-jobs/{id}/upload -------------------------------------------------
+    def current_upload(self, owner: str, job_id: str) -> Upload:
+        """The job's upload as it stands, with fresh URLs: how a client resumes."""
+        ctx = self._ctx
+        job = self._owned(owner, job_id)
+        if job.status is not JobStatus.AWAITING_UPLOAD or job.upload_expires_at is None:
+            raise InvalidRequest(f"The job is {job.status.value}: its upload is over")
+        upload = self._upload_of(job, ctx.clock())
+        if upload is None:
+            raise InvalidRequest("The job's time to upload is over")
+        ctx.metrics.emit({Metric.UPLOADS_RESUMED: 1},
+                         {Dimension.METHOD: UploadMethod(job.upload_method or UploadMethod.POST)})
+        return upload
+
+    def complete_upload(self, owner: str, job_id: str, parts: Optional[list]) -> Job:
+        """Join a multipart upload's parts; `parts` [(number, etag)], or None for the parts
+        storage holds. Storage's notification of the object then queues the job. Idempotent:
+        a completion retried after a lost answer finds the job on its way and returns it."""
+        ctx = self._ctx
+        job = self._owned(owner, job_id)
+        if job.multipart_upload_id is None:
+            raise InvalidRequest("Only a multipart upload is completed")
+        if job.status is not JobStatus.AWAITING_UPLOAD:
+            if job.status.terminal and job.status is not JobStatus.READY:
+                raise JobFinished(f"The job is {job.status.value}")
+            return job
+        try:
+            stored = ctx.objects.list_parts(job.original_key, job.multipart_upload_id)
+        except KeyError:
+            return self._completed_before(job)
+        chosen = stored if parts is None else _chosen(parts, stored)
+        _check_parts(job, chosen)
+        try:
+            ctx.objects.complete_multipart(job.original_key, job.multipart_upload_id, chosen)
+        except KeyError:
+            return self._completed_before(job)
+        log.info("multipart_upload_completed", job_id=job.job_id, parts=len(chosen))
+        return ctx.jobs.get(job.job_id) or job
+
+    def _completed_before(self, job: Job) -> Job:
+        """The upload is no more: completed by an earlier call (its object is there), or
+        aborted by a cancel or an expiry that the job shows by now."""
+        ctx = self._ctx
+        if ctx.objects.head(job.original_key) is not None:
+            return ctx.jobs.get(job.job_id) or job
+        current = ctx.jobs.get(job.job_id) or job
+        if current.status.terminal:
+            raise JobFinished(f"The job is {current.status.value}")
+        raise InvalidRequest("The upload was aborted")
+
+    def _upload_of(self, job: Job, now: datetime) -> Optional[Upload]:
+        """How the client sends the job's file from now on, with URLs valid until the job's
+        deadline (a part's for at most upload_url_ttl_seconds); None past the deadline."""
+        ctx, s = self._ctx, self._ctx.settings
+        assert job.upload_expires_at is not None and job.declared_type and job.declared_size
         seconds_left = int((job.upload_expires_at - now).total_seconds())
         if seconds_left <= 0:
-            return accepted
-        post = ctx.objects.presign_post(job.original_key, job.declared_type, job.declared_size,
-                                        seconds_left)
-        log.info("direct_upload_created", job_id=job.job_id, replayed=accepted.replayed)
-        form = UploadForm(url=post.url, fields=post.fields, expires_at=job.upload_expires_at)
-        return dataclasses.replace(accepted, upload=form)
+            return None
+        method = UploadMethod(job.upload_method or UploadMethod.POST)
+        if method is UploadMethod.POST:
+            post = ctx.objects.presign_post(job.original_key, job.declared_type, job.declared_size,
+                                            seconds_left)
+            return UploadForm(url=post.url, fields=post.fields, expires_at=job.upload_expires_at)
+        if method is UploadMethod.PUT:
+            put = ctx.objects.presign_put(job.original_key, job.declared_type, job.declared_size,
+                                          job.declared_sha256, seconds_left)
+            return UploadPut(url=put.url, headers=put.headers, expires_at=job.upload_expires_at)
+        assert job.multipart_upload_id is not None and job.part_size
+        stored = {p.number: p for p in ctx.objects.list_parts(job.original_key, job.multipart_upload_id)}
+        expires_in = min(seconds_left, s.upload_url_ttl_seconds)
+        parts = []
+        for number, size in enumerate(_part_sizes(job.declared_size, job.part_size), start=1):
+            held = stored.get(number)
+            if held is not None and held.size == size:
+                parts.append(PartUpload(number=number, size=size, etag=held.etag))
+            else:
+                url = ctx.objects.presign_part(job.original_key, job.multipart_upload_id, number, expires_in)
+                parts.append(PartUpload(number=number, size=size, url=url))
+        return UploadParts(part_size=job.part_size, parts=tuple(parts),
+                           expires_at=now + timedelta(seconds=expires_in))
+
+    def _owned(self, owner: str, job_id: str) -> Job:
+        job = self._ctx.jobs.get(job_id) if is_job_id(job_id) else None
+        if job is None or job.owner != owner:
+            raise JobNotFound()
+        if job.is_expired(self._ctx.clock()):
+            raise JobExpired()
+        return job
 
     # -- shared ------------------------------------------------------------------------------
     def _new_job(self, owner: str, status: JobStatus, now: datetime, **fields) -> Job:
@@ -226,6 +342,55 @@ class Uploads:
                 return job
             time.sleep(pause)
         return self._ctx.jobs.get(held.job_id)
+
+
+def _method(value: object) -> UploadMethod:
+    try:
+        return UploadMethod(value)
+    except ValueError:
+        raise InvalidRequest('method must be "POST", "PUT" or "multipart"') from None
+
+
+def _check_sha256(value: object, method: UploadMethod) -> None:
+    if value is None:
+        return
+    if method is not UploadMethod.PUT:
+        raise InvalidRequest('sha256 pins the bytes of a "PUT" upload only')
+    try:
+        digest = base64.b64decode(value, validate=True) if isinstance(value, str) else b""
+    except ValueError:
+        digest = b""
+    if len(digest) != 32:
+        raise InvalidRequest("sha256 must be the file's SHA-256 digest in base64 (44 characters)")
+
+
+def _part_sizes(size: int, part_size: int) -> list[int]:
+    """Every part's size: part_size each, the last what is left."""
+    full, rest = divmod(size, part_size)
+    return [part_size] * full + ([rest] if rest else [])
+
+
+def _chosen(parts: list, stored: list[StoredPart]) -> list[StoredPart]:
+    """The client's [(number, etag)] as storage holds them (sizes from storage)."""
+    held = {p.number: p for p in stored}
+    chosen = []
+    for number, etag in parts:
+        part = held.get(number)
+        if part is None or part.etag.strip('"') != etag.strip('"'):
+            raise InvalidRequest(f"Part {number} is not stored with that ETag")
+        chosen.append(part)
+    return sorted(chosen, key=lambda p: p.number)
+
+
+def _check_parts(job: Job, parts: list[StoredPart]) -> None:
+    """Every part, each of its planned size: so the object has the declared size."""
+    assert job.declared_size and job.part_size
+    sizes = _part_sizes(job.declared_size, job.part_size)
+    have = {p.number: p.size for p in parts}
+    missing = [n for n, size in enumerate(sizes, start=1) if have.get(n) != size]
+    if missing or len(have) != len(sizes):
+        listed = ", ".join(map(str, missing[:20])) or "none"
+        raise InvalidRequest(f"Parts missing or of another size than planned: {listed}")
 
 
 def _never_stored(job: Job) -> bool:

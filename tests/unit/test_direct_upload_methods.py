@@ -1,0 +1,155 @@
+"""POST /uploads with "method": "PUT" or "multipart" over the in-memory fakes: the upload each
+answers, a multipart upload's state, resume and completion, and its abort on cancel, delete
+and expiry."""
+import base64
+import hashlib
+
+
+import pytest
+
+from chalicelib.config import Settings
+from chalicelib.domain.errors import InvalidRequest, JobFinished, JobNotFound
+from chalicelib.domain.jobs import JobStatus
+from chalicelib.usecases.results import UploadParts, UploadPut
+from tests.images import jpeg
+from tests.unit.test_sweeper_semantics import deliver, make_svc
+
+PART = 4000  # the fakes take parts of any size; S3's 5 MiB floor is Settings._check's
+
+
+@pytest.fixture
+def use_cases():
+    return make_svc(multipart_min_bytes=2 * PART, multipart_part_bytes=PART)
+
+
+def big_jpeg():
+    """A JPEG of several parts: noise does not compress."""
+    import io
+    import os
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.frombytes("RGB", (200, 150), os.urandom(200 * 150 * 3)).save(buffer, "JPEG", quality=95)
+    return buffer.getvalue()
+
+
+def put_parts(use_cases, upload: UploadParts, data: bytes, numbers=None):
+    job_upload = use_cases.ctx.objects.uploads
+    upload_id = next(iter(job_upload))
+    for part in upload.parts:
+        if part.url is not None and (numbers is None or part.number in numbers):
+            start = (part.number - 1) * upload.part_size
+            use_cases.ctx.objects.put_part(upload_id, part.number, data[start:start + part.size])
+
+
+def test_a_put_upload_is_pinned_to_type_length_and_checksum_and_ends_ready(use_cases):
+    data = jpeg(800, 600)
+    digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="PUT",
+                                                      sha256=digest)
+    upload = accepted.upload
+    assert isinstance(upload, UploadPut)
+    assert upload.headers == {"Content-Type": "image/jpeg", "Content-Length": str(len(data)),
+                              "x-amz-checksum-sha256": digest}
+    assert accepted.job.upload_method == "PUT" and accepted.job.status is JobStatus.AWAITING_UPLOAD
+    use_cases.ctx.objects.put(accepted.job.original_key, data, "image/jpeg")  # the client's PUT
+    assert deliver(use_cases) == ["ready"]
+
+
+@pytest.mark.parametrize("fields,detail", [
+    ({"method": "PATCH"}, "method must be"),
+    ({"method": "PUT", "sha256": "not base64!"}, "sha256 must be"),
+    ({"method": "PUT", "sha256": base64.b64encode(b"short").decode()}, "sha256 must be"),
+    ({"method": "POST", "sha256": base64.b64encode(bytes(32)).decode()}, "PUT"),
+    ({"method": "multipart", "size": 2 * PART - 1}, "at least"),
+])
+def test_bad_upload_options_are_400_and_leave_nothing(use_cases, fields, detail):
+    size = fields.pop("size", 3 * PART)
+    with pytest.raises(InvalidRequest, match=detail):
+        use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, **fields)
+    assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.uploads == {}
+
+
+def test_a_multipart_upload_gives_every_part_and_completes_from_the_parts_stored(use_cases):
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    upload = accepted.upload
+    assert isinstance(upload, UploadParts) and upload.part_size == PART
+    assert [p.size for p in upload.parts] == [PART] * (len(data) // PART) + [len(data) % PART]
+    assert all(p.url and p.etag is None for p in upload.parts)
+    put_parts(use_cases, upload, data)
+    job = use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert use_cases.ctx.objects.objects[job.original_key] == (data, "image/jpeg")
+    assert use_cases.ctx.objects.uploads == {}
+    assert deliver(use_cases) == ["ready"]
+    # A completion retried after a lost answer finds the job on its way.
+    assert use_cases.uploads.complete_upload("alice", job.job_id, None).status is JobStatus.READY
+
+
+def test_a_resumed_upload_lists_the_stored_parts_and_fresh_urls_for_the_others(use_cases):
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data, numbers={1, 3})
+    with pytest.raises(InvalidRequest, match="Parts missing.*: 2"):
+        use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
+    resumed = use_cases.uploads.current_upload("alice", accepted.job.job_id)
+    assert [p.number for p in resumed.parts if p.etag] == [1, 3]
+    assert all(p.url for p in resumed.parts if p.number not in (1, 3))
+    put_parts(use_cases, resumed, data)
+    listed = [(p.number, p.etag) for p in use_cases.ctx.objects.list_parts(
+        accepted.job.original_key, accepted.job.multipart_upload_id)]
+    use_cases.uploads.complete_upload("alice", accepted.job.job_id, listed)
+    assert use_cases.ctx.objects.objects[accepted.job.original_key][0] == data
+
+
+def test_a_completion_naming_a_part_storage_does_not_hold_is_400(use_cases):
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    with pytest.raises(InvalidRequest, match="Part 1"):
+        use_cases.uploads.complete_upload("alice", accepted.job.job_id, [(1, '"other"')])
+    assert accepted.job.original_key not in use_cases.ctx.objects.objects
+
+
+def test_a_replay_with_the_same_key_answers_the_same_upload_and_starts_no_other(use_cases):
+    size = 3 * PART
+    first = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    again = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    assert again.replayed and again.job.job_id == first.job.job_id
+    assert again.job.multipart_upload_id == first.job.multipart_upload_id
+    assert list(use_cases.ctx.objects.uploads) == [first.job.multipart_upload_id]
+    assert [p.url for p in again.upload.parts] == [p.url for p in first.upload.parts]
+    put = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100, "k2", method="PUT")
+    assert use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100, "k2",
+                                                  method="PUT").job.job_id == put.job.job_id
+
+
+@pytest.mark.parametrize("end", ["cancel", "delete", "expiry"])
+def test_a_cancel_delete_or_expiry_aborts_the_upload_and_leaves_no_parts(use_cases, end):
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data, numbers={1, 2})
+    assert len(use_cases.ctx.objects.uploads[accepted.job.multipart_upload_id][2]) == 2
+    job_id = accepted.job.job_id
+    if end == "cancel":
+        use_cases.manage.cancel("alice", job_id)
+    elif end == "delete":
+        use_cases.manage.delete("alice", job_id)
+    else:
+        use_cases.ctx.clock.advance(use_cases.ctx.settings.multipart_upload_ttl_seconds + 1)
+        use_cases.sweeper.sweep()
+        assert use_cases.ctx.jobs.items[job_id].error_code == "upload_missing"
+    assert use_cases.ctx.objects.uploads == {}  # no upload, so no parts
+    if end == "cancel":
+        with pytest.raises(JobFinished):
+            use_cases.uploads.complete_upload("alice", job_id, None)
+
+
+def test_the_upload_state_is_only_for_its_owner_and_while_awaiting_upload(use_cases):
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 3 * PART, method="multipart")
+    with pytest.raises(JobNotFound):
+        use_cases.uploads.current_upload("bob", accepted.job.job_id)
+    use_cases.manage.cancel("alice", accepted.job.job_id)
+    with pytest.raises(InvalidRequest, match="cancelled"):
+        use_cases.uploads.current_upload("alice", accepted.job.job_id)
