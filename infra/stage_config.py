@@ -139,6 +139,15 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Resource": [f"{bucket_arn}/{prefix}*" for prefix in prefixes],
             },
             {
+                "Sid": "MultipartOriginals",
+                "Effect": "Allow",
+                # Multipart direct uploads: PutObject covers starting one, its presigned parts
+                # and the completion; listing its parts (resume) and aborting it (cancel,
+                # delete, expiry) need these, on originals only.
+                "Action": ["s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                "Resource": [f"{bucket_arn}/{settings.originals_prefix}*"],
+            },
+            {
                 "Sid": "ListImages",
                 "Effect": "Allow",
                 # Unconditional: S3 checks ListBucket, with no s3:prefix in the request, to

@@ -86,6 +86,7 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     if not sqs_notifications:
         _ensure_bucket(s3, settings)
         _ensure_cors(s3, settings.bucket, bucket_props, template)
+        _ensure_lifecycle(s3, settings.bucket, bucket_props, template)
         (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
         _ensure_table(dynamodb, settings.table, table_props)
         return Stack(settings.bucket, settings.table, None, None, None)
@@ -102,6 +103,7 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
 
     _ensure_bucket(s3, settings)
     _ensure_cors(s3, settings.bucket, bucket_props, template)
+    _ensure_lifecycle(s3, settings.bucket, bucket_props, template)
     notification = bucket_props["NotificationConfiguration"]
     desired = {"QueueConfigurations": [
         {
@@ -216,6 +218,35 @@ def _ensure_cors(s3, bucket: str, bucket_props: dict, template: dict) -> None:
         current = []
     if current != desired:
         s3.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": desired})
+
+
+def bucket_lifecycle_rules(bucket_props: dict, template: dict) -> list[dict]:
+    """The template's lifecycle rules as PutBucketLifecycleConfiguration takes them: each
+    expires a prefix and aborts the multipart uploads left incomplete under it."""
+    rules = []
+    for rule in bucket_props["LifecycleConfiguration"]["Rules"]:
+        desired = {"ID": rule["Id"], "Status": rule["Status"], "Filter": {"Prefix": rule["Prefix"]},
+                   "Expiration": {"Days": int(_plain_value(rule["ExpirationInDays"], template))}}
+        if "AbortIncompleteMultipartUpload" in rule:
+            desired["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(
+                rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"])}
+        rules.append(desired)
+    return rules
+
+
+def _ensure_lifecycle(s3, bucket: str, bucket_props: dict, template: dict) -> None:
+    desired = bucket_lifecycle_rules(bucket_props, template)
+    try:
+        current = s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", [])
+    except ClientError as error:
+        code = error.response["Error"]["Code"]
+        if code == "NotImplemented":
+            return
+        if code != "NoSuchLifecycleConfiguration":
+            raise
+        current = []
+    if sorted(current, key=lambda r: r.get("ID", "")) != desired:
+        s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": desired})
 
 
 def _ensure_table(dynamodb, name: str, props: dict) -> None:

@@ -7,6 +7,8 @@ late cancel can never move a job backwards or produce a second result.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 
 from chalicelib.config import MIB
@@ -18,10 +20,11 @@ from chalicelib.domain.errors import (
     PoisonMessage,
     TransientError,
 )
+from chalicelib.domain import sniff
 from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.domain.vocabulary import ErrorCode, Outcome
+from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.imaging.sandbox import run_limited
 from chalicelib.runtime import deadline
@@ -165,6 +168,10 @@ class Worker:
             limit = job.declared_size if job.declared_size is not None else ctx.settings.max_upload_bytes
             if len(original) > limit:
                 raise FileTooLarge(f"The file is larger than {limit} bytes")
+            mismatch = _declared_mismatch(job, original)
+            if mismatch is not None:
+                log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
+                return self._fail(job, mismatch)
             # No check after the resize: the finishing write is conditional on this attempt,
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
             outputs = self._renditions(original)
@@ -236,3 +243,26 @@ class Worker:
         failed = lifecycle.fail(self._ctx, job, code,
                                 lambda f: self._ctx.jobs.finish_attempt(f, job.attempt))
         return Outcome.FAILED if failed else Outcome.LOST
+
+
+# Types a client may declare for the same bytes: the sniffer tells HEIC from HEIF by brand.
+_SAME_TYPE = {"image/heif": "image/heic"}
+_SIGNED = (UploadMethod.PUT.value, UploadMethod.MULTIPART.value)
+
+
+def _declared_mismatch(job: Job, data: bytes) -> ErrorCode | None:
+    """Why a PUT or multipart original is not what its job declared, or None. Storage
+    enforces the signed length, type and checksum on AWS; an emulator may not (moto does
+    not), and a multipart upload pins only its parts: so the worker checks them again."""
+    if job.upload_method not in _SIGNED:
+        return None
+    if job.declared_size is not None and len(data) != job.declared_size:
+        return ErrorCode.FILE_TOO_LARGE if len(data) > job.declared_size else ErrorCode.INVALID_IMAGE
+    if job.declared_sha256 is not None and \
+            base64.b64encode(hashlib.sha256(data).digest()).decode() != job.declared_sha256:
+        return ErrorCode.INVALID_IMAGE
+    found = sniff.sniff(data)
+    if found is not None and job.declared_type is not None and \
+            _SAME_TYPE.get(found, found) != _SAME_TYPE.get(job.declared_type, job.declared_type):
+        return ErrorCode.UNSUPPORTED_FORMAT
+    return None

@@ -59,7 +59,13 @@ IAM_ACTION = {
     "s3:HeadObject": "s3:GetObject",
     "s3:HeadBucket": "s3:ListBucket",
     "s3:DeleteObjects": "s3:DeleteObject",  # S3 authorizes each key of the batch
+    "s3:CreateMultipartUpload": "s3:PutObject",
+    "s3:UploadPart": "s3:PutObject",
+    "s3:CompleteMultipartUpload": "s3:PutObject",
+    "s3:ListParts": "s3:ListMultipartUploadParts",
 }
+# Only a direct upload is multipart, and only originals are uploaded.
+ORIGINALS_ONLY = {"s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"}
 # A transaction is authorized item by item, as the single-item action.
 TRANSACTION_ITEM_ACTION = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                            "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
@@ -288,6 +294,8 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
             needed.add((action, "*"))  # reading metrics has no resource-level permissions
         elif action == "s3:ListBucket":
             needed.add((action, bucket))
+        elif action in ORIGINALS_ONLY:
+            needed.add((action, f"{bucket}/{settings.originals_prefix}*"))
         else:
             needed |= {(action, arn) for arn in objects}
     needed |= dynamodb_permissions(dynamodb_calls, test_table, outputs["JobsTableArn"])

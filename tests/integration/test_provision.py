@@ -9,8 +9,8 @@ from pynamodb.attributes import TTLAttribute
 from chalicelib.adapters.dynamo_jobs import (
     SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, make_job_model,
 )
-from chalicelib.config import Settings
-from local.provision import load_template, provision
+from chalicelib.config import INCOMPLETE_UPLOAD_DAYS, Settings
+from local.provision import bucket_lifecycle_rules, load_template, provision
 from local.services import aws_client
 
 
@@ -32,6 +32,15 @@ def test_template_and_app_agree_on_prefixes_keys_and_ttl():
     assert "expires_at" in JobItem.get_attributes()
     lifecycle = {r["Prefix"] for r in bucket["LifecycleConfiguration"]["Rules"]}
     assert lifecycle == {defaults.originals_prefix, defaults.renditions_prefix}
+
+
+def test_the_bucket_aborts_incomplete_uploads_as_the_template_says(stack):
+    settings, _, clients = stack
+    (bucket,) = resources("AWS::S3::Bucket")
+    rules = clients["s3"].get_bucket_lifecycle_configuration(Bucket=settings.bucket)["Rules"]
+    originals = next(r for r in rules if r["Filter"]["Prefix"] == settings.originals_prefix)
+    assert originals["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": INCOMPLETE_UPLOAD_DAYS}
+    assert rules == bucket_lifecycle_rules(bucket, load_template())
 
 
 def test_the_embedded_stack_matches_the_template(stack):

@@ -153,3 +153,26 @@ def test_the_upload_state_is_only_for_its_owner_and_while_awaiting_upload(use_ca
     use_cases.manage.cancel("alice", accepted.job.job_id)
     with pytest.raises(InvalidRequest, match="cancelled"):
         use_cases.uploads.current_upload("alice", accepted.job.job_id)
+
+
+@pytest.mark.parametrize("stored,code", [
+    ("shorter", "invalid_image"),
+    ("other bytes", "invalid_image"),
+    ("png", "unsupported_format"),
+])
+def test_a_put_original_not_as_declared_ends_failed_never_ready(use_cases, stored, code):
+    """What storage refuses on AWS and LocalStack, and moto stores: the worker checks again."""
+    from tests.images import png
+
+    data = jpeg(800, 600)
+    digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    other = {"shorter": data[:-10], "other bytes": jpeg(800, 600, color=(1, 2, 3)), "png": png()}[stored]
+    declared = len(other) if stored != "shorter" else len(data)
+    sha = digest if stored == "other bytes" else None
+    if stored == "other bytes":
+        declared = len(data)
+        other = other[:len(data)].ljust(len(data), b"\0")
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", declared, method="PUT", sha256=sha)
+    use_cases.ctx.objects.put(accepted.job.original_key, other, "image/jpeg")
+    assert deliver(use_cases) == ["failed"]
+    assert use_cases.ctx.jobs.items[accepted.job.job_id].error_code == code
