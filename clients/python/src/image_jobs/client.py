@@ -1,12 +1,16 @@
 """Client: the API's HTTP calls, their bounded retries, and the two upload routes."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import os
+import threading
 import random as _random
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 from urllib.parse import quote
@@ -19,8 +23,12 @@ from .sniff import OCTET_STREAM, guess_type
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_ROOT = "/api/v1"
-# The server's default limit on POST /images (Lambda's payload limit); larger files go direct.
+# The server's default limit on POST /images (Lambda's payload limit); larger files go direct,
+# by one presigned PUT, and from the server's MULTIPART_MIN_BYTES in parts.
 DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024
+DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
+# Parts sent at once.
+PART_CONCURRENCY = 4
 # Answers that say "the same request may work later". 502/504 come from gateways in front of us.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 # Transport failures worth a retry; a malformed URL or an unsupported scheme is not one.
@@ -29,6 +37,7 @@ CHUNK = 64 * 1024
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 Progress = Callable[[int, int], None]  # (bytes sent so far, total); a retry starts again from 0
+PartProgress = Callable[[int, int, int], None]  # (part number, its bytes sent so far, its size)
 
 
 class Client:
@@ -46,7 +55,8 @@ class Client:
 
     def __init__(self, base_url: str = DEFAULT_URL, token: Optional[str] = None, *,
                  token_provider: Optional[Callable[[], str]] = None,
-                 direct_threshold: int = DEFAULT_DIRECT_THRESHOLD, max_attempts: int = 5,
+                 direct_threshold: int = DEFAULT_DIRECT_THRESHOLD,
+                 multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD, max_attempts: int = 5,
                  max_retry_wait: float = 120.0, timeout: float = 30.0,
                  http: Optional[httpx.Client] = None, waits: bool = True,
                  clock: Callable[[], float] = time.monotonic,
@@ -58,6 +68,8 @@ class Client:
         self._token = token
         self._token_provider = token_provider
         self.direct_threshold = direct_threshold
+        self.multipart_threshold = multipart_threshold
+        self.bytes_to_storage = 0  # bytes of files (and parts) sent to storage: what a resume saves
         self.max_attempts = max(1, max_attempts)
         self.max_retry_wait = max_retry_wait
         self.clock, self.sleep, self.random = clock, sleep, random
@@ -94,12 +106,15 @@ class Client:
 
     def upload(self, source: Source, *, content_type: Optional[str] = None,
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,
-               on_progress: Optional[Progress] = None, wait: float = 0) -> Job:
+               on_progress: Optional[Progress] = None, wait: float = 0,
+               on_part_progress: Optional[PartProgress] = None) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
-        Files up to `direct_threshold` bytes go through POST /images, larger ones through
-        POST /uploads and straight to storage. One Idempotency-Key covers the whole logical
-        upload and every retry of it; pass your own to resume an upload after a restart.
+        Files up to `direct_threshold` bytes go through POST /images; larger ones straight to
+        storage by one presigned PUT, and from `multipart_threshold` in parts, sent in
+        parallel (`on_part_progress` per part). One Idempotency-Key covers the whole logical
+        upload and every retry of it; pass your own to resume an upload after a restart, or
+        call resume(error.job, source) after a failure half-way.
         `wait`: seconds the upload's answer may be held for the job to finish (Prefer: wait
         on POST /images, a held poll after a direct upload): a fast job comes back finished
         in the same call. Never raises for a job that is still running then.
@@ -109,12 +124,24 @@ class Client:
         ctype = content_type or guess_type(data[:64]) or OCTET_STREAM
         name = filename or name
         if len(data) > self.direct_threshold:
-            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress), wait)
+            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
+                                                       on_part_progress), wait)
         try:
             return self._upload_through_api(data, ctype, key, on_progress, wait)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our threshold: the direct route has its own.
-            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress), wait)
+            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
+                                                       on_part_progress), wait)
+
+    def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
+               on_part_progress: Optional[PartProgress] = None) -> Job:
+        """Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file:
+        GET its upload, send what storage does not hold yet (for multipart, only the parts
+        missing), and complete it."""
+        data, name = _read(source)
+        upload = self.request("GET", job.location + "/upload").json()
+        self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress)
+        return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
                             on_progress: Optional[Progress], wait: float) -> Job:
@@ -140,18 +167,90 @@ class Client:
             return job
 
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
-                       on_progress: Optional[Progress]) -> Job:
-        response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key},
-                                json={"content_type": ctype, "size": len(data)})
+                       on_progress: Optional[Progress],
+                       on_part_progress: Optional[PartProgress] = None) -> Job:
+        body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
+        if len(data) >= self.multipart_threshold:
+            body["method"] = "multipart"
+        else:
+            body.update(method="PUT", sha256=base64.b64encode(hashlib.sha256(data).digest()).decode())
+        response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key}, json=body)
         job = Job._accepted(self, response)
-        form = job.raw.get("upload")
-        if job.status == Status.AWAITING_UPLOAD and isinstance(form, dict) and form.get("url"):
-            self._post_to_storage(form, data, ctype, name, on_progress)
+        upload = job.raw.get("upload")
+        if job.status == Status.AWAITING_UPLOAD and isinstance(upload, dict) and upload.get("method"):
+            try:
+                self._send(job, upload, data, ctype, name, on_progress, on_part_progress)
+            except errors.ImageJobsError as exc:
+                exc.job = job  # type: ignore[attr-defined]  # what resume(exc.job, source) takes
+                raise
             # Processing can only start now: count the server's Retry-After from here.
             job._retry_at = self.clock() + (polling.retry_after(response.headers) or 0.0)
         elif on_progress is not None and job.status != Status.AWAITING_UPLOAD:
             on_progress(len(data), len(data))  # a replay: the file had already arrived
         return job
+
+    def _send(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
+              on_progress: Optional[Progress], on_part_progress: Optional[PartProgress]) -> None:
+        method = upload.get("method")
+        if method == "POST":
+            self._post_to_storage(upload, data, ctype, name, on_progress)
+        elif method == "PUT":
+            self._put_to_storage(upload["url"], upload.get("headers") or {}, data, on_progress)
+        elif method == "multipart":
+            self._put_parts(upload, data, on_progress, on_part_progress)
+            # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
+            self.request("POST", job.location + "/upload")
+        else:
+            raise errors.ImageJobsError(f"unknown upload method {method!r}")
+
+    def _put_to_storage(self, url: str, headers: Dict[str, str], data: bytes,
+                        on_progress: Optional[Progress]) -> str:
+        """One presigned PUT with exactly the signed headers; the answer's ETag."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                response = self._http.put(url, content=_CountingBody(self, data, on_progress),
+                                          headers=headers)
+            except RETRY_TRANSPORT as exc:
+                self._retry_or_raise(attempts, None, errors.ConnectionFailed(f"storage: {exc}"), exc)
+                continue
+            except httpx.HTTPError as exc:
+                raise errors.ConnectionFailed(f"storage: {exc}") from exc
+            if response.is_success:
+                return response.headers.get("ETag", "")
+            if response.status_code >= 500:
+                self._retry_or_raise(attempts, polling.retry_after(response.headers), _storage_error(response))
+                continue
+            raise _storage_error(response)
+
+    def _put_parts(self, upload: Dict[str, Any], data: bytes, on_progress: Optional[Progress],
+                   on_part_progress: Optional[PartProgress]) -> None:
+        """The parts not stored yet, PART_CONCURRENCY at a time."""
+        size = upload["part_size"]
+        todo = [p for p in upload["parts"] if not p.get("stored")]
+        done = sum(p["size"] for p in upload["parts"] if p.get("stored"))
+        lock = threading.Lock()
+        sent = {p["part_number"]: 0 for p in todo}
+
+        def one(part: Dict[str, Any]) -> None:
+            number = part["part_number"]
+            start = (number - 1) * size
+
+            def progress(n: int, total: int) -> None:
+                with lock:
+                    sent[number] = n
+                    total_sent = done + sum(sent.values())
+                if on_part_progress is not None:
+                    on_part_progress(number, n, total)
+                if on_progress is not None:
+                    on_progress(total_sent, len(data))
+
+            self._put_to_storage(part["url"], {}, data[start:start + part["size"]], progress)
+
+        with ThreadPoolExecutor(PART_CONCURRENCY) as pool:
+            for future in [pool.submit(one, part) for part in todo]:
+                future.result()
 
     def _post_to_storage(self, form: Dict[str, Any], data: bytes, ctype: str, name: str,
                          on_progress: Optional[Progress]) -> None:
@@ -277,6 +376,27 @@ def _chunks(data: bytes, on_progress: Optional[Progress]) -> Iterator[bytes]:
         yield bytes(view[start:start + CHUNK])
         if on_progress is not None:  # the generator resumes once httpx has written the chunk
             on_progress(min(start + CHUNK, total), total)
+
+
+def _type_of(upload: Dict[str, Any], data: bytes) -> str:
+    return (upload.get("headers") or {}).get("Content-Type") or guess_type(data[:64]) or OCTET_STREAM
+
+
+class _CountingBody:
+    """A PUT body in chunks that counts what it hands to the connection, and reports it."""
+
+    def __init__(self, client: "Client", data: bytes, on_progress: Optional[Progress]):
+        self._client, self._data, self._on_progress = client, data, on_progress
+
+    def __iter__(self) -> Iterator[bytes]:
+        total = len(self._data)
+        view = memoryview(self._data)
+        for start in range(0, total, CHUNK):
+            chunk = bytes(view[start:start + CHUNK])
+            self._client.bytes_to_storage += len(chunk)
+            yield chunk
+            if self._on_progress is not None:
+                self._on_progress(min(start + CHUNK, total), total)
 
 
 class _ProgressReader(io.BytesIO):
