@@ -55,7 +55,7 @@ def test_a_file_over_4_mib_takes_the_direct_route_to_storage(runner, recorded, t
     create, store = sent
     assert create.url.path == "/api/v1/uploads" and "Authorization" in create.headers
     assert f"{store.url.scheme}://{store.url.host}:{store.url.port}" == runner.aws  # storage itself
-    assert "Authorization" not in store.headers and store.method == "POST"
+    assert "Authorization" not in store.headers and store.method == "PUT"  # one PUT, as a phone's
     assert progress[-1] == (size, size) and len(progress) > 10  # bytes reported as they go
     assert job.wait(deadline=90).ready
     saved = job.download(tmp_path / "out")

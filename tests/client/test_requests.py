@@ -68,8 +68,10 @@ def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_t
     job = api.client(direct_threshold=1000).upload(PNG, filename="big.png",
                                                    on_progress=lambda s, t: progress.append((s, t)))
     create, store = api.sent()
-    assert create.url.path == UPLOADS and json.loads(create.content) == {"content_type": "image/png",
-                                                                         "size": len(PNG)}
+    # It asks for a PUT; a server that answers with a form (an older one) gets the form.
+    asked = json.loads(create.content)
+    assert create.url.path == UPLOADS and asked.pop("sha256") and asked == {
+        "content_type": "image/png", "size": len(PNG), "method": "PUT"}
     assert str(store.url) == STORAGE and "Authorization" not in store.headers
     body = store.content
     names = re.findall(rb'form-data; name="([^"]+)"', body)
