@@ -67,7 +67,7 @@ def known_after(mode: str, api: str, owner: str, data: bytes) -> tuple[str, floa
     with Client(api, token, waits=mode != "schedule") as client:
         job = client.upload(data, content_type="image/jpeg", wait=20 if mode == "post-wait" else 0)
         if not job.finished:
-            job.wait(deadline=120)
+            job.wait(deadline=900)
         assert job.status in TERMINAL, job
         return job.job_id, wall, time.perf_counter() - started
 

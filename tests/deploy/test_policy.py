@@ -45,7 +45,7 @@ SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQ
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py"}
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
 SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
