@@ -7,7 +7,7 @@ import hashlib
 import re
 import time
 from datetime import datetime, timedelta
-from typing import Optional
+from typing import Iterable, Optional
 
 from chalicelib.domain import sniff
 from chalicelib.domain.errors import (
@@ -23,6 +23,7 @@ from chalicelib.domain.errors import (
     UnsupportedFormat,
 )
 from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.renditions import RenditionFormat, extra_formats
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.imaging import render
 from chalicelib.ports import IdempotencyRecord
@@ -49,16 +50,18 @@ class Uploads:
         self._admission = admission
 
     # -- POST /images ------------------------------------------------------------------------
-    def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None) -> Accepted:
+    def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None,
+                      formats: Iterable[str] = ()) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
+        asked = extra_formats(formats, s.enabled_formats)
         self._admission.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
         info = render.inspect(data, s.max_pixels, ctx.decode_limits)
-        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest())
+        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest(), asked)
         now = ctx.clock()
-        job = self._new_job(owner, JobStatus.QUEUED, now)
+        job = self._new_job(owner, JobStatus.QUEUED, now, formats=asked)
         accepted = self._create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return self._repair(accepted, data, info.content_type)
@@ -115,7 +118,8 @@ class Uploads:
 
     # -- POST /uploads -----------------------------------------------------------------------
     def create_direct_upload(self, owner: str, content_type: object, size: object,
-                             idempotency_key: Optional[str] = None) -> Accepted:
+                             idempotency_key: Optional[str] = None,
+                             formats: Iterable[str] = ()) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         self._admission.check_backlog()
@@ -127,12 +131,13 @@ class Uploads:
             raise InvalidRequest("size must be a positive number of bytes")
         if size > s.max_direct_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_direct_upload_bytes} bytes")
+        asked = extra_formats(formats, s.enabled_formats)
         now = ctx.clock()
         upload_expires_at = now + timedelta(seconds=s.upload_url_ttl_seconds)
         job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, declared_type=content_type,
                             declared_size=size, upload_expires_at=upload_expires_at,
-                            sweep_at=upload_expires_at)
-        fingerprint = _fingerprint(b"uploads", f"{content_type}\n{size}".encode())
+                            sweep_at=upload_expires_at, formats=asked)
+        fingerprint = _fingerprint(b"uploads", f"{content_type}\n{size}".encode(), asked)
         accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
         if not accepted.replayed:
             ctx.metrics.emit({Metric.JOBS_ACCEPTED: 1}, {Dimension.ROUTE: Route.UPLOADS})
@@ -238,5 +243,9 @@ def check_idempotency_key(key: Optional[str]) -> None:
         raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters")
 
 
-def _fingerprint(operation: bytes, payload: bytes) -> str:
-    return hashlib.sha256(operation + b"\n" + payload).hexdigest()
+def _fingerprint(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = ()) -> str:
+    """The request's identity: the operation, its bytes (or declared file) and the extra
+    formats in their canonical order. With none asked, it is what it was before formats
+    existed, so keys held across the upgrade still replay."""
+    extra = b"\nformats=" + ",".join(formats).encode() if formats else b""
+    return hashlib.sha256(operation + b"\n" + payload + extra).hexdigest()
