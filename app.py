@@ -99,7 +99,8 @@ def upload_image():
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
-    accepted = use_cases().uploads.accept_upload(owner, data, key)
+    formats = request_body.formats_param((request.query_params or {}).get("formats"))
+    accepted = use_cases().uploads.accept_upload(owner, data, key, formats)
     seconds = prefer.requested_wait(request.headers.get("prefer"), settings.max_wait_seconds)
     if seconds is None:
         return responses.accepted(accepted, settings.retry_after_seconds)
@@ -114,11 +115,13 @@ def create_direct_upload():
     owner = _owner()
     request = app.current_request
     body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
-                                    {"content_type": str, "size": int, "method": str, "sha256": str})
+                                    {"content_type": str, "size": int, "method": str, "sha256": str,
+                                     "formats": list})
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return responses.accepted(
         use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
-                                                 method=body.get("method", "POST"), sha256=body.get("sha256")),
+                                                 method=body.get("method", "POST"), sha256=body.get("sha256"),
+                                                 formats=body.get("formats", ())),
         settings.retry_after_seconds,
     )
 

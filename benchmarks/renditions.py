@@ -13,6 +13,15 @@ and reports bytes, the CPU time of the coding, and SSIM (scikit-image's
 structural_similarity, all three channels) of the decoded JPEG against the uncoded pixels.
 Test images: the real photographs scikit-image ships (astronaut, coffee, chelsea, rocket,
 motorcycle, hubble, retina...) saved as JPEG q95, plus 12 MP photo-like images made in code.
+
+    python benchmarks/renditions.py --formats [--sweep]
+
+The formats table (issue 26): per image and rendition, bytes, encode CPU and SSIM of JPEG,
+WebP and AVIF at the configured codings (Settings: WEBP_QUALITY, AVIF_QUALITY, AVIF_SPEED),
+each against the same uncoded rendition, on the photos above plus a phone HEIC, a
+screenshot-like PNG and a photo with transparency; then the worker's whole job CPU with no
+extra format, WebP, and WebP + AVIF. --sweep adds the search the codings came from: the
+lowest quality whose mean SSIM over the set is at least the JPEG's, per AVIF speed.
 """
 from __future__ import annotations
 
@@ -61,9 +70,9 @@ def uncoded(data: bytes, settings: Settings) -> dict:
     caught = {}
     real = render._output
 
-    def catch(name, im, quality):
+    def catch(name, im, coding, formats=()):
         caught[str(name)] = im.copy()
-        return real(name, im, quality)
+        return real(name, im, coding, formats)
 
     render._output = catch
     try:
@@ -83,11 +92,112 @@ def code(im: Image.Image, quality: int, runs: int, **options) -> tuple[bytes, fl
     return out.getvalue(), sorted(times)[len(times) // 2]
 
 
+def phone_and_edge_sources() -> list[tuple[str, bytes]]:
+    """A phone's HEIC, a screenshot-like PNG, a photo with transparency."""
+    import pillow_heif
+    from PIL import ImageDraw
+
+    folder = Path(skimage.data.__file__).parent
+    photo = Image.open(folder / "chelsea.png").convert("RGB").resize((1600, 1200))
+    heif = pillow_heif.from_pillow(photo)
+    heic = io.BytesIO()
+    heif.save(heic, quality=90)
+    shot = Image.new("RGB", (1170, 2532), "white")  # a phone's screen, portrait
+    draw = ImageDraw.Draw(shot)
+    for row in range(0, 2532, 120):
+        draw.rectangle((40, row + 20, 1130, row + 100), fill=(235, 240, 250), outline=(200, 205, 220))
+        draw.text((70, row + 45), f"Message {row // 120}: the quick brown fox jumps over", fill=(20, 20, 30))
+    png = io.BytesIO()
+    shot.save(png, "PNG")
+    rgba = Image.open(folder / "astronaut.png").convert("RGBA")
+    alpha = Image.new("L", rgba.size, 0)
+    ImageDraw.Draw(alpha).ellipse((40, 40, rgba.width - 40, rgba.height - 40), fill=255)
+    rgba.putalpha(alpha)
+    transparent = io.BytesIO()
+    rgba.save(transparent, "PNG")
+    return [("phone HEIC", heic.getvalue()), ("screenshot PNG", png.getvalue()),
+            ("transparent PNG", transparent.getvalue())]
+
+
+def coded(im: Image.Image, fmt, coding, runs: int) -> tuple[bytes, float, float]:
+    """(bytes, median encode CPU ms, SSIM against the uncoded image)."""
+    times = []
+    for _ in range(runs):
+        start = time.process_time()
+        data = render.encode(im, fmt, coding)
+        times.append((time.process_time() - start) * 1000)
+    decoded = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    return data, sorted(times)[len(times) // 2], structural_similarity(np.asarray(im), decoded, channel_axis=2)
+
+
+def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
+    from chalicelib.domain.renditions import RenditionFormat as F
+
+    coding = render.Coding.of(settings)
+    print(f"JPEG q{coding.jpeg_quality}, WebP q{coding.webp_quality} (method 4), AVIF q{coding.avif_quality} "
+          f"speed {coding.avif_speed}; CPU ms = median of {runs} encodes; SSIM against the uncoded rendition")
+    head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'JPEG B':>8} {'WebP B':>8} {'AVIF B':>8}"
+            f" {'JPEG ms':>8} {'WebP ms':>8} {'AVIF ms':>8} {'SSIM JPEG':>9} {'WebP':>7} {'AVIF':>7}")
+    print(head)
+    print("-" * len(head))
+    totals = {f: [0, 0.0, []] for f in F}
+    images = []
+    for label, data in sources() + phone_and_edge_sources():
+        for rendition, im in uncoded(data, settings).items():
+            images.append(im)
+            row = {f: coded(im, f, coding, runs) for f in F}
+            for f, (out, cpu, ssim) in row.items():
+                totals[f][0] += len(out)
+                totals[f][1] += cpu
+                totals[f][2].append(ssim)
+            j, w, a = row[F.JPEG], row[F.WEBP], row[F.AVIF]
+            print(f"{label:<22} {rendition:<9} {'%dx%d' % im.size:>9} {len(j[0]):>8} {len(w[0]):>8} {len(a[0]):>8}"
+                  f" {j[1]:>8.1f} {w[1]:>8.1f} {a[1]:>8.1f} {j[2]:>9.4f} {w[2]:>7.4f} {a[2]:>7.4f}")
+    print()
+    jpeg_bytes = totals[F.JPEG][0]
+    for f, (size, cpu, ssims) in totals.items():
+        below = sum(s < j for s, j in zip(ssims, totals[F.JPEG][2]))
+        print(f"all {f.value:<5}: {size:>9} bytes ({size / jpeg_bytes - 1:+.1%} against JPEG), encode CPU "
+              f"{cpu:.0f} ms, mean SSIM {np.mean(ssims):.4f}, below the JPEG's on {below}/{len(ssims)}")
+    sample = [d for _, d in sources()[:6]]
+    for name, formats in (("JPEG only", ()), ("JPEG + WebP", (F.WEBP,)), ("JPEG + WebP + AVIF", (F.WEBP, F.AVIF))):
+        start = time.process_time()
+        for data in sample:
+            render.make_images(data, settings.max_pixels, rendition_specs(settings), coding, formats=formats)
+        print(f"whole job (decode, resize, encode, placeholder), {name}: "
+              f"{(time.process_time() - start) * 1000 / len(sample):.0f} ms CPU per job (mean of {len(sample)} photos)")
+    if sweep:
+        quality_sweep(images, coding)
+
+
+def quality_sweep(images: list, coding) -> None:
+    import dataclasses
+
+    from chalicelib.domain.renditions import RenditionFormat as F
+
+    jpeg = [coded(im, F.JPEG, coding, 1) for im in images]
+    target = np.mean([c[2] for c in jpeg])
+    jpeg_bytes = sum(len(c[0]) for c in jpeg)
+    print(f"\nsweep: JPEG q{coding.jpeg_quality} mean SSIM {target:.4f}, {jpeg_bytes} bytes")
+    trials = [(F.WEBP, dict(webp_quality=q)) for q in (80, 85, 90)]
+    trials += [(F.AVIF, dict(avif_quality=q, avif_speed=s)) for s in (6, 8, 9) for q in (65, 70, 75)]
+    for fmt, change in trials:
+        out = [coded(im, fmt, dataclasses.replace(coding, **change), 1) for im in images]
+        size, cpu, ssim = sum(len(c[0]) for c in out), sum(c[1] for c in out), np.mean([c[2] for c in out])
+        print(f"  {fmt.value} {change}: {size / jpeg_bytes - 1:+.1%} bytes, {cpu:.0f} ms, mean SSIM {ssim:.4f}"
+              f" {'>=' if ssim >= target else '<'} JPEG")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="codings of each image (median CPU time)")
+    parser.add_argument("--formats", action="store_true", help="the JPEG/WebP/AVIF table instead")
+    parser.add_argument("--sweep", action="store_true", help="with --formats: the quality search too")
     args = parser.parse_args()
     settings = Settings()
+    if args.formats:
+        formats_table(settings, args.runs, args.sweep)
+        return 0
     totals = {(r, c): [0, 0.0] for r in ("display", "thumb") for c in CODINGS}
     identical = True
     head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'baseline B':>11} {'optim. B':>9} {'progr. B':>9}"

@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping, Optional
 
+from chalicelib.domain.errors import InvalidRequest
+from chalicelib.domain.renditions import EXTRA_FORMATS, RenditionFormat, extra_formats
+
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
@@ -144,6 +147,14 @@ class Settings:
     display_box: int = 1280
     thumb_size: int = 256
     jpeg_quality: int = 85
+    # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
+    # empty: JPEG only. Each one's coding was chosen so that its SSIM against the uncoded
+    # rendition is at least the JPEG's, on the photos of benchmarks/renditions.py.
+    rendition_formats: str = "webp,avif"
+    webp_quality: int = 85
+    avif_quality: int = 70
+    # libaom's speed, 0 (smallest, slowest) to 10; picked by bytes against CPU.
+    avif_speed: int = 8
     # Observability: the `service` dimension of every metric (the stack's name in the cloud,
     # so that two stages in one account never mix), and where dead letters are counted.
     metrics_service: str = "image-jobs"
@@ -243,6 +254,13 @@ class Settings:
             delays = self.webhook_delays
         except ValueError:
             delays = ()
+        try:
+            self.enabled_formats
+        except InvalidRequest:
+            raise ValueError("RENDITION_FORMATS must name only webp and avif, comma-separated, "
+                             f"got {self.rendition_formats!r}") from None
+        if not 0 <= self.avif_speed <= 10 or not 1 <= self.webp_quality <= 100 or not 1 <= self.avif_quality <= 100:
+            raise ValueError("AVIF_SPEED must be 0 to 10, WEBP_QUALITY and AVIF_QUALITY 1 to 100")
         # SQS holds a message back for at most 12 hours.
         if not delays or not all(0 < d <= 43200 for d in delays):
             raise ValueError("WEBHOOK_RETRY_DELAYS must be seconds, comma-separated, each 1 to "
@@ -256,6 +274,11 @@ class Settings:
             raise ValueError(f"DECODE_MEMORY_MB ({self.decode_memory_mb}) and the worker's own "
                              f"{WORKER_OWN_MB} MB do not fit the function's memory ({memory} MB): "
                              "lower DECODE_MEMORY_MB or give the worker function more memory")
+
+    @property
+    def enabled_formats(self) -> tuple[RenditionFormat, ...]:
+        """RENDITION_FORMATS as RenditionFormat members (checked at start by _check)."""
+        return extra_formats(filter(None, self.rendition_formats.split(",")), EXTRA_FORMATS)
 
     @property
     def webhook_delays(self) -> tuple[int, ...]:
@@ -299,7 +322,7 @@ _ENV_NAMES = {
 
 
 # Settings where 0 means "off".
-_MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds"})
+_MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds", "avif_speed"})
 
 
 # Names a deployed stage may still carry from before a word got one meaning; read when the

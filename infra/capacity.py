@@ -116,6 +116,13 @@ IMAGE_MIX = (
     ImageKind("12 MP PNG", 0.05, 318.0, 21_800_000),
 )
 RENDITION_BYTES = 320_000  # display + thumb of a 12 MP photo
+# Extra formats (issue 26), measured by `python benchmarks/renditions.py --formats` at the
+# configured codings: the worker's CPU one more format adds to a job with a 1280 px display
+# rendition (the retina photo's row: encode of display + thumb, ms on one core), and its bytes
+# against the JPEGs' (the whole set's totals). Each also adds one PUT per rendition.
+FORMAT_CPU_MS = {"webp": 166.0, "avif": 249.0}
+FORMAT_BYTES_SHARE = {"webp": 0.72, "avif": 0.65}
+FORMAT_SETS = {"none": (), "WebP": ("webp",), "WebP + AVIF": ("webp", "avif")}
 
 # -- assumptions ---------------------------------------------------------------------------------
 WORKER_MEMORY_MB = 1024  # .chalice/config.json

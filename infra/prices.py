@@ -186,3 +186,21 @@ def wait_report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
     rows.append(f"{'  share of the total above':<58}"
                 + "".join(f"{sum(x.per_1000 for x in t) / b:>10.1%} " for t, b in zip(tables, base)))
     return "\n".join(rows)
+
+
+def formats_cost_per_1000(images_per_day: float, formats: tuple[str, ...]) -> dict[str, float]:
+    """What asking for extra formats adds to 1,000 images: the worker's CPU, the PUTs (one per
+    rendition and format) and the storage at the retention, with the total of cost_per_1000."""
+    month = images_per_day * MONTH_DAYS
+    cpu_s = sum(cap.FORMAT_CPU_MS[f] for f in formats) / 1000 / cap.cpu_share()
+    worker_gbs = cpu_s * cap.WORKER_MEMORY_MB / 1024
+    puts = 2 * len(formats)
+    stored_gb = sum(cap.FORMAT_BYTES_SHARE[f] for f in formats) * cap.RENDITION_BYTES / GB
+    extra = {
+        "worker": marginal(worker_gbs, month, LAMBDA_GB_SECOND) * 1000,
+        "puts": puts * S3_PUT * 1000,
+        "storage": marginal(stored_gb * retention_days() / MONTH_DAYS, month, S3_STORAGE_GB_MONTH) * 1000,
+    }
+    base = sum(line.per_1000 for line in cost_per_1000(images_per_day))
+    return {**extra, "worker_gb_s": worker_gbs, "stored_mb": stored_gb * 1000,
+            "total": base + sum(extra.values())}

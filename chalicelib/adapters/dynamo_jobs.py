@@ -30,8 +30,8 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
-from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Rendition, shard_key, sweep_key
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
+from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.ports import IdempotencyRecord, ScanPoint
 from chalicelib.runtime import deadline
@@ -44,7 +44,7 @@ SCAN_PREFIX = "orphan-scan#"
 # `sweep_at` (docs/scale.md §6.1).
 SWEEP_SHARDED_INDEX = "sweep_sharded"
 # Job fields that the item stores in another form (the rest map one to one by name).
-_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions"})
+_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
 # limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
@@ -62,6 +62,13 @@ class RenditionAttribute(MapAttribute):
     width = NumberAttribute()
     height = NumberAttribute()
     content_type = UnicodeAttribute()
+    # {format: {"key": ..., "bytes": ...}}, absent when the upload asked for no extra format.
+    variants = MapAttribute(null=True)
+
+
+class PlaceholderAttribute(MapAttribute):
+    blurhash = UnicodeAttribute()
+    average_color = UnicodeAttribute()
 
 
 # Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
@@ -74,15 +81,24 @@ class RenditionsAttribute(Attribute[dict]):
     attr_type = MAP
 
     def serialize(self, value: dict[RenditionName, Rendition]) -> dict:
-        return {str(name): {MAP: _EACH.serialize(dataclasses.asdict(r))} for name, r in value.items()}
+        return {str(name): {MAP: _EACH.serialize(_stored(r))} for name, r in value.items()}
 
     def deserialize(self, value: dict) -> dict[RenditionName, Rendition]:
         found = {}
         for name, stored in value.items():
             a = _EACH.deserialize(stored[MAP])
-            found[RenditionName(name)] = Rendition(key=a.key, width=int(a.width), height=int(a.height),
-                                                   content_type=a.content_type)
+            variants = a.variants.as_dict() if a.variants is not None else {}
+            found[RenditionName(name)] = Rendition(
+                key=a.key, width=int(a.width), height=int(a.height), content_type=a.content_type,
+                variants={RenditionFormat(fmt): Variant(v["key"], int(v["bytes"])) for fmt, v in variants.items()})
         return found
+
+
+def _stored(r: Rendition) -> dict:
+    stored = {"key": r.key, "width": r.width, "height": r.height, "content_type": r.content_type}
+    if r.variants:
+        stored["variants"] = {str(fmt): {"key": v.key, "bytes": v.bytes} for fmt, v in r.variants.items()}
+    return stored
 
 
 class JobItem(Model):
@@ -112,6 +128,8 @@ class JobItem(Model):
     multipart_upload_id = UnicodeAttribute(null=True)
     part_size = NumberAttribute(null=True)
     idempotency_scope = UnicodeAttribute(null=True)
+    formats = UnicodeAttribute(null=True)  # the extra formats asked for, comma-separated
+    placeholder = PlaceholderAttribute(null=True)  # a ready job's
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
 
@@ -250,6 +268,9 @@ class DynamoJobStore:
             sweep_key=sweep_key(job.status, job.job_id),
             error_code=None if job.error_code is None else job.error_code.value,
             renditions=job.renditions or None,
+            formats=",".join(job.formats) or None,
+            placeholder=None if job.placeholder is None else PlaceholderAttribute(
+                blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
             **values,
         )
 
@@ -261,6 +282,9 @@ class DynamoJobStore:
             status=JobStatus(item.status),
             error_code=None if item.error_code is None else ErrorCode(item.error_code),
             renditions=item.renditions or {},
+            formats=tuple(RenditionFormat(f) for f in (item.formats or "").split(",") if f),
+            placeholder=None if item.placeholder is None else Placeholder(
+                item.placeholder.blurhash, item.placeholder.average_color),
             **values,
         )
 
@@ -356,7 +380,7 @@ class DynamoJobStore:
             found[job_id] = JobObjects(
                 job_id=job_id, status=JobStatus(item.status), attempt=int(item.attempt),
                 original_key=item.original_key,
-                result_keys=frozenset(r.key for r in (item.renditions or {}).values()))
+                result_keys=frozenset(k for r in (item.renditions or {}).values() for k in r.keys))
         return found
 
     def scan_points(self, names: list[str]) -> dict[str, ScanPoint]:

@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 
 
@@ -70,11 +70,33 @@ def check_transition(source: JobStatus, target: JobStatus) -> None:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A rendition in an extra format: the same pixels' size as its JPEG, its own object."""
+
+    key: str
+    bytes: int
+
+
+@dataclass(frozen=True)
 class Rendition:
     key: str
     width: int
     height: int
     content_type: str = "image/jpeg"
+    variants: dict[RenditionFormat, Variant] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Its objects: the JPEG's and each variant's."""
+        return (self.key, *(v.key for v in self.variants.values()))
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """What an app paints before the image arrives: a BlurHash and the average colour."""
+
+    blurhash: str
+    average_color: str  # "#rrggbb", sRGB
 
 
 @dataclass(frozen=True)
@@ -107,6 +129,9 @@ class Job:
     part_size: Optional[int] = None
     # The idempotency record that points here, so deleting the job can free the key.
     idempotency_scope: Optional[str] = None
+    # The extra formats the upload asked for (chalicelib/domain/renditions.py), besides JPEG.
+    formats: tuple[RenditionFormat, ...] = ()
+    placeholder: Optional[Placeholder] = None  # a ready job's
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -148,9 +173,10 @@ class Job:
         )
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
-              retention: timedelta) -> "Job":
+              retention: timedelta, placeholder: Optional[Placeholder] = None) -> "Job":
         return self._move(
-            JobStatus.READY, now, renditions=dict(renditions), lease_expires_at=None,
+            JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder,
+            lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )
 
@@ -176,9 +202,9 @@ class JobObjects:
     status: JobStatus
     attempt: int
     original_key: str
-    result_keys: frozenset[str]  # the renditions of a ready job; none otherwise
+    result_keys: frozenset[str]  # the renditions of a ready job, every format; none otherwise
 
     @classmethod
     def of(cls, job: Job) -> "JobObjects":
         return cls(job_id=job.job_id, status=job.status, attempt=job.attempt, original_key=job.original_key,
-                   result_keys=frozenset(r.key for r in job.renditions.values()))
+                   result_keys=frozenset(k for r in job.renditions.values() for k in r.keys))

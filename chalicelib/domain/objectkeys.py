@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.renditions import RenditionFormat, RenditionName
 
 # A version-4 UUID, matched whole (a trailing newline is not part of an id).
 JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -24,12 +24,16 @@ class ObjectKeys:
     def original(self, job_id: str) -> str:
         return f"{self.originals_prefix}{job_id}"
 
-    def rendition(self, job_id: str, attempt: int, name: RenditionName) -> str:
+    def rendition(self, job_id: str, attempt: int, name: RenditionName,
+                  fmt: RenditionFormat = RenditionFormat.JPEG) -> str:
         """Fenced per attempt: a stale attempt can only ever write or delete its own."""
-        return f"{self.renditions_prefix}{job_id}/{attempt}/{name}.jpg"
+        return f"{self.renditions_prefix}{job_id}/{attempt}/{name}.{fmt.extension}"
 
-    def renditions(self, job_id: str, attempt: int, names: Iterable[RenditionName]) -> list[str]:
-        return [self.rendition(job_id, attempt, name) for name in names]
+    def renditions(self, job_id: str, attempt: int, names: Iterable[RenditionName],
+                   formats: Iterable[RenditionFormat] = ()) -> list[str]:
+        """Every (rendition, format) key of one attempt: the JPEGs and the extra formats."""
+        codings = (RenditionFormat.JPEG, *(f for f in formats if f is not RenditionFormat.JPEG))
+        return [self.rendition(job_id, attempt, name, fmt) for name in names for fmt in codings]
 
     def attempt_of(self, key: str) -> Optional[int]:
         """The attempt that wrote a rendition key; None for anything else."""

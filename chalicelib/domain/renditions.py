@@ -4,11 +4,17 @@ and how it fits. No I/O.
 Adding a size: a member of RenditionName, a row in rendition_specs, the setting that gives
 its box (chalicelib/config.py), and the docs. Everything else (the resize, object keys, the
 job record, the JSON, clean-up) follows the table.
+
+Every rendition is coded as JPEG, and in each extra format (RenditionFormat) its upload asked
+for: one object per (rendition, format).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from chalicelib.domain.errors import InvalidRequest
 
 
 class RenditionName(StrEnum):
@@ -37,3 +43,37 @@ def rendition_specs(settings) -> tuple[RenditionSpec, ...]:
         RenditionSpec(RenditionName.DISPLAY, Fit.CONTAIN, settings.display_box),
         RenditionSpec(RenditionName.THUMB, Fit.COVER, settings.thumb_size),
     )
+
+
+class RenditionFormat(StrEnum):
+    """A coding of a rendition, as an upload names it. JPEG is always made; the others only
+    when the upload asks (they cost CPU and storage)."""
+
+    JPEG = "jpeg"
+    WEBP = "webp"
+    AVIF = "avif"
+
+    @property
+    def content_type(self) -> str:
+        return f"image/{self.value}"
+
+    @property
+    def extension(self) -> str:
+        return "jpg" if self is RenditionFormat.JPEG else self.value
+
+
+# What an upload may ask for on top of the JPEG, in the order they are made.
+EXTRA_FORMATS = (RenditionFormat.WEBP, RenditionFormat.AVIF)
+
+
+def extra_formats(names: Iterable[str], enabled: Iterable[RenditionFormat]) -> tuple[RenditionFormat, ...]:
+    """The extra formats an upload asks for, once each, in EXTRA_FORMATS' order (so that the
+    same set is the same request); InvalidRequest for a name the stage does not enable."""
+    enabled = tuple(enabled)
+    asked = set()
+    for name in names:
+        if not isinstance(name, str) or name.strip().lower() not in {f.value for f in enabled}:
+            allowed = ", ".join(f.value for f in enabled) or "none"
+            raise InvalidRequest(f"formats may name only: {allowed}"[:200])
+        asked.add(RenditionFormat(name.strip().lower()))
+    return tuple(f for f in EXTRA_FORMATS if f in asked)

@@ -47,6 +47,11 @@ def idempotency_key(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def formats_param(value: Optional[str]) -> list[str]:
+    """`?formats=avif,webp` -> ["avif", "webp"]; the use case checks the names."""
+    return [name for name in (value or "").split(",") if name.strip()]
+
+
 def media_type(content_type: str) -> str:
     """`image/JPEG; q=1` -> `image/jpeg`."""
     return (content_type or "").split(";", 1)[0].strip().lower()
@@ -110,8 +115,8 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
 def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict:
     """The JSON object of a request, with exactly the members in `fields` that it has.
 
-    A member's type is int or str. An integral number such as 1472.0 is an int: JSON has one
-    number type, and JSON Schema calls 1472.0 an integer.
+    A member's type is int, str or list (of strings). An integral number such as 1472.0 is an
+    int: JSON has one number type, and JSON Schema calls 1472.0 an integer.
     """
     if media_type(content_type) != JSON:
         raise InvalidRequest("Send the body as application/json")
@@ -132,6 +137,10 @@ def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict
 
 
 def _typed(name: str, value: object, kind: type):
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise InvalidRequest(f"'{name}' must be an array of strings")
+        return value
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, kind) or isinstance(value, bool):

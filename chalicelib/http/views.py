@@ -52,9 +52,11 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
         # image_url and thumb_url came before the map, and stay for the clients that read them.
         body["image_url"] = urls.by_name[RenditionName.DISPLAY]
         body["thumb_url"] = urls.by_name[RenditionName.THUMB]
-        body["renditions"] = {str(name): _rendition(urls.by_name[name], r)
-                              for name, r in job.renditions.items()}
+        body["renditions"] = {str(name): _rendition(name, r, urls) for name, r in job.renditions.items()}
         body["urls_expire_at"] = rfc3339(urls.expires_at)
+        if job.placeholder is not None:  # every job made ready since placeholders exist
+            body["placeholder"] = {"blurhash": job.placeholder.blurhash,
+                                   "average_color": job.placeholder.average_color}
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}
@@ -65,8 +67,13 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
     return body
 
 
-def _rendition(url: str, r) -> dict:
-    return {"url": url, "width": r.width, "height": r.height, "content_type": r.content_type}
+def _rendition(name: RenditionName, r, urls: Urls) -> dict:
+    """The JPEG's url stays `url`; each extra format is a variant, keyed by its media type."""
+    variants = {fmt.content_type: {"url": urls.variants[name, fmt], "bytes": v.bytes,
+                                   "width": r.width, "height": r.height}
+                for fmt, v in r.variants.items()}
+    return {"url": urls.by_name[name], "width": r.width, "height": r.height,
+            "content_type": r.content_type, "variants": variants}
 
 
 def webhook_body(webhook: Optional[Webhook], show_secret: bool = False) -> dict:

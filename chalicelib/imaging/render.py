@@ -1,4 +1,4 @@
-"""Decode an uploaded image and make its JPEG renditions: pure, bytes in, bytes out.
+"""Decode an uploaded image and make its renditions: pure, bytes in, bytes out.
 
 One module on purpose: the steps below form one decode pipeline whose
 order matters for speed and safety (header checks, draft decode, orientation, colour).
@@ -12,9 +12,10 @@ scale by libjpeg (`draft`) when that box allows it; all colour work (alpha, ICC,
 orientation) happens on that small image, and every other rendition (the thumbnail) is cut
 from it, not from the original.
 
-Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, with no metadata at
-all (no EXIF, XMP, comment or ICC profile). Pixels are converted to sRGB first, so a
-viewer's untagged = sRGB assumption is right.
+Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, and the same pixels in
+each extra format asked for (WebP, AVIF 4:2:0), with no metadata at all (no EXIF, XMP,
+comment or ICC profile). Pixels are converted to sRGB first, so a viewer's untagged = sRGB
+assumption is right. Beside them, the placeholder (chalicelib/imaging/placeholder.py).
 """
 from __future__ import annotations
 
@@ -26,17 +27,19 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pillow_heif
 from PIL import Image, ImageCms
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
-from chalicelib.domain.renditions import Fit, RenditionName, RenditionSpec, rendition_specs
+from chalicelib.domain.jobs import Placeholder
+from chalicelib.domain.renditions import Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
+from chalicelib.imaging.placeholder import make_placeholder
 
 pillow_heif.register_heif_opener()
 
@@ -86,10 +89,31 @@ class ImageInfo:
 @dataclass(frozen=True)
 class Output:
     name: RenditionName
-    data: bytes
+    data: bytes  # the JPEG
     width: int
     height: int
     content_type: str
+    variants: dict[RenditionFormat, bytes] = field(default_factory=dict)  # the same pixels, coded so
+
+
+@dataclass(frozen=True)
+class Rendered:
+    renditions: dict[RenditionName, Output]
+    placeholder: Placeholder
+
+
+@dataclass(frozen=True)
+class Coding:
+    """Each format's coding (the settings of chalicelib/config.py)."""
+
+    jpeg_quality: int = 85
+    webp_quality: int = 85
+    avif_quality: int = 70
+    avif_speed: int = 8
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Coding":
+        return cls(settings.jpeg_quality, settings.webp_quality, settings.avif_quality, settings.avif_speed)
 
 
 # -------------------------------------------------------------------------- inspect
@@ -172,10 +196,24 @@ def make_renditions(
     its box, centre-cropped from the largest rendition; when that is smaller than the box on
     a side the crop is upscaled to fill it.
     """
+    return make_images(data, max_pixels, specs, Coding(jpeg_quality=quality), limits).renditions
+
+
+def make_images(
+    data: bytes,
+    max_pixels: int,
+    specs: Sequence[RenditionSpec] = rendition_specs(_DEFAULTS),
+    coding: Coding = Coding(),
+    limits: DecodeLimits = DecodeLimits(),
+    formats: Sequence[RenditionFormat] = (),
+) -> Rendered:
+    """make_renditions, each rendition also coded in `formats` (the extra ones), and the
+    placeholder: one decode for them all."""
     im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
         largest = _decode_within(im, max(spec.box for spec in specs))
-        return {spec.name: _output(spec.name, _shape(largest, spec), quality) for spec in specs}
+        outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats) for spec in specs}
+        return Rendered(outputs, make_placeholder(largest))
 
 
 def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
@@ -348,12 +386,28 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
     return im.resize((size, size), _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
-def _output(name: RenditionName, im: Image.Image, quality: int) -> Output:
+def _output(name: RenditionName, im: Image.Image, coding: Coding,
+            formats: Sequence[RenditionFormat] = ()) -> Output:
+    variants = {fmt: encode(im, fmt, coding) for fmt in formats if fmt is not RenditionFormat.JPEG}
+    return Output(name, encode(im, RenditionFormat.JPEG, coding), im.width, im.height, "image/jpeg", variants)
+
+
+def encode(im: Image.Image, fmt: RenditionFormat, coding: Coding) -> bytes:
+    """One rendition's pixels in one format. No exif/icc_profile/comment/xmp arguments and an
+    empty info: nothing is copied into any of them."""
     buf = io.BytesIO()
-    # No exif/icc_profile/comment/xmp arguments and an empty info: nothing is copied.
-    # Progressive scans with optimised Huffman tables code the very same quantised
-    # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
-    # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a ~120 ms job
-    # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
-    im.save(buf, "JPEG", quality=quality, optimize=True, progressive=True)
-    return Output(name, buf.getvalue(), im.width, im.height, "image/jpeg")
+    if fmt is RenditionFormat.JPEG:
+        # Progressive scans with optimised Huffman tables code the very same quantised
+        # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
+        # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a ~120 ms job
+        # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
+        im.save(buf, "JPEG", quality=coding.jpeg_quality, optimize=True, progressive=True)
+    elif fmt is RenditionFormat.WEBP:
+        # method 4 is libwebp's default: 6 saves ~1 % for twice the CPU (benchmarks/renditions.py).
+        im.save(buf, "WEBP", quality=coding.webp_quality, method=4)
+    else:
+        # One thread: the decoding child's CPU limit counts every thread, and a worker's
+        # fraction of a core gains nothing from more.
+        im.save(buf, "AVIF", quality=coding.avif_quality, speed=coding.avif_speed,
+                subsampling="4:2:0", max_threads=1)
+    return buf.getvalue()

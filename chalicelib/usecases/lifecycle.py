@@ -65,9 +65,10 @@ def reconcile_slots(ctx: Context, owner: str) -> bool:
     return freed
 
 
-def delete_attempt_renditions(ctx: Context, job_id: str, attempt: int) -> None:
-    """One attempt's renditions: all that a worker may ever delete, since they are fenced."""
-    for key in ctx.object_keys.renditions(job_id, attempt, ctx.rendition_names):
+def delete_attempt_renditions(ctx: Context, job: Job, attempt: int) -> None:
+    """One attempt's renditions, in every format the job asked for: all that a worker may
+    ever delete, since they are fenced."""
+    for key in ctx.object_keys.renditions(job.job_id, attempt, ctx.rendition_names, job.formats):
         ctx.objects.delete(key)
 
 
@@ -76,8 +77,8 @@ def rendition_keys(ctx: Context, job: Job) -> list[str]:
     their claims, so none is above `job.attempt`; one that started after this read (the job
     was not terminal yet) is the orphan sweep's."""
     keys = {key for attempt in range(1, job.attempt + 1)
-            for key in ctx.object_keys.renditions(job.job_id, attempt, ctx.rendition_names)}
-    keys |= {r.key for r in job.renditions.values()}
+            for key in ctx.object_keys.renditions(job.job_id, attempt, ctx.rendition_names, job.formats)}
+    keys |= {key for r in job.renditions.values() for key in r.keys}
     return sorted(keys)
 
 

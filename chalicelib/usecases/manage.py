@@ -34,6 +34,8 @@ class ManageJobs:
         return Urls(
             by_name={name: ctx.objects.presign_get(r.key, ttl) for name, r in job.renditions.items()},
             expires_at=ctx.clock() + timedelta(seconds=ttl),
+            variants={(name, fmt): ctx.objects.presign_get(v.key, ttl)
+                      for name, r in job.renditions.items() for fmt, v in r.variants.items()},
         )
 
     def cancel(self, owner: str, job_id: str) -> Job:

@@ -1,12 +1,12 @@
 """What the use cases hand back to the API layer (chalicelib/http/views.py shapes them as JSON)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional, Union
 
 from chalicelib.domain.jobs import Job
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.renditions import RenditionFormat, RenditionName
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,5 @@ class Urls:
 
     by_name: dict[RenditionName, str]
     expires_at: datetime
+    # Each rendition's extra formats, by (name, format).
+    variants: dict[tuple[RenditionName, RenditionFormat], str] = field(default_factory=dict)

@@ -22,8 +22,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain import sniff
 from chalicelib.domain.events import ObjectCreated, parse_message
-from chalicelib.domain.jobs import Job, JobStatus, Rendition
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.imaging.sandbox import run_limited
@@ -174,12 +173,8 @@ class Worker:
                 return self._fail(job, mismatch)
             # No check after the resize: the finishing write is conditional on this attempt,
             # so a job cancelled, deleted or taken over meanwhile keeps none of it.
-            outputs = self._renditions(original)
-            stored: dict[RenditionName, Rendition] = {}
-            for name, out in outputs.items():
-                key = ctx.object_keys.rendition(job.job_id, job.attempt, name)
-                ctx.objects.put(key, out.data, out.content_type)
-                stored[name] = Rendition(key, out.width, out.height, out.content_type)
+            rendered = self._renditions(original, job)
+            stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -189,17 +184,17 @@ class Worker:
             # the attempt count bounds how often.
             log.exception("job_attempt_failed", job_id=job.job_id, attempt=job.attempt)
             with deadline.compensating():
-                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
-        done = job.ready(ctx.clock(), stored, ctx.retention)
+        done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
             if not self._was_stored(done):
                 # This attempt lost (cancelled, deleted, or a newer attempt): its renditions
                 # are its own, so removing them can never touch the winner's.
-                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, job.attempt)
+                lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
                 return Outcome.LOST
         largest = max(stored.values(), key=lambda r: r.width * r.height)
@@ -209,7 +204,7 @@ class Worker:
         # Earlier attempts of this job are over (their leases ended before this claim); what
         # one left behind goes now, and the orphan sweep covers a crash before this line.
         for attempt in range(1, job.attempt):
-            lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job.job_id, attempt)
+            lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, attempt)
         return Outcome.READY
 
     def _was_stored(self, done: Job) -> bool:
@@ -220,14 +215,28 @@ class Worker:
         return (current is not None and current.status is done.status
                 and current.attempt == done.attempt)
 
-    def _renditions(self, data: bytes) -> dict:
-        """Decode in a child with a CPU and a memory limit, so that no image can hold a
-        worker for more than decode_cpu_seconds, nor take more than decode_memory_mb; the wall clock allows for a busy machine, within the time
-        the worker function has left."""
+    def _store(self, job: Job, out: render.Output) -> Rendition:
+        """One rendition's objects, the JPEG and each variant, under this attempt's keys."""
+        objects, keys = self._ctx.objects, self._ctx.object_keys
+        key = keys.rendition(job.job_id, job.attempt, out.name)
+        objects.put(key, out.data, out.content_type)
+        variants = {}
+        for fmt, data in out.variants.items():
+            variant_key = keys.rendition(job.job_id, job.attempt, out.name, fmt)
+            objects.put(variant_key, data, fmt.content_type)
+            variants[fmt] = Variant(variant_key, len(data))
+        return Rendition(key, out.width, out.height, out.content_type, variants)
+
+    def _renditions(self, data: bytes, job: Job) -> render.Rendered:
+        """Decode and code every size and format in a child with a CPU and a memory limit, so
+        that no image can hold a worker for more than decode_cpu_seconds, nor take more than
+        decode_memory_mb; the wall clock allows for a busy machine, within the time the
+        worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, self._ctx.renditions, s.jpeg_quality, self._ctx.decode_limits)
+        args = (data, s.max_pixels, self._ctx.renditions, render.Coding.of(s), self._ctx.decode_limits,
+                job.formats)
         if not s.decode_cpu_seconds:
-            return render.make_renditions(*args)
+            return render.make_images(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
         # less: the wall clock only catches a child that hangs without using its CPU.
         wall = 4.0 * s.decode_cpu_seconds + 5.0
@@ -236,7 +245,7 @@ class Worker:
             wall = min(wall, budget.remaining() - _TIME_TO_FINISH)
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
-        return run_limited(render.make_renditions, *args, cpu_seconds=s.decode_cpu_seconds,
+        return run_limited(render.make_images, *args, cpu_seconds=s.decode_cpu_seconds,
                            wall_seconds=wall, memory_bytes=s.decode_memory_mb * MIB)
 
     def _fail(self, job: Job, code: ErrorCode) -> Outcome:

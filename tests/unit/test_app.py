@@ -111,8 +111,8 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
     got = json.loads(client.http.get(f"/api/v1/image-jobs/{job_id}", headers=auth()).body)
     assert got["status"] == "ready"
     assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
-                        "created_at", "finished_at", "expires_at"}
-    assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type"}
+                        "placeholder", "created_at", "finished_at", "expires_at"}
+    assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type", "variants"}
 
 
 class LogRecorder:

@@ -14,8 +14,8 @@ from openapi_spec_validator import validate
 import app as application
 from chalicelib.config import Settings
 from chalicelib.domain import objectkeys, sniff
-from chalicelib.domain.jobs import Job, JobStatus, Rendition
-from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.jobs import Job, JobStatus, Placeholder, Rendition, Variant
+from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http import methods, problems, request_body, views
 from chalicelib.usecases.results import Accepted, UploadForm, Urls
@@ -161,6 +161,7 @@ def test_there_is_a_valid_example_body_for_every_job_status():
 
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+PLACEHOLDER = Placeholder("UQI;0M[VM|xv.m9[NHxbOrXSRjIo#S%2SNWA", "#8e6a60")
 
 
 def a_job(status: JobStatus, **fields) -> Job:
@@ -173,10 +174,17 @@ def a_job(status: JobStatus, **fields) -> Job:
     (a_job(JobStatus.AWAITING_UPLOAD), None),
     (a_job(JobStatus.QUEUED), None),
     (a_job(JobStatus.PROCESSING), None),
-    (a_job(JobStatus.READY, finished_at=NOW, renditions={
+    (a_job(JobStatus.READY, finished_at=NOW, placeholder=PLACEHOLDER, renditions={
         RenditionName.DISPLAY: Rendition("k/d.jpg", 1280, 960), RenditionName.THUMB: Rendition("k/t.jpg", 256, 256)}),
      Urls({RenditionName.DISPLAY: "https://s3.example/d.jpg?X-Amz-Signature=1",
            RenditionName.THUMB: "https://s3.example/t.jpg?X-Amz-Signature=2"}, NOW)),
+    (a_job(JobStatus.READY, finished_at=NOW, placeholder=PLACEHOLDER, formats=(RenditionFormat.AVIF,), renditions={
+        RenditionName.DISPLAY: Rendition("k/d.jpg", 1280, 960, variants={RenditionFormat.AVIF: Variant("k/d.avif", 6000)}),
+        RenditionName.THUMB: Rendition("k/t.jpg", 256, 256, variants={RenditionFormat.AVIF: Variant("k/t.avif", 900)})}),
+     Urls({RenditionName.DISPLAY: "https://s3.example/d.jpg?X-Amz-Signature=1",
+           RenditionName.THUMB: "https://s3.example/t.jpg?X-Amz-Signature=2"}, NOW,
+          {(RenditionName.DISPLAY, RenditionFormat.AVIF): "https://s3.example/d.avif?X-Amz-Signature=3",
+           (RenditionName.THUMB, RenditionFormat.AVIF): "https://s3.example/t.avif?X-Amz-Signature=4"})),
     (a_job(JobStatus.FAILED, finished_at=NOW, error_code=ErrorCode.IMAGE_TOO_COMPLEX), None),
     (a_job(JobStatus.CANCELLED, finished_at=NOW), None),
 ])
