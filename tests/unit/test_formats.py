@@ -97,11 +97,11 @@ def test_the_formats_are_part_of_the_fingerprint_but_not_their_order(use_cases):
     for other in (["avif"], []):
         with pytest.raises(IdempotencyKeyReused):
             use_cases.uploads.accept_upload("alice", data, "k1", other)
-    direct = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", ["avif"])
-    assert use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", ["avif"]).replayed
+    direct = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"])
+    assert use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"]).replayed
     assert direct.job.formats == (AVIF,)
     with pytest.raises(IdempotencyKeyReused):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", ["webp"])
+        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["webp"])
 
 
 def test_without_formats_the_fingerprint_is_the_one_keys_held_before_formats_had(use_cases):
