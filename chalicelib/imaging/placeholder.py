@@ -27,7 +27,7 @@ def make_placeholder(im: Image.Image) -> Placeholder:
     small = im.copy()
     small.thumbnail((_SOURCE_SIDE, _SOURCE_SIDE), Image.Resampling.BOX)
     width, height = small.size
-    pixels = list(small.getdata())
+    pixels = list(small.get_flattened_data())
     rows = [pixels[y * width:(y + 1) * width] for y in range(height)]
     x, y = components(im.width, im.height)
     return Placeholder(blurhash=blurhash.encode(rows, x, y), average_color="#%02x%02x%02x" % average[:3])
