@@ -337,3 +337,31 @@ def test_the_sdk_imports_neither_chalice_nor_boto3():
     blocker = ("import sys\nfor name in ('chalice', 'boto3', 'botocore', 'chalicelib'):\n"
                "    sys.modules[name] = None\nimport image_jobs, image_jobs.cli\n")
     subprocess.run([sys.executable, "-c", blocker], check=True, cwd="/")
+
+
+def test_upload_asks_for_formats_and_download_saves_the_variant_or_the_jpeg(time_, tmp_path):
+    api = FakeApi(time_).on("POST", "/api/v1/images", accepted())
+    api.client().upload(JPEG, formats=["avif", "webp"])
+    assert api.requests[-1][1].url.params["formats"] == "avif,webp"
+    variants = {"image/avif": {"url": "http://storage.test/d.avif", "bytes": 5, "width": 2, "height": 1}}
+    api.on("GET", JOB_PATH, job_answer("ready", retry_after=None, placeholder={
+        "blurhash": "LEHV6nWB2yk8pyo0adR*.7kCMdnj", "average_color": "#aabbcc"}, renditions={
+        "display": {"url": "http://storage.test/d.jpg", "width": 2, "height": 1,
+                    "content_type": "image/jpeg", "variants": variants},
+        "thumb": {"url": "http://storage.test/t.jpg", "width": 1, "height": 1, "content_type": "image/jpeg",
+                  "variants": {}}}))
+    api.on("GET", "/d.avif", httpx.Response(200, content=b"avif"))
+    api.on("GET", "/t.jpg", httpx.Response(200, content=b"jpeg"))
+    job = api.client().job("j-1").refresh()
+    assert job.renditions["display"].variants["image/avif"].bytes == 5
+    assert job.placeholder["average_color"] == "#aabbcc"
+    saved = job.download(tmp_path, stem="p", format="avif")
+    # The display has an AVIF; the thumb has none, so its JPEG is saved.
+    assert saved == {"display": tmp_path / "p.display.avif", "thumb": tmp_path / "p.thumb.jpg"}
+    assert saved["display"].read_bytes() == b"avif"
+
+
+def test_direct_uploads_carry_the_formats_in_their_body(time_):
+    api = FakeApi(time_).on("POST", "/api/v1/uploads", accepted(status="queued"))
+    api.client(direct_threshold=10).upload(JPEG, formats=("webp",))
+    assert json.loads(api.requests[-1][1].content)["formats"] == ["webp"]

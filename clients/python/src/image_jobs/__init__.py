@@ -42,7 +42,7 @@ from .errors import (  # noqa: E402
     WaitCancelled,
     ERRORS_BY_CODE,
 )
-from .job import TERMINAL, Job, JobError, Rendition, Status  # noqa: E402
+from .job import TERMINAL, Job, JobError, Rendition, Status, Variant  # noqa: E402
 
 __all__ = [
     "Client",
@@ -51,6 +51,7 @@ __all__ = [
     "Rendition",
     "Status",
     "TERMINAL",
+    "Variant",
     "DEFAULT_URL",
     "DEFAULT_DIRECT_THRESHOLD",
     "ERRORS_BY_CODE",

@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("upload", parents=[common, waiting], help="upload image files")
     up.add_argument("files", nargs="+", metavar="FILE")
     up.add_argument("--parallel", type=int, default=4, metavar="N", help="files in flight at once (4)")
+    up.add_argument("--formats", default="", metavar="LIST",
+                    help="extra formats of every rendition besides JPEG, e.g. avif,webp; "
+                         "--out then saves the first of them where made")
     up.set_defaults(command=_upload)
     st = sub.add_parser("status", parents=[common, waiting], help="show jobs (or wait for them)")
     st.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
@@ -93,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     de.set_defaults(command=_delete)
     return parser
+
+
+def _formats(args: argparse.Namespace) -> List[str]:
+    return [f.strip() for f in getattr(args, "formats", "").split(",") if f.strip()]
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -111,7 +118,7 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
 
         # Waiting: the upload's answer itself may be held until the job is done (Prefer: wait).
         hold = (args.deadline if args.deadline is not None else client.hold_seconds) if args.wait else 0
-        job = client.upload(args.files[index], on_progress=sent, wait=hold)
+        job = client.upload(args.files[index], on_progress=sent, wait=hold, formats=_formats(args))
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
@@ -174,7 +181,7 @@ def _run(args: argparse.Namespace, names: List[str],
                     job.wait(remaining, on_status=lambda j: progress.update(task, state=j.status), stop=stop)
                     if job.ready and args.out:
                         progress.update(task, state="downloading")
-                        outcome.saved = job.download(args.out, stems[index])
+                        outcome.saved = job.download(args.out, stems[index], format=(_formats(args) or [None])[0])
                     progress.update(task, state=job.status)
             except (WaitTimeout, WaitCancelled):
                 outcome.unfinished = True

@@ -12,7 +12,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 import httpx
@@ -107,7 +107,8 @@ class Client:
     def upload(self, source: Source, *, content_type: Optional[str] = None,
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,
                on_progress: Optional[Progress] = None, wait: float = 0,
-               on_part_progress: Optional[PartProgress] = None) -> Job:
+               on_part_progress: Optional[PartProgress] = None,
+               formats: Sequence[str] = ()) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
         Files up to `direct_threshold` bytes go through POST /images; larger ones straight to
@@ -118,20 +119,23 @@ class Client:
         `wait`: seconds the upload's answer may be held for the job to finish (Prefer: wait
         on POST /images, a held poll after a direct upload): a fast job comes back finished
         in the same call. Never raises for a job that is still running then.
+        `formats`: extra formats of every rendition besides its JPEG ("avif", "webp"), as the
+        server enables them; download(format=...) saves them.
         """
+        formats = tuple(formats)
         data, name = _read(source)
         key = idempotency_key or str(uuid.uuid4())
         ctype = content_type or guess_type(data[:64]) or OCTET_STREAM
         name = filename or name
         if len(data) > self.direct_threshold:
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress), wait)
+                                                       on_part_progress, formats), wait)
         try:
-            return self._upload_through_api(data, ctype, key, on_progress, wait)
+            return self._upload_through_api(data, ctype, key, on_progress, wait, formats)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our threshold: the direct route has its own.
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress), wait)
+                                                       on_part_progress, formats), wait)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
                on_part_progress: Optional[PartProgress] = None) -> Job:
@@ -144,13 +148,14 @@ class Client:
         return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
-                            on_progress: Optional[Progress], wait: float) -> Job:
+                            on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = ()) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
         headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
         hold = min(int(wait), self.hold_seconds) if self.waits else 0
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
-        response = self.request("POST", f"{API_ROOT}/images", body=lambda: _chunks(data, on_progress),
+        query = f"?formats={','.join(formats)}" if formats else ""
+        response = self.request("POST", f"{API_ROOT}/images{query}", body=lambda: _chunks(data, on_progress),
                                 headers=headers)
         job = Job._accepted(self, response)
         if hold >= 1 and not job.finished and not job._held:
@@ -168,8 +173,11 @@ class Client:
 
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress],
-                       on_part_progress: Optional[PartProgress] = None) -> Job:
+                       on_part_progress: Optional[PartProgress] = None,
+                       formats: Tuple[str, ...] = ()) -> Job:
         body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
+        if formats:
+            body["formats"] = list(formats)
         if len(data) >= self.multipart_threshold:
             body["method"] = "multipart"
         else:

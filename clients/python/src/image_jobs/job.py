@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 import httpx
 
@@ -45,12 +45,22 @@ class JobError:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """One rendition in an extra format (asked with upload(..., formats=...))."""
+
+    content_type: str
+    url: str
+    bytes: Optional[int]
+
+
+@dataclass(frozen=True)
 class Rendition:
     name: str
     url: str
     width: Optional[int]
     height: Optional[int]
     content_type: Optional[str]
+    variants: Dict[str, Variant] = field(default_factory=dict)  # by content type
 
 
 class Job:
@@ -132,8 +142,11 @@ class Job:
         if isinstance(value, dict):
             for name, item in value.items():
                 if isinstance(item, dict) and isinstance(item.get("url"), str):
+                    variants = {kind: Variant(kind, v["url"], _int(v.get("bytes")))
+                                for kind, v in (item.get("variants") or {}).items()
+                                if isinstance(v, dict) and isinstance(v.get("url"), str)}
                     found[name] = Rendition(name, item["url"], _int(item.get("width")),
-                                            _int(item.get("height")), item.get("content_type"))
+                                            _int(item.get("height")), item.get("content_type"), variants)
         for name, field in (("display", "image_url"), ("thumb", "thumb_url")):
             if name not in found and isinstance(self._data.get(field), str):
                 found[name] = Rendition(name, self._data[field], None, None, None)
@@ -190,8 +203,17 @@ class Job:
             except errors.JobNotFound:
                 pass
 
-    def download(self, directory: Union[str, Path], stem: Optional[str] = None) -> Dict[str, Path]:
-        """Save every rendition as `<stem>.<name><ext>` (stem: the job id) in `directory`."""
+    @property
+    def placeholder(self) -> Optional[Dict[str, str]]:
+        """{"blurhash", "average_color"} of a ready job: paint it before the image arrives."""
+        value = self._data.get("placeholder")
+        return dict(value) if isinstance(value, dict) else None
+
+    def download(self, directory: Union[str, Path], stem: Optional[str] = None,
+                 format: Optional[str] = None) -> Dict[str, Path]:
+        """Save every rendition as `<stem>.<name><ext>` (stem: the job id) in `directory`.
+        `format` ("avif", "webp" or a content type): that variant of each rendition, where
+        the job has it (asked at upload), else its JPEG."""
         if not self.ready:
             self.refresh()
             if not self.ready:
@@ -199,14 +221,15 @@ class Job:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         saved: Dict[str, Path] = {}
+        kind = None if format is None else (format if "/" in format else f"image/{format.lower()}")
         for name in list(self.renditions):
-            rendition = self.renditions[name]
-            path = folder / f"{stem or self.job_id}.{name}{_suffix(rendition)}"
-            if not self._client._download(rendition.url, path):
+            url, suffix = _pick(self.renditions[name], kind)
+            path = folder / f"{stem or self.job_id}.{name}{suffix}"
+            if not self._client._download(url, path):
                 # URLs are presigned when the job is read; these had expired. Read fresh ones.
                 self.refresh()
                 fresh = self.renditions.get(name)
-                if fresh is None or not self._client._download(fresh.url, path):
+                if fresh is None or not self._client._download(_pick(fresh, kind)[0], path):
                     raise errors.StorageError(403, "AccessDenied", f"storage refused the {name} URL")
             saved[name] = path
         return saved
@@ -341,6 +364,14 @@ def _time(value: Any) -> Optional[datetime]:
 
 def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _pick(rendition: Rendition, kind: Optional[str]) -> Tuple[str, str]:
+    """(url, file suffix) of the variant of that content type, else of the JPEG."""
+    variant = rendition.variants.get(kind) if kind else None
+    if variant is not None:
+        return variant.url, _SUFFIXES.get(variant.content_type, ".bin")
+    return rendition.url, _suffix(rendition)
 
 
 def _suffix(rendition: Rendition) -> str:
