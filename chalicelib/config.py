@@ -139,6 +139,16 @@ class Settings:
     # hold; and how many held requests one owner may have at once, across every instance.
     max_wait_seconds: int = 20
     max_waits_per_owner: int = 4
+    # Push (docs/contract.md "Push"): the WebSocket URL clients connect to (empty: no push),
+    # the management endpoint the fan-out posts to (API Gateway's https://<api>/<stage>;
+    # locally the runner's), and the table's stream that drives the fan-out in the cloud
+    # (empty: the writes themselves hand each change to the fan-out, as the local runner does).
+    push_url: str = ""
+    push_management_url: str = ""
+    push_stream_arn: str = ""
+    # The longest a connection is kept in the table past its start: API Gateway closes every
+    # connection after 2 hours, so an entry older than this has surely gone.
+    push_connection_seconds: int = 7800
     # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
     # table names the setting that sizes it.
     display_box: int = 1280
