@@ -334,7 +334,7 @@ def _read(environ: Mapping[str, str], field_name: str) -> Optional[str]:
     return raw if raw is not None else legacy
 
 
-LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks")
+LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks", "push")
 
 
 @dataclass(frozen=True)
@@ -345,6 +345,9 @@ class RunnerSettings:
     # The web page (web/), and the subject of the dev token it is given.
     web_port: int = 8080
     web_subject: str = "web"
+    # Push (local/push_gateway.py): the WebSocket port, and its management API's.
+    push_port: int = 8001
+    push_management_port: int = 8002
     # moto's server, or where a LocalStack listens (LocalStack's own default port).
     aws_port: int = 4566
     # False: use the services at AWS_ENDPOINT_URL (a real LocalStack) instead of moto's.
