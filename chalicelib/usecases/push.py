@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 from chalicelib.domain.errors import ConnectionGone
 from chalicelib.domain.jobs import Job
-from chalicelib.http import views  # a push message carries the job exactly as GET shows it
+from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases.context import Context
@@ -28,7 +28,7 @@ log = get_logger("push")
 
 
 def message(job: Job, urls: Optional[Urls]) -> str:
-    return json.dumps(views.push_body(job, urls), separators=(",", ":"))
+    return json.dumps(push_body(job, urls), separators=(",", ":"))
 
 
 class Push:
