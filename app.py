@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import threading
 
-from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig
+from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Response
 
 from chalicelib.config import Settings
-from chalicelib.domain.errors import PoisonMessage
+from chalicelib.domain.errors import PoisonMessage, TransientError, Unauthorized
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
@@ -246,6 +246,52 @@ def deliver_webhook(event):
                 use_cases().webhooks.deliver(record.body, record.receipt_handle)
             except PoisonMessage:
                 log.error("poison_message_dropped", queue="webhooks")
+
+
+# -- push: docs/contract.md "Push"; the rules are in chalicelib/usecases/push.py -------------
+
+
+@app.route(ROOT + "/push", methods=["GET"], content_types=ANY, authorizer=authorizer)
+@api
+def get_push():
+    _owner()
+    return responses.push(settings.push_url)
+
+
+# The WebSocket API exists where PUSH_URL is set: the local runner's own (local/push_gateway.py).
+# Its cloud deployment (the API, ManageConnections, the table's stream) is not built yet.
+if settings.push_url:
+    app.experimental_feature_flags.update(["WEBSOCKETS"])
+
+    @app.on_ws_connect()
+    def push_connect(event):
+        """Refused (401) unless the subprotocols carry a good token; 503 when it cannot be
+        recorded, since the connection would receive nothing."""
+        headers = {k.lower(): v for k, v in (event.to_dict().get("headers") or {}).items()}
+        try:
+            owner = auth.push_owner(headers.get("sec-websocket-protocol"), settings)
+            use_cases().push.connect(owner, event.connection_id)
+        except Unauthorized:
+            return Response(body="", status_code=401)
+        except TransientError:
+            return Response(body="", status_code=503)
+        return Response(body="", status_code=200, headers={"Sec-WebSocket-Protocol": auth.PUSH_PROTOCOL})
+
+    @app.on_ws_message()
+    def push_message(event):
+        """Clients have nothing to say: the channel only pushes."""
+
+    @app.on_ws_disconnect()
+    def push_disconnect(event):
+        use_cases().push.disconnect(event.connection_id)
+
+
+if settings.push_stream_arn:
+    @app.on_dynamodb_record(stream_arn=settings.push_stream_arn, batch_size=100, starting_position="LATEST")
+    def push_job_changes(event):
+        """The table's stream: every job it moved, to its owner's connections. Never raises,
+        or Lambda would hold the shard's later changes back behind a retry."""
+        use_cases().push.publish_changes(event.to_dict().get("Records", []))
 
 
 # Last, so that it covers every route declared above: 405 with Allow (chalicelib/http/methods.py).

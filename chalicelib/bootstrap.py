@@ -78,7 +78,7 @@ def build_use_cases(settings: Settings) -> UseCases:
     if settings.queue_backend == "sqs":
         gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dlq_name)
         gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
-    return UseCases(Context(
+    use_cases = UseCases(Context(
         settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
         rates=DynamoRateStore(settings.table, settings.region, settings.endpoint_url, clients,
                               connection=pynamodb, prepare_client=guard),
@@ -91,3 +91,25 @@ def build_use_cases(settings: Settings) -> UseCases:
                                    connection=pynamodb, prepare_client=guard),
         gauges=gauges,
     ))
+    if settings.push_url:
+        _add_push(use_cases, settings, clients, limits, guard, pynamodb)
+    return use_cases
+
+
+def _add_push(use_cases: UseCases, settings: Settings, clients: Clients, limits: SdkLimits, guard,
+              pynamodb: dict) -> None:
+    """The registry, the sender and the trigger (chalicelib/usecases/push.py)."""
+    from chalicelib.adapters.apigw_push import ApiGatewayPushSender
+    from chalicelib.adapters.dynamo_push import DynamoJobChanges, DynamoPushConnections
+    from chalicelib.usecases.push import Fanout, PushingJobStore
+
+    ctx = use_cases.ctx
+    ctx.push_connections = DynamoPushConnections(settings.table, settings.region, settings.endpoint_url,
+                                                 clients, connection=pynamodb, prepare_client=guard)
+    ctx.push_sender = ApiGatewayPushSender(clients.lazy(
+        "apigatewaymanagementapi", settings.push_management_url or None,
+        sdk_limits.client_config(limits), prepare=guard))
+    if settings.push_stream_arn:
+        ctx.job_changes = DynamoJobChanges()
+    else:  # no stream: each status write hands its job to the fan-out once it has landed
+        ctx.jobs = PushingJobStore(ctx.jobs, Fanout(lambda job: use_cases.push.publish(job), ctx.metrics))

@@ -142,6 +142,16 @@ class Settings:
     # hold; and how many held requests one owner may have at once, across every instance.
     max_wait_seconds: int = 20
     max_waits_per_owner: int = 4
+    # Push (docs/contract.md "Push"): the WebSocket URL clients connect to (empty: no push),
+    # the management endpoint the fan-out posts to (API Gateway's https://<api>/<stage>;
+    # locally the runner's), and the table's stream that drives the fan-out in the cloud
+    # (empty: the writes themselves hand each change to the fan-out, as the local runner does).
+    push_url: str = ""
+    push_management_url: str = ""
+    push_stream_arn: str = ""
+    # The longest a connection is kept in the table past its start: API Gateway closes every
+    # connection after 2 hours, so an entry older than this has surely gone.
+    push_connection_seconds: int = 7800
     # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
     # table names the setting that sizes it.
     display_box: int = 1280
@@ -347,7 +357,7 @@ def _read(environ: Mapping[str, str], field_name: str) -> Optional[str]:
     return raw if raw is not None else legacy
 
 
-LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks")
+LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks", "push")
 
 
 @dataclass(frozen=True)
@@ -358,6 +368,9 @@ class RunnerSettings:
     # The web page (web/), and the subject of the dev token it is given.
     web_port: int = 8080
     web_subject: str = "web"
+    # Push (local/push_gateway.py): the WebSocket port, and its management API's.
+    push_port: int = 8001
+    push_management_port: int = 8002
     # moto's server, or where a LocalStack listens (LocalStack's own default port).
     aws_port: int = 4566
     # False: use the services at AWS_ENDPOINT_URL (a real LocalStack) instead of moto's.

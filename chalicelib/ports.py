@@ -404,3 +404,38 @@ class WebhookSender(Protocol):
         never resolving the name again), following no redirect, all within `timeout`
         seconds; the HTTP status. Raises DeliveryFailed when there is none."""
         ...
+
+
+# -- push (chalicelib/usecases/push.py) -----------------------------------------------------
+class PushConnections(Protocol):
+    """Which WebSocket connections each owner has open. TransientError when the store is
+    unavailable. An entry whose connection closed without a disconnect is forgotten when a
+    send finds it gone, or with its item's time."""
+
+    def add(self, owner: str, connection_id: str, until: datetime) -> None:
+        """Record the connection, kept at least until `until` (past API Gateway's 2 hours)."""
+        ...
+
+    def remove(self, connection_id: str) -> None:
+        """Forget the connection, whoever owns it. Idempotent."""
+        ...
+
+    def of_owner(self, owner: str) -> list[str]:
+        """The owner's connection ids; never another owner's."""
+        ...
+
+
+class PushSender(Protocol):
+    def send(self, connection_id: str, message: str) -> None:
+        """Hand `message` to the connection (API Gateway's PostToConnection): returns once the
+        gateway has it, not once the client read it. Raises ConnectionGone for a closed
+        connection, TransientError when the gateway cannot be reached."""
+        ...
+
+
+class JobChanges(Protocol):
+    def changed_jobs(self, records: list[dict]) -> list[Job]:
+        """The jobs a batch of the table's stream records moved (a new job, or a new status or
+        attempt), each as its new image, in the stream's order; every other item and every
+        change that leaves the status alone is left out."""
+        ...

@@ -3,7 +3,8 @@
 Environment (all optional): the runner's own settings are RunnerSettings in
 chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0: use the services at
 AWS_ENDPOINT_URL, default http://127.0.0.1:$AWS_PORT, where `make localstack` listens),
-LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks, WORKER_CONCURRENCY,
+LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks,push, PUSH_PORT,
+PUSH_MANAGEMENT_PORT, WORKER_CONCURRENCY,
 WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE), and the service's are Settings there
 (QUEUE_BACKEND, AUTH_JWT_SECRET, WEBHOOK_ALLOW_LOOPBACK, ...).
 """
@@ -45,6 +46,9 @@ def main() -> int:
     os.environ.setdefault("WEBHOOK_ALLOW_LOOPBACK", "1")
     # The API's access log: a line for every request, not only for errors as in the cloud.
     os.environ.setdefault("LOG_EVERY_REQUEST", "1")
+    if "push" in runner.components:  # the API and the worker alike post to the runner's gateway
+        os.environ.setdefault("PUSH_URL", f"ws://{HOST}:{runner.push_port}")
+        os.environ.setdefault("PUSH_MANAGEMENT_URL", f"http://{HOST}:{runner.push_management_port}")
     from local.runlog import Tee, open_run_log
 
     try:
@@ -103,6 +107,8 @@ def main() -> int:
             services.relay(api, sys.stdout.write)
         import app as application
 
+        if "push" in components:
+            running.append(_start_push(runner, application))
         if "worker" in components:
             running.append(_start_worker(settings, application, clients["sqs"], stack, concurrency))
         if "webhooks" in components:
@@ -233,6 +239,16 @@ def _start_webhooks(settings, application, sqs, stack, concurrency: int):
                        name="webhooks")
     worker.start()
     return worker
+
+
+def _start_push(runner, application):
+    """API Gateway's WebSocket API, with the app's own handlers (local/push_gateway.py)."""
+    from local.push_gateway import PushGateway
+
+    gateway = PushGateway(HOST, runner.push_port, runner.push_management_port, application.push_connect,
+                          application.push_disconnect, application.push_message)
+    gateway.start()
+    return gateway
 
 
 def _start_bridge(settings, sqs, stack):

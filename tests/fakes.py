@@ -504,3 +504,54 @@ class FakeWaitSlots:
             mine = self.held.get(owner, {})
             if slot in mine and mine[slot][0] == holder:
                 del mine[slot]
+
+
+class FakePushConnections:
+    """PushConnections in memory: connection id -> (owner, until)."""
+
+    def __init__(self):
+        self.connections: dict[str, tuple[str, datetime]] = {}
+        self._lock = threading.Lock()
+        self.down = False
+
+    def _check(self):
+        if self.down:
+            raise TransientError("push connections unavailable")
+
+    def add(self, owner: str, connection_id: str, until: datetime) -> None:
+        with self._lock:
+            self._check()
+            self.connections[connection_id] = (owner, until)
+
+    def remove(self, connection_id: str) -> None:
+        with self._lock:
+            self._check()
+            self.connections.pop(connection_id, None)
+
+    def of_owner(self, owner: str) -> list[str]:
+        with self._lock:
+            self._check()
+            return sorted(c for c, (o, _) in self.connections.items() if o == owner)
+
+
+class FakePushSender:
+    """PushSender in memory: what each connection was sent; `gone` ones raise ConnectionGone,
+    `slow` ones take that many seconds, and all of them raise TransientError while `down`."""
+
+    def __init__(self):
+        self.sent: dict[str, list[str]] = {}
+        self.gone: set[str] = set()
+        self.slow: dict[str, float] = {}
+        self.down = False
+
+    def send(self, connection_id: str, message: str) -> None:
+        import time
+
+        from chalicelib.domain.errors import ConnectionGone
+
+        if self.down:
+            raise TransientError("push gateway unavailable")
+        if connection_id in self.gone:
+            raise ConnectionGone(connection_id)
+        time.sleep(self.slow.get(connection_id, 0))
+        self.sent.setdefault(connection_id, []).append(message)

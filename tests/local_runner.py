@@ -68,13 +68,18 @@ def start_local(env: dict[str, str], what: str = "python -m local", timeout: flo
     return proc
 
 
+def push_ports() -> dict[str, str]:
+    """Free ports for the runner's push gateway, so that runners side by side never share one."""
+    return {"PUSH_PORT": str(free_port()), "PUSH_MANAGEMENT_PORT": str(free_port())}
+
+
 @contextlib.contextmanager
 def dedicated_runner(aws_port: int | None = None, **env: str):
     """A whole `python -m local` of its own on the embedded stack (free ports), for settings
     the shared session runner must not have; yields its API's base URL."""
     api_port = free_port()
     full = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port or free_port()),
-                EMBEDDED_AWS="1", PYTHONUNBUFFERED="1", **env)
+                EMBEDDED_AWS="1", PYTHONUNBUFFERED="1", **push_ports(), **env)
     full.pop("AWS_ENDPOINT_URL", None)
     proc = start_local(full)
     try:
@@ -108,7 +113,7 @@ def local_runner(aws_endpoint: str | None = None, **settings: str):
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
     env = dict(os.environ, API_PORT=str(api_port), WEB_PORT=str(web_port), PYTHONUNBUFFERED="1",
-               OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000", **settings)
+               OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000", **push_ports(), **settings)
     env.pop("AWS_ENDPOINT_URL", None)
     if aws_endpoint is None:
         aws_port = free_port()

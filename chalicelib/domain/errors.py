@@ -137,3 +137,7 @@ class RetryLater(TransientError):
     """The webhook delivery should be tried again in `retry_in` seconds; its message has
     already been set to come back then."""
 
+
+
+class ConnectionGone(Exception):
+    """A push connection that has closed (API Gateway's GoneException): forget it."""

@@ -27,6 +27,10 @@ class JobStatus(str, Enum):
 
 
 TERMINAL = frozenset({JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED})
+# How far along the status diagram a status is: every move in TRANSITIONS goes up a step,
+# except a re-claim, which raises the attempt instead (Job.sequence).
+_STEP = {JobStatus.AWAITING_UPLOAD: 0, JobStatus.QUEUED: 1, JobStatus.PROCESSING: 2,
+         JobStatus.READY: 3, JobStatus.FAILED: 3, JobStatus.CANCELLED: 3}
 
 # The sweep index is write-sharded (docs/scale.md §6.1): its partition key is the status and
 # a shard of the job id, so no one status's key takes every job's writes. Fixed: changing it
@@ -142,6 +146,13 @@ class Job:
         re-claim's attempt), never with the presigned URLs; opaque, so nothing reads into it."""
         digest = hashlib.sha256(f"{self.job_id}/{self.status.value}/{self.attempt}".encode())
         return digest.hexdigest()[:20]
+
+    @property
+    def sequence(self) -> int:
+        """Grows with every status change of the job (and a re-claim's attempt), never falls:
+        of two states of one job, the one with the higher sequence is the later. Attempts
+        never decrease, and within one attempt every move goes a step along the diagram."""
+        return self.attempt * 4 + _STEP[self.status]
 
     def lease_active(self, now: datetime) -> bool:
         return self.lease_expires_at is not None and now < self.lease_expires_at

@@ -51,6 +51,47 @@ def _bearer(headers: Mapping[str, str]) -> str:
     return token.strip()
 
 
+# Push (docs/contract.md "Push"): a browser cannot set headers on a WebSocket, so the token
+# travels as a subprotocol, `bearer.<token>`, offered beside PUSH_PROTOCOL, which the server
+# selects (never echoing the token back).
+PUSH_PROTOCOL = "image-jobs.v1"
+BEARER_PROTOCOL = "bearer."
+
+
+def push_owner(subprotocols: Any, settings: Settings) -> str:
+    """The owner of a WebSocket connect from its Sec-WebSocket-Protocol header; Unauthorized
+    unless it offers PUSH_PROTOCOL and exactly one good bearer token."""
+    offered = [p.strip() for p in str(subprotocols or "").split(",")]
+    tokens = [p[len(BEARER_PROTOCOL):] for p in offered if p.startswith(BEARER_PROTOCOL)]
+    if PUSH_PROTOCOL not in offered or len(tokens) != 1 or not tokens[0]:
+        raise Unauthorized(f"Offer the subprotocols {PUSH_PROTOCOL} and {BEARER_PROTOCOL}<token>")
+    if settings.auth_mode == "cognito":
+        return verify_cognito_token(tokens[0], settings.cognito_user_pool_arn)
+    return verify_token(tokens[0], settings.jwt_secret)
+
+
+@functools.cache
+def _signing_keys(jwks_url: str):
+    return _jwt().PyJWKClient(jwks_url, cache_keys=True)
+
+
+def verify_cognito_token(token: str, user_pool_arn: str) -> str:
+    """What API Gateway's Cognito authorizer checks on the REST API, done by hand: WebSocket
+    APIs take no Cognito authorizer. The pool's signing keys are fetched once per instance."""
+    jwt = _jwt()
+    region, pool_id = user_pool_arn.split(":")[3], user_pool_arn.rsplit("/", 1)[-1]
+    issuer = f"https://cognito-idp.{region}.amazonaws.com/{pool_id}"
+    try:
+        key = _signing_keys(issuer + "/.well-known/jwks.json").get_signing_key_from_jwt(token).key
+        claims = jwt.decode(token, key, algorithms=["RS256"], issuer=issuer,
+                            options={"require": ["sub", "exp", "iss"], "verify_aud": False})
+    except jwt.PyJWTError:
+        raise Unauthorized("The bearer token is invalid or expired") from None
+    if claims.get("token_use") not in ("id", "access"):
+        raise Unauthorized("The bearer token is invalid or expired")
+    return _owner(claims["sub"])
+
+
 def verify_token(token: str, secret: str) -> str:
     jwt = _jwt()
     try:

@@ -80,6 +80,10 @@ def webhook(hook, show_secret: bool = False) -> Response:
     return Response(status_code=200, headers=NO_STORE, body=views.webhook_body(hook, show_secret))
 
 
+def push(url: str) -> Response:
+    return Response(status_code=200, headers=NO_STORE, body=views.push_discovery_body(url))
+
+
 def no_content() -> Response:
     return Response(status_code=204, body="", headers=NO_STORE)
 

@@ -7,7 +7,7 @@ from typing import Optional
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
-from chalicelib.http import problems
+from chalicelib.http import auth, prefer, problems
 from chalicelib.ports import Webhook
 from chalicelib.usecases.results import Accepted, PartUpload, Upload, UploadForm, UploadPut, Urls
 
@@ -65,6 +65,17 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
         body["finished_at"] = rfc3339(job.finished_at)
     body["expires_at"] = rfc3339(job.expires_at)
     return body
+
+
+def push_body(job: Job, urls: Optional[Urls]) -> dict:
+    """A push message: the job as GET shows it, with the ETag GET sends and its sequence
+    (Job.sequence), by which a client drops a state older than one it has."""
+    return {"type": "job", "etag": prefer.etag(job), "sequence": job.sequence, "job": job_body(job, urls)}
+
+
+def push_discovery_body(url: str) -> dict:
+    """Where to connect for push, and the subprotocols to offer; url null: no push here."""
+    return {"url": url or None, "protocols": [auth.PUSH_PROTOCOL, auth.BEARER_PROTOCOL + "<token>"]}
 
 
 def _rendition(name: RenditionName, r, urls: Urls) -> dict:

@@ -49,12 +49,18 @@ class Metric(StrEnum):
     WAITS_HELD = "WaitsHeld"                # requests held for Prefer: wait
     WAITS_REFUSED = "WaitsRefused"          # answered at once instead: owner's slots full, or loaded
     WAIT_TIME = "WaitTime"                  # how long a held request was held
+    PUSH_CONNECTS = "PushConnects"          # WebSocket connections accepted
+    PUSH_MESSAGES = "PushMessages"          # job changes handed to a connection
+    PUSH_GONE = "PushGone"                  # connections found closed by a send, and forgotten
+    PUSH_FAILURES = "PushFailures"          # changes not sent: gateway or table down, fan-out full
+    PUSH_LATENCY = "PushLatency"            # the status change's write -> handed to the gateway
     QUEUE_DEPTH = "QueueDepth"              # by Queue
     DEAD_LETTERS = "DeadLetters"            # messages in a dead-letter queue, by Queue
 
 
 _MILLISECONDS = {Metric.QUEUE_WAIT, Metric.PROCESSING_TIME, Metric.END_TO_END,
-                 Metric.API_LATENCY, Metric.WEBHOOK_LATENCY, Metric.WAIT_TIME}
+                 Metric.API_LATENCY, Metric.WEBHOOK_LATENCY, Metric.WAIT_TIME,
+                 Metric.PUSH_LATENCY}
 
 
 def unit_of(metric: Metric) -> str:

@@ -7,6 +7,7 @@
   webhooks.Webhooks     an owner's webhook, and delivering its events
   admission.Admission   per-owner request rate, backlog shedding
   waits.Waits           Prefer: wait, a read held until its job changes
+  push.Push             every status change, to the owner's WebSocket connections
   lifecycle             the steps they share (fail, finish, remove, quota slots, clean up)
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from chalicelib.usecases.context import Context
 
 if TYPE_CHECKING:
     from chalicelib.usecases.manage import ManageJobs
+    from chalicelib.usecases.push import Push
     from chalicelib.usecases.sweeper import Sweeper
     from chalicelib.usecases.uploads import Uploads
     from chalicelib.usecases.waits import Waits
@@ -73,3 +75,9 @@ class UseCases:
         from chalicelib.usecases.waits import Waits
 
         return Waits(self.ctx, self.admission)
+
+    @cached_property
+    def push(self) -> Push:
+        from chalicelib.usecases.push import Push
+
+        return Push(self.ctx, self.manage.urls)

@@ -15,7 +15,10 @@ from chalicelib.ports import (
     BacklogGauge,
     EventPublisher,
     JobStore,
+    JobChanges,
     ObjectStore,
+    PushConnections,
+    PushSender,
     RateStore,
     WebhookQueue,
     WebhookSender,
@@ -56,6 +59,10 @@ class Context:
     resolve: Resolver = system_resolver
     # Held requests per owner (Prefer: wait); None: requests are never held.
     wait_slots: Optional[WaitSlots] = None
+    # Push (chalicelib/usecases/push.py): None when the stage has no WebSocket API.
+    push_connections: Optional[PushConnections] = None
+    push_sender: Optional[PushSender] = None
+    job_changes: Optional[JobChanges] = None  # the table's stream, read by push_job_changes
     # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
     gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
 

@@ -158,7 +158,7 @@ def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
                   for method, op in item.items() if method not in ("parameters", "options")]
     served = [(path, method, op) for path, method, op in operations
               if method in spec["paths"][f"/{stage}{path}"]]
-    assert len(served) == 11  # the five job routes, the two of a direct upload, the four webhook ones
+    assert len(served) == 12  # the five job routes, the two of a direct upload, the four webhook ones, push
     for path, method, op in served:
         assert op.get("security") == [{name: []}], f"{method.upper()} {path} has no authorizer"
     # The methods a path lacks reach the app, which answers 405 with Allow, token or not.

@@ -45,13 +45,15 @@ SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQ
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py"}
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py",
+                     "dynamo_push.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
 SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
-# http_webhooks.py calls the owners' receivers.
-OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}
+# http_webhooks.py calls the owners' receivers; apigw_push.py posts to the local runner's
+# WebSocket gateway only until push is deployed (app.py declares it where PUSH_URL is set).
+OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py", "apigw_push.py"}
 SDKS = {"boto3", "botocore", "pynamodb"}
 # Where IAM's action is not the operation's own name.
 IAM_ACTION = {

@@ -1,0 +1,104 @@
+"""Push on DynamoDB: the connection registry, and the job changes read from the table's stream.
+
+The registry is two kinds of item in the jobs table, neither with a status or sweep_at, so
+the sweep index never sees them: `push#<owner>`, the set of the owner's connection ids (one
+read finds them all), and `push-connection#<id>`, its owner (what a disconnect, which names
+only the connection, needs). Both carry a TTL past API Gateway's 2-hour limit, so an entry
+whose disconnect never came goes by itself, if no send has found it gone first.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.exceptions import DoesNotExist, PynamoDBException
+from pynamodb.models import Model
+
+from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem, SharedConnection
+from chalicelib.domain.errors import TransientError
+from chalicelib.domain.jobs import Job
+
+OWNER_PUSH_PREFIX = "push#"
+CONNECTION_PREFIX = "push-connection#"
+_CONNECTION = {"connect_timeout_seconds": 1, "read_timeout_seconds": 2, "max_retry_attempts": 1}
+
+
+class OwnerConnectionsItem(Model):
+    pk = UnicodeAttribute(hash_key=True)
+    connections = UnicodeSetAttribute(null=True)  # DynamoDB drops an empty set
+    expires_at = TTLAttribute()
+
+
+class ConnectionItem(Model):
+    pk = UnicodeAttribute(hash_key=True)
+    owner = UnicodeAttribute()
+    expires_at = TTLAttribute()
+
+
+class DynamoPushConnections:
+    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
+                 connection: Optional[dict] = None,
+                 prepare_client: Callable[[Any], Any] = lambda client: client):
+        settings = connection or _CONNECTION
+        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
+        self._owners = type("BoundOwnerConnectionsItem", (OwnerConnectionsItem,), {"Meta": meta})
+        self._connections = type("BoundConnectionItem", (ConnectionItem,), {"Meta": meta})
+        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
+                         **settings).serve(self._owners, self._connections)
+
+    def add(self, owner: str, connection_id: str, until: datetime) -> None:
+        o = self._owners
+        try:
+            # The owner's entry last: a connection the set names always has its owner item.
+            self._connections(CONNECTION_PREFIX + connection_id, owner=owner, expires_at=until).save()
+            o(OWNER_PUSH_PREFIX + owner).update(
+                actions=[o.connections.add({connection_id}), o.expires_at.set(until)])
+        except PynamoDBException as error:
+            raise TransientError("push connections unavailable") from error
+
+    def remove(self, connection_id: str) -> None:
+        o = self._owners
+        try:
+            try:
+                item = self._connections.get(CONNECTION_PREFIX + connection_id, consistent_read=True)
+            except DoesNotExist:
+                return
+            o(OWNER_PUSH_PREFIX + item.owner).update(actions=[o.connections.delete({connection_id})])
+            item.delete()
+        except PynamoDBException as error:
+            raise TransientError("push connections unavailable") from error
+
+    def of_owner(self, owner: str) -> list[str]:
+        try:
+            item = self._owners.get(OWNER_PUSH_PREFIX + owner, consistent_read=True)
+        except DoesNotExist:
+            return []
+        except PynamoDBException as error:
+            raise TransientError("push connections unavailable") from error
+        return sorted(item.connections or ())
+
+
+class DynamoJobChanges:
+    """JobChanges from the jobs table's stream (NEW_AND_OLD_IMAGES), as Lambda hands it over."""
+
+    def changed_jobs(self, records: list[dict]) -> list[Job]:
+        changed = []
+        for record in records:
+            if record.get("eventName") not in ("INSERT", "MODIFY"):
+                continue
+            images = record.get("dynamodb", {})
+            new = _job(images.get("NewImage"))
+            if new is None:
+                continue
+            old = _job(images.get("OldImage"))
+            if old is None or old.version != new.version:
+                changed.append(new)
+        return changed
+
+
+def _job(image: Optional[dict]) -> Optional[Job]:
+    if not image or not image.get("pk", {}).get("S", "").startswith(JOB_PREFIX):
+        return None
+    return DynamoJobStore._to_job(JobItem.from_raw_data(image))

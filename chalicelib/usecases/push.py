@@ -1,0 +1,180 @@
+"""Push: every status change of an owner's jobs, to each WebSocket connection the owner has
+open (docs/contract.md "Push"). An addition to polling, never in its way: nothing here may
+fail or slow a write, a worker or another client. A change that cannot be sent is a log line
+and a metric; the client, told that delivery may be lost, reads by GET after a reconnect.
+
+Two triggers hand a job's new state to `Push.publish`: in the cloud the table's stream
+(app.py's push_job_changes, through `publish_changes`); where the stage has no stream (the
+local runner, on every backend) `PushingJobStore`, which offers each status write to a
+`Fanout` thread once the write has landed.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from datetime import timedelta
+from typing import Callable, Optional
+
+from chalicelib.domain.errors import ConnectionGone
+from chalicelib.domain.jobs import Job
+from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
+from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Metric
+from chalicelib.usecases.context import Context
+from chalicelib.usecases.results import Urls
+
+log = get_logger("push")
+
+
+def message(job: Job, urls: Optional[Urls]) -> str:
+    return json.dumps(push_body(job, urls), separators=(",", ":"))
+
+
+class Push:
+    def __init__(self, ctx: Context, urls: Callable[[Job], Optional[Urls]]):
+        self._ctx = ctx
+        self._urls = urls
+
+    def connect(self, owner: str, connection_id: str) -> None:
+        """Record an accepted connection. TransientError when it cannot be: refuse it, since
+        it would receive nothing."""
+        ctx = self._ctx
+        until = ctx.clock() + timedelta(seconds=ctx.settings.push_connection_seconds)
+        ctx.push_connections.add(owner, connection_id, until)
+        ctx.metrics.emit({Metric.PUSH_CONNECTS: 1})
+        log.info("push_connected", connection_id=connection_id)
+
+    def disconnect(self, connection_id: str) -> None:
+        self._forget(connection_id)
+
+    def publish(self, job: Job) -> int:
+        """Send the job's state to every connection of its owner, never another's; the
+        connections a send finds closed are forgotten. Returns the messages handed over."""
+        ctx = self._ctx
+        try:
+            connections = ctx.push_connections.of_owner(job.owner)
+        except Exception:
+            log.exception("push_connections_unread", job_id=job.job_id)
+            ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
+            return 0
+        if not connections:
+            return 0
+        try:
+            body = message(job, self._urls(job))
+        except Exception:
+            log.exception("push_message_unmade", job_id=job.job_id)
+            ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
+            return 0
+        sent = failed = gone = 0
+        for connection_id in connections:
+            try:
+                ctx.push_sender.send(connection_id, body)
+                sent += 1
+            except ConnectionGone:
+                gone += 1
+                self._forget(connection_id)
+            except Exception:
+                failed += 1
+                log.warning("push_send_failed", job_id=job.job_id, connection_id=connection_id)
+        values = {Metric.PUSH_MESSAGES: sent, Metric.PUSH_GONE: gone, Metric.PUSH_FAILURES: failed,
+                  Metric.PUSH_LATENCY: round((ctx.clock() - job.updated_at).total_seconds() * 1000, 1)}
+        ctx.metrics.emit({metric: value for metric, value in values.items() if value or metric is Metric.PUSH_LATENCY})
+        return sent
+
+    def publish_changes(self, records: list[dict]) -> int:
+        """A batch of the table's stream records: each job they moved, in order. Never raises:
+        a retried batch would hold the shard's later changes back."""
+        try:
+            jobs = self._ctx.job_changes.changed_jobs(records)
+        except Exception:
+            log.exception("push_records_unread", records=len(records))
+            self._ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
+            return 0
+        return sum(self.publish(job) for job in jobs)
+
+    def _forget(self, connection_id: str) -> None:
+        try:
+            self._ctx.push_connections.remove(connection_id)
+        except Exception:
+            # Its item's time removes it, or the next send that finds it gone.
+            log.warning("push_connection_not_forgotten", connection_id=connection_id)
+
+
+class Fanout:
+    """Publishes offered jobs on a thread of its own, in the order offered, so a write never
+    waits for a gateway or a client. Bounded: past `capacity` waiting changes, an offer is
+    dropped and counted, never blocks."""
+
+    def __init__(self, publish: Callable[[Job], int], metrics, capacity: int = 1000):
+        self._publish = publish
+        self._metrics = metrics
+        self._waiting: queue.Queue = queue.Queue(maxsize=capacity)
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def offer(self, job: Job) -> None:
+        try:
+            self._waiting.put_nowait(job)
+        except queue.Full:
+            self._metrics.emit({Metric.PUSH_FAILURES: 1})
+            return
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="push-fanout", daemon=True)
+                    self._thread.start()
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Tests and shutdown: True once every offered job has been published."""
+        done = threading.Event()
+        threading.Thread(target=lambda: (self._waiting.join(), done.set()), daemon=True).start()
+        return done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            job = self._waiting.get()
+            try:
+                self._publish(job)
+            except Exception:
+                log.exception("push_publish_failed", job_id=job.job_id)
+            finally:
+                self._waiting.task_done()
+
+
+class PushingJobStore:
+    """A JobStore that offers each status it writes to a Fanout, once the write has landed:
+    the trigger where the table has no stream. Every other call goes to the store as is."""
+
+    def __init__(self, store, fanout: Fanout):
+        self._store = store
+        self._fanout = fanout
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def create(self, job: Job, quota: int) -> None:
+        self._store.create(job, quota)
+        self._fanout.offer(job)
+
+    def create_with_key(self, job: Job, record, now, quota: int) -> None:
+        self._store.create_with_key(job, record, now, quota)
+        self._fanout.offer(job)
+
+    def move(self, job: Job, from_status) -> None:
+        self._store.move(job, from_status)
+        self._fanout.offer(job)
+
+    def claim(self, job_id: str, now, lease, max_attempts: int) -> Job:
+        job = self._store.claim(job_id, now, lease, max_attempts)
+        self._fanout.offer(job)
+        return job
+
+    def finish_attempt(self, job: Job, attempt: int) -> None:
+        self._store.finish_attempt(job, attempt)
+        self._fanout.offer(job)
+
+    def update_if_unchanged(self, job: Job, seen: Job) -> None:
+        self._store.update_if_unchanged(job, seen)
+        if job.version != seen.version:  # a re-drive or a new sweep time is no change to a client
+            self._fanout.offer(job)

@@ -1,0 +1,91 @@
+"""Push through a real WebSocket against the local runner (local/push_gateway.py playing API
+Gateway, the app's own handlers, the real worker and table): a bad token is refused at
+connect, only the owner's jobs arrive, and every status of an upload arrives in order."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import requests
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, mint_token
+from tests.e2e.test_images_api import SECRET, headers
+from tests.images import jpeg
+
+
+def push_url(runner) -> str:
+    r = requests.get(f"{runner.api}/api/v1/push", headers=headers(), timeout=10)
+    assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+    body = r.json()
+    assert body["protocols"] == [PUSH_PROTOCOL, BEARER_PROTOCOL + "<token>"]
+    return body["url"]
+
+
+def open_socket(runner, owner="alice", token=None):
+    token = token or mint_token(owner, SECRET, 600, int(time.time()))
+    return connect(push_url(runner), subprotocols=[PUSH_PROTOCOL, BEARER_PROTOCOL + token], open_timeout=10)
+
+
+def messages_until(socket, done, timeout=30.0) -> list[dict]:
+    found, deadline = [], time.monotonic() + timeout
+    while not done(found):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"timed out; got {found}")
+        try:
+            found.append(json.loads(socket.recv(timeout=left)))
+        except TimeoutError:
+            pytest.fail(f"timed out; got {found}")
+    return found
+
+
+@pytest.mark.parametrize("token", [
+    "not-a-jwt",
+    mint_token("alice", SECRET, -60, int(time.time())),                            # expired
+    mint_token("alice", "a-secret-that-is-not-the-runners-0123456789", 600, int(time.time())),  # foreign
+])
+def test_a_bad_token_is_refused_at_connect(runner, token):
+    with pytest.raises(InvalidStatus) as refused:
+        open_socket(runner, token=token)
+    assert refused.value.response.status_code == 401
+
+
+def test_no_token_at_all_is_refused_at_connect(runner):
+    with pytest.raises(InvalidStatus) as refused:
+        connect(push_url(runner), subprotocols=[PUSH_PROTOCOL], open_timeout=10)
+    assert refused.value.response.status_code == 401
+
+
+def test_every_status_of_an_upload_arrives_in_order_and_only_to_its_owner(runner):
+    with open_socket(runner, "push-alice") as alice, open_socket(runner, "push-bob") as bob:
+        assert alice.subprotocol == PUSH_PROTOCOL
+        r = requests.post(f"{runner.api}/api/v1/images", data=jpeg(), timeout=30,
+                          headers=headers("push-alice", **{"Content-Type": "image/jpeg"}))
+        job_id = r.json()["job_id"]
+        mine = messages_until(alice, lambda found: any(m["job"]["status"] == "ready" for m in found))
+        assert [m["job"]["status"] for m in mine] == ["queued", "processing", "ready"]
+        assert all(m["job"]["job_id"] == job_id for m in mine)
+        sequences = [m["sequence"] for m in mine]
+        assert sequences == sorted(sequences)
+        got = requests.get(f"{runner.api}/api/v1/image-jobs/{job_id}", headers=headers("push-alice"), timeout=10)
+        assert got.headers["ETag"] == mine[-1]["etag"] and got.json()["renditions"].keys() == mine[-1]["job"]["renditions"].keys()
+        with pytest.raises(TimeoutError):
+            bob.recv(timeout=1)
+
+
+def test_twenty_concurrent_uploads_arrive_over_one_socket(runner):
+    with open_socket(runner, "push-gallery") as socket:
+        ids = set()
+        for _ in range(20):
+            r = requests.post(f"{runner.api}/api/v1/images", data=jpeg(), timeout=30,
+                              headers=headers("push-gallery", **{"Content-Type": "image/jpeg"}))
+            assert r.status_code == 202, r.text
+            ids.add(r.json()["job_id"])
+        seen = messages_until(socket, lambda found: {m["job"]["job_id"] for m in found
+                                                      if m["job"]["status"] == "ready"} >= ids, timeout=120)
+        for job_id in ids:
+            statuses = [m["job"]["status"] for m in seen if m["job"]["job_id"] == job_id]
+            assert statuses == ["queued", "processing", "ready"], (job_id, statuses)

@@ -1,0 +1,217 @@
+"""Push as a use case (chalicelib/usecases/push.py) over the in-memory fakes: who gets what,
+in which order, what a gone or slow connection costs, and the stream's records read as jobs."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore, JobItem, make_job_model
+from chalicelib.adapters.dynamo_push import DynamoJobChanges
+from chalicelib.config import Settings
+from chalicelib.domain.errors import Unauthorized
+from chalicelib.domain.jobs import TRANSITIONS, Job, JobStatus
+from chalicelib.http import auth, prefer, views
+from chalicelib.runtime.metrics import Metric
+from chalicelib.usecases import UseCases
+from chalicelib.usecases.context import Context
+from chalicelib.usecases.push import Fanout, PushingJobStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, ListMetrics
+from tests.images import jpeg
+
+START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
+
+
+def world(trigger_on_writes=True):
+    metrics = ListMetrics()
+    ctx = Context(settings=Settings(bucket="images", push_url="ws://push"), jobs=FakeJobStore(),
+                  objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
+                  push_connections=FakePushConnections(), push_sender=FakePushSender())
+    use_cases = UseCases(ctx)
+    fanout = Fanout(lambda job: use_cases.push.publish(job), metrics)
+    if trigger_on_writes:
+        ctx.jobs = PushingJobStore(ctx.jobs, fanout)
+    return use_cases, fanout, metrics
+
+
+def received(use_cases, connection_id):
+    return [json.loads(m) for m in use_cases.ctx.push_sender.sent.get(connection_id, [])]
+
+
+def created_event(job):
+    from chalicelib.domain.events import ObjectCreated
+
+    return ObjectCreated(bucket="images", key=job.original_key, size=0, etag="e")
+
+
+def test_every_status_of_a_job_reaches_its_owner_in_order_as_get_shows_it():
+    use_cases, fanout, _ = world()
+    use_cases.push.connect("alice", "c1")
+    job = use_cases.uploads.accept_upload("alice", jpeg(640, 480)).job
+    use_cases.worker.handle_object_created(created_event(job))
+    assert fanout.drain()
+    messages = received(use_cases, "c1")
+    assert [m["job"]["status"] for m in messages] == ["queued", "processing", "ready"]
+    sequences = [m["sequence"] for m in messages]
+    assert sequences == sorted(sequences) and len(set(sequences)) == 3
+    done = use_cases.ctx.jobs.get(job.job_id)
+    last = messages[-1]
+    assert last["etag"] == prefer.etag(done) and last["type"] == "job"
+    # The body GET shows, but for the freshly presigned URLs.
+    shown = views.job_body(done, use_cases.manage.urls(done))
+    assert set(last["job"]) == set(shown) and last["job"]["job_id"] == job.job_id
+
+
+def test_another_owners_jobs_never_arrive():
+    use_cases, fanout, _ = world()
+    use_cases.push.connect("alice", "a1")
+    use_cases.push.connect("bob", "b1")
+    use_cases.uploads.accept_upload("bob", jpeg(64, 64))
+    assert fanout.drain()
+    assert received(use_cases, "a1") == [] and len(received(use_cases, "b1")) == 1
+
+
+def test_every_connection_of_the_owner_gets_each_change():
+    use_cases, fanout, _ = world()
+    for connection in ("phone", "tablet"):
+        use_cases.push.connect("alice", connection)
+    use_cases.uploads.accept_upload("alice", jpeg(64, 64))
+    assert fanout.drain()
+    assert len(received(use_cases, "phone")) == len(received(use_cases, "tablet")) == 1
+
+
+def test_a_gone_connection_is_forgotten_and_counted_and_the_others_still_get_it():
+    use_cases, fanout, metrics = world()
+    use_cases.push.connect("alice", "dead")
+    use_cases.push.connect("alice", "alive")
+    use_cases.ctx.push_sender.gone.add("dead")
+    use_cases.uploads.accept_upload("alice", jpeg(64, 64))
+    assert fanout.drain()
+    assert use_cases.ctx.push_connections.of_owner("alice") == ["alive"]
+    assert len(received(use_cases, "alive")) == 1
+    assert metrics.total(Metric.PUSH_GONE) == 1 and metrics.total(Metric.PUSH_MESSAGES) == 1
+
+
+def test_a_disconnect_forgets_the_connection():
+    use_cases, _, _ = world()
+    use_cases.push.connect("alice", "c1")
+    use_cases.push.disconnect("c1")
+    use_cases.push.disconnect("c1")  # idempotent
+    assert use_cases.ctx.push_connections.of_owner("alice") == []
+
+
+def test_a_connection_is_kept_past_the_gateways_two_hours():
+    use_cases, _, _ = world()
+    use_cases.push.connect("alice", "c1")
+    _, until = use_cases.ctx.push_connections.connections["c1"]
+    assert until - START > timedelta(hours=2)
+
+
+def test_a_slow_client_never_delays_the_worker():
+    use_cases, fanout, _ = world()
+    use_cases.push.connect("alice", "slow")
+    use_cases.ctx.push_sender.slow["slow"] = 0.5
+    started = time.monotonic()
+    job = use_cases.uploads.accept_upload("alice", jpeg(64, 64)).job
+    assert use_cases.worker.handle_object_created(created_event(job)) == "ready"
+    assert time.monotonic() - started < 0.5  # three sends of 0.5 s are on the fan-out's thread
+    assert fanout.drain(timeout=5)
+    assert len(received(use_cases, "slow")) == 3
+
+
+def test_a_full_fanout_drops_and_counts_instead_of_blocking_the_write():
+    metrics = ListMetrics()
+    blocked = Fanout(lambda job: time.sleep(10), metrics, capacity=1)
+    job = Job(job_id="j", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+              expires_at=START + timedelta(days=1), original_key="o")
+    started = time.monotonic()
+    for _ in range(5):
+        blocked.offer(job)
+    assert time.monotonic() - started < 0.5
+    assert metrics.total(Metric.PUSH_FAILURES) >= 3
+
+
+@pytest.mark.parametrize("down", ["push_connections", "push_sender"])
+def test_push_down_leaves_uploads_workers_and_reads_unaffected(down):
+    use_cases, fanout, metrics = world()
+    use_cases.push.connect("alice", "c1")
+    getattr(use_cases.ctx, down).down = True
+    job = use_cases.uploads.accept_upload("alice", jpeg(64, 64)).job
+    assert use_cases.worker.handle_object_created(created_event(job)) == "ready"
+    assert use_cases.manage.get_job("alice", job.job_id).status is JobStatus.READY
+    assert fanout.drain()
+    assert received(use_cases, "c1") == [] and metrics.total(Metric.PUSH_FAILURES) >= 1
+
+
+def test_a_re_drive_is_no_change_to_a_client():
+    use_cases, fanout, _ = world()
+    job = use_cases.uploads.accept_upload("alice", jpeg(64, 64)).job
+    use_cases.push.connect("alice", "c1")
+    seen = use_cases.ctx.jobs.get(job.job_id)
+    use_cases.ctx.jobs.update_if_unchanged(seen.redriven(START, timedelta(minutes=1)), seen=seen)
+    assert fanout.drain()
+    assert received(use_cases, "c1") == []
+
+
+def test_sequence_grows_with_every_move_of_the_status_diagram():
+    job = Job(job_id="j", owner="o", status=JobStatus.AWAITING_UPLOAD, created_at=START,
+              updated_at=START, expires_at=START, original_key="o")
+    for attempt in range(3):
+        for source, targets in TRANSITIONS.items():
+            for target in targets:
+                before = job.__class__(**{**job.__dict__, "status": source, "attempt": attempt})
+                claimed = target is JobStatus.PROCESSING  # a claim takes the next attempt
+                after = before.__class__(**{**before.__dict__, "status": target,
+                                            "attempt": attempt + claimed})
+                assert after.sequence > before.sequence, (source, target)
+
+
+def test_the_connect_token_travels_as_a_subprotocol():
+    settings = Settings(jwt_secret="s" * 32)
+    token = auth.mint_token("alice", settings.jwt_secret, 60, int(time.time()))
+    offered = f"{auth.PUSH_PROTOCOL}, {auth.BEARER_PROTOCOL}{token}"
+    assert auth.push_owner(offered, settings) == "alice"
+    expired = auth.mint_token("alice", settings.jwt_secret, -60, int(time.time()))
+    foreign = auth.mint_token("alice", "another-secret-entirely-0123456789", 60, int(time.time()))
+    for bad in (None, "", f"{auth.BEARER_PROTOCOL}{token}", auth.PUSH_PROTOCOL,
+                f"{auth.PUSH_PROTOCOL}, {auth.BEARER_PROTOCOL}{expired}",
+                f"{auth.PUSH_PROTOCOL}, {auth.BEARER_PROTOCOL}{foreign}",
+                f"{auth.PUSH_PROTOCOL}, {auth.BEARER_PROTOCOL}{token}, {auth.BEARER_PROTOCOL}{token}"):
+        with pytest.raises(Unauthorized):
+            auth.push_owner(bad, settings)
+
+
+def _image(job: Job) -> dict:
+    model = make_job_model("jobs", "us-east-1", None)
+    store = DynamoJobStore.__new__(DynamoJobStore)
+    store._model = model
+    return store._to_item(job).serialize()
+
+
+def test_the_streams_records_are_read_as_the_jobs_they_moved():
+    queued = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+                 expires_at=START + timedelta(days=1), original_key="originals/j1")
+    processing = queued.__class__(**{**queued.__dict__, "status": JobStatus.PROCESSING, "attempt": 1})
+    redriven = queued.redriven(START, timedelta(minutes=1))
+    records = [
+        {"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}},
+        {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(redriven)}},
+        {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(processing)}},
+        {"eventName": "MODIFY", "dynamodb": {"NewImage": {"pk": {"S": "wait#alice#0"}}}},
+        {"eventName": "REMOVE", "dynamodb": {"OldImage": _image(processing)}},
+    ]
+    jobs = DynamoJobChanges().changed_jobs(records)
+    assert [(j.job_id, j.status, j.owner) for j in jobs] == [
+        ("j1", JobStatus.QUEUED, "alice"), ("j1", JobStatus.PROCESSING, "alice")]
+
+
+def test_stream_records_reach_the_owner_through_publish_changes():
+    use_cases, _, _ = world(trigger_on_writes=False)
+    use_cases.ctx.job_changes = DynamoJobChanges()
+    use_cases.push.connect("alice", "c1")
+    queued = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+                 expires_at=START + timedelta(days=1), original_key="originals/j1")
+    assert use_cases.push.publish_changes([{"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}}]) == 1
+    assert use_cases.push.publish_changes([{"eventName": "INSERT", "dynamodb": {"NewImage": {"pk": 5}}}]) == 0
