@@ -51,9 +51,12 @@ PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", 
 # GET URLs), but call no operation.
 SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
-# http_webhooks.py calls the owners' receivers; apigw_push.py posts to the local runner's
-# WebSocket gateway only until push is deployed (app.py declares it where PUSH_URL is set).
-OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py", "apigw_push.py"}
+# http_webhooks.py calls the owners' receivers.
+OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}
+# botocore, but not deployed yet: apigw_push.py posts to the local runner's WebSocket gateway
+# until push's cloud deployment exists (app.py declares it where PUSH_URL is set). Then it
+# moves to BOTO3_ADAPTERS, and the stage policy gains ManageConnections on that API only.
+UNDEPLOYED_SDK_ADAPTERS = {"apigw_push.py"}
 SDKS = {"boto3", "botocore", "pynamodb"}
 # Where IAM's action is not the operation's own name.
 IAM_ACTION = {
@@ -81,7 +84,7 @@ NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
 def test_only_adapters_and_the_composition_root_touch_an_sdk():
     """Otherwise a call could hide outside what this test reads."""
-    allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS)}
+    allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS, *UNDEPLOYED_SDK_ADAPTERS)}
     builders = [ROOT / "chalicelib" / "bootstrap.py", *(ADAPTERS / name for name in SDK_HOOKS)]
     allowed.update(builders)
     for path in [ROOT / "app.py", *(ROOT / "chalicelib").rglob("*.py")]:
@@ -105,7 +108,7 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
         assert not called & operations, f"{path.name} calls {called & operations}"
     modules = {p.name for p in ADAPTERS.glob("*.py") if p.name != "__init__.py"}
-    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS | SDK_HOOKS, (
+    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS | SDK_HOOKS | UNDEPLOYED_SDK_ADAPTERS, (
         "a new adapter: teach this test which AWS service it calls, if any")
 
 
