@@ -59,8 +59,9 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # sweep run also costs its queries (SWEEP_RUN_QUERIES) and a summary line. Creating a
 # job is a transaction with its owner's quota slot (2 items, 2 units each); the slot is given
 # back with one small update when the job finishes. A finished job's owner is looked up for a
-# webhook (one GetItem); metric lines (EMF) are log lines too: one per upload, two per worker
-# run. Not measured here: each API request's access line and metric line (about 500 B).
+# webhook (one GetItem); metric lines (EMF) are log lines too: one per upload (a direct one has
+# UploadsCreated by method besides), two per worker run. Not measured here: each API request's
+# access line and metric line (about 500 B).
 MEASURED = {
     "upload": {"calls": {"dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
         "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
@@ -69,7 +70,7 @@ MEASURED = {
         "wcu": 6, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
         "index_writes": {"put:queued": 1}},
     "direct_upload": {"calls": {"dynamodb:TransactWriteItems": 1},
-        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 434,
+        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 3, "log_bytes": 700,
         "index_writes": {"put:awaiting_upload": 1}},
     "direct_worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 2},
         "wcu": 4, "index_wcu": 6, "rcu": 2, "log_lines": 5, "log_bytes": 1158,

@@ -115,8 +115,9 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
 def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict:
     """The JSON object of a request, with exactly the members in `fields` that it has.
 
-    A member's type is int, str or list (of strings). An integral number such as 1472.0 is an
-    int: JSON has one number type, and JSON Schema calls 1472.0 an integer.
+    A member's type is int, str, list (of strings), or object (any JSON value, which the
+    caller checks). An integral number such as 1472.0 is an int: JSON has one number type,
+    and JSON Schema calls 1472.0 an integer.
     """
     if media_type(content_type) != JSON:
         raise InvalidRequest("Send the body as application/json")
@@ -137,6 +138,8 @@ def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict
 
 
 def _typed(name: str, value: object, kind: type):
+    if kind is object:
+        return value
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise InvalidRequest(f"'{name}' must be an array of strings")
@@ -156,9 +159,11 @@ def completed_parts(body: bytes, content_type: str) -> Optional[list[tuple[int, 
     body, which asks the server to take the parts storage holds."""
     if not body or not body.strip():
         return None
-    parts = json_object(body, content_type, {"parts": list}).get("parts")
+    parts = json_object(body, content_type, {"parts": object}).get("parts")
     if parts is None:
         return None
+    if not isinstance(parts, list):
+        raise InvalidRequest("'parts' must be an array")
     chosen = []
     for part in parts:
         if not isinstance(part, dict) or set(part) != {"part_number", "etag"}:
