@@ -297,3 +297,9 @@ def test_upload_with_wait_asks_the_post_to_be_held_and_a_200_is_the_finished_job
 def test_upload_without_wait_sends_no_prefer(api, time_):
     uploaded(api, waits=True)
     assert "Prefer" not in api.requests[0][1].headers
+
+
+def test_a_wait_that_can_be_stopped_asks_for_short_holds(api, time_):
+    api.on("GET", JOB_PATH, held("ready"))
+    uploaded(api, waits=True).wait(stop=threading.Event())
+    assert api.requests[-1][1].headers["Prefer"] == "wait=3"

@@ -54,7 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("no token: set IMAGE_JOBS_TOKEN or pass --token")
     if getattr(args, "out", None) or getattr(args, "deadline", None) is not None:
         args.wait = True  # downloading or a deadline only make sense while waiting
-    with Client(args.url, args.token) as client:
+    with Client(args.url, args.token, waits=not getattr(args, "no_waits", False)) as client:
         try:
             return args.command(client, args)
         except KeyboardInterrupt:
@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     waiting.add_argument("--out", metavar="DIR", help="download the renditions here (implies --wait)")
     waiting.add_argument("--deadline", metavar="S", type=float,
                          help="stop waiting after S seconds (implies --wait; exit 3 if unfinished)")
+    waiting.add_argument("--no-waits", action="store_true",
+                         help="poll on the contract's schedule only, never asking the server to hold "
+                              "a request (Prefer: wait): for proxies that cut idle connections")
 
     parser = argparse.ArgumentParser(prog="image-jobs", parents=[common], description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,9 +119,9 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
         def sent(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        # Waiting: the upload's answer itself may be held until the job is done (Prefer: wait).
-        hold = (args.deadline if args.deadline is not None else client.hold_seconds) if args.wait else 0
-        job = client.upload(args.files[index], on_progress=sent, wait=hold, formats=_formats(args))
+        # Not held: Ctrl-C must end a wait at once, and a held POST could not be interrupted;
+        # Job.wait's first held poll goes at once instead (short holds while it can be stopped).
+        job = client.upload(args.files[index], on_progress=sent, formats=_formats(args))
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]

@@ -247,7 +247,8 @@ class Job:
         3, 5, 8 and then 15 s, each ±20 % jitter and never shorter than the server's
         Retry-After. `deadline`: seconds from now; when the next poll would come later,
         WaitTimeout is raised at once (a held poll asks for no more than the time left).
-        Setting `stop` raises WaitCancelled (after the poll in flight). A 401, 403, 404 or
+        Setting `stop` raises WaitCancelled (after the poll in flight: with `stop`, a held
+        poll lasts at most STOPPABLE_HOLD_SECONDS, then asks again). A 401, 403, 404 or
         410 raises its typed error. Connection errors, 429 and 5xx answers count as "not
         finished" until `max_attempts` of them come in a row. `on_status(job)` is called
         whenever a poll shows a status other than the previous poll's.
@@ -276,7 +277,7 @@ class Job:
             asked = c.clock()
             try:
                 self._with_answer(c.request("GET", self.location, retry=False,
-                                            headers=self._wait_headers(end)))
+                                            headers=self._wait_headers(end, stop is not None)))
             except errors.ImageJobsError as exc:
                 if not _transient(exc):
                     raise
@@ -301,10 +302,11 @@ class Job:
                     continue
             delay = polling.poll_wait(polls, server_wait, c.random)
 
-    def _wait_headers(self, end: Optional[float]) -> Dict[str, str]:
-        """Prefer: wait for as long as the deadline and the client's read timeout allow."""
+    def _wait_headers(self, end: Optional[float], stoppable: bool = False) -> Dict[str, str]:
+        """Prefer: wait for as long as the deadline and the client's read timeout allow (and
+        briefly when the caller may stop the wait: a held request cannot be interrupted)."""
         c = self._client
-        seconds = c.hold_seconds
+        seconds = min(c.hold_seconds, polling.STOPPABLE_HOLD_SECONDS) if stoppable else c.hold_seconds
         if end is not None:
             seconds = min(seconds, int(end - c.clock()))
         if not c.waits or seconds < 1:

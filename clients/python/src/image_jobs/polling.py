@@ -14,6 +14,8 @@ STEPS = (3.0, 5.0, 8.0, 15.0)
 JITTER = 0.2
 # A held poll (Prefer: wait) asks for at most this long: the server caps it lower as it likes.
 MAX_HOLD_SECONDS = 20
+# ... and at most this long when the caller may stop waiting (Ctrl-C in the CLI).
+STOPPABLE_HOLD_SECONDS = 3
 # A held answer quicker than this, with nothing new, is followed by the schedule, not at once.
 MIN_HELD_SECONDS = 1.0
 # Retries of one request (upload, cancel, delete) when the server sent no Retry-After.
