@@ -11,5 +11,6 @@ def api_runner():
     succeed): with that many items, the end-to-end tests' concurrent uploads would hit it."""
     # The fuzzer is one owner that makes jobs far faster than workers finish them: a quota
     # of unfinished jobs it never meets (tests/e2e/test_hostile.py checks the real one).
-    with local_runner(MAX_ACTIVE_JOBS="100000") as started:
+    # Short holds: Prefer: wait is generated too, and each request has 10 s to answer.
+    with local_runner(MAX_ACTIVE_JOBS="100000", MAX_WAIT_SECONDS="2") as started:
         yield started
