@@ -17,6 +17,7 @@ from chalicelib.runtime.logs import get_logger
 
 # The component app.py's lines have always had: the views' faults are the app's.
 log = get_logger("app")
+# Never handed out as is: the HTTP middleware adds headers to each response's own dict.
 NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -73,19 +74,19 @@ def accepted_or_finished(upload, held, urls, retry_after_seconds: int) -> Respon
 
 def upload(upload) -> Response:
     """200 with how the job's file is sent now (GET .../upload)."""
-    return Response(status_code=200, headers=NO_STORE, body=views.upload_body(upload))
+    return Response(status_code=200, headers=dict(NO_STORE), body=views.upload_body(upload))
 
 
 def webhook(hook, show_secret: bool = False) -> Response:
-    return Response(status_code=200, headers=NO_STORE, body=views.webhook_body(hook, show_secret))
+    return Response(status_code=200, headers=dict(NO_STORE), body=views.webhook_body(hook, show_secret))
 
 
 def push(url: str) -> Response:
-    return Response(status_code=200, headers=NO_STORE, body=views.push_discovery_body(url))
+    return Response(status_code=200, headers=dict(NO_STORE), body=views.push_discovery_body(url))
 
 
 def no_content() -> Response:
-    return Response(status_code=204, body="", headers=NO_STORE)
+    return Response(status_code=204, body="", headers=dict(NO_STORE))
 
 
 def answering_problems(budget: Callable[[], ContextManager], retry_after_seconds: int):

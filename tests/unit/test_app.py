@@ -227,3 +227,14 @@ def test_a_webhook_delivery_runs_within_its_functions_time_budget(client, monkey
     (budget,) = budgets
     assert budget is not None
     assert 0 < budget.remaining() <= application.settings.webhook_function_timeout_seconds
+
+
+def test_a_response_never_carries_another_requests_id(client):
+    """Responses built from a shared headers dict once kept the X-Request-Id of the request
+    that first went through the middleware with it (a DELETE's 204, a webhook's 200)."""
+    first = client.http.delete("/api/v1/webhook", headers=auth())
+    second = client.http.delete("/api/v1/webhook", headers=auth())
+    assert first.headers["X-Request-Id"] != second.headers["X-Request-Id"]
+    from chalicelib.http.responses import NO_STORE
+
+    assert NO_STORE == {"Cache-Control": "no-store"}
