@@ -214,23 +214,9 @@ class Client:
     def _put_to_storage(self, url: str, headers: Dict[str, str], data: bytes,
                         on_progress: Optional[Progress]) -> str:
         """One presigned PUT with exactly the signed headers; the answer's ETag."""
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                response = self._http.put(url, content=_CountingBody(self, data, on_progress),
-                                          headers=headers)
-            except RETRY_TRANSPORT as exc:
-                self._retry_or_raise(attempts, None, errors.ConnectionFailed(f"storage: {exc}"), exc)
-                continue
-            except httpx.HTTPError as exc:
-                raise errors.ConnectionFailed(f"storage: {exc}") from exc
-            if response.is_success:
-                return response.headers.get("ETag", "")
-            if response.status_code >= 500:
-                self._retry_or_raise(attempts, polling.retry_after(response.headers), _storage_error(response))
-                continue
-            raise _storage_error(response)
+        response = self._to_storage(lambda: self._http.put(
+            url, content=_CountingBody(self, data, on_progress), headers=headers))
+        return response.headers.get("ETag", "")
 
     def _put_parts(self, upload: Dict[str, Any], data: bytes, on_progress: Optional[Progress],
                    on_part_progress: Optional[PartProgress]) -> None:
@@ -264,23 +250,27 @@ class Client:
                          on_progress: Optional[Progress]) -> None:
         """The presigned POST: the form's fields, then the file last, as S3 requires."""
         fields = {str(k): str(v) for k, v in (form.get("fields") or {}).items()}
+        # No Authorization header: the form carries its own signature.
+        self._to_storage(lambda: self._http.post(
+            form["url"], data=fields, files={"file": (name, _ProgressReader(data, on_progress), ctype)}))
+
+    def _to_storage(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """A request to storage (its body made afresh by `send` for each try): the 2xx
+        answer; connection errors and 5xx retried within the client's bounds."""
         attempts = 0
         while True:
             attempts += 1
-            body = _ProgressReader(data, on_progress)
             try:
-                # No Authorization header: the form carries its own signature.
-                response = self._http.post(form["url"], data=fields, files={"file": (name, body, ctype)})
+                response = send()
             except RETRY_TRANSPORT as exc:
                 self._retry_or_raise(attempts, None, errors.ConnectionFailed(f"storage: {exc}"), exc)
                 continue
             except httpx.HTTPError as exc:
                 raise errors.ConnectionFailed(f"storage: {exc}") from exc
             if response.is_success:
-                return
+                return response
             if response.status_code >= 500:
-                ra = polling.retry_after(response.headers)
-                self._retry_or_raise(attempts, ra, _storage_error(response))
+                self._retry_or_raise(attempts, polling.retry_after(response.headers), _storage_error(response))
                 continue
             raise _storage_error(response)
 
