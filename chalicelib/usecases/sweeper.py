@@ -154,7 +154,8 @@ class Sweeper:
         s = self._ctx.settings
         if job.lease_active(now):
             return "skipped"
-        if job.attempt >= s.max_attempts or job.redrives >= s.max_attempts:
+        # No claim left for a worker (the claim rule's own clause), or re-driven this often.
+        if not job.attempt_left(s.max_attempts) or job.redrives >= s.max_attempts:
             return self._fail(job, ErrorCode.PROCESSING_FAILED, "failed")
         # The lease ran out: the worker died or gave the job back, and its message comes
         # back on its own (visibility timeout, nack) unless it was lost. It was sent before
