@@ -206,3 +206,25 @@ def test_the_access_line_is_written_for_errors_and_for_every_request_only_when_a
     assert [line["status"] for line in lines.lines] == expected
     assert all(line["event"] == "http_request" for line in lines.lines)
     assert metrics.total("ApiRequests") == 2
+
+
+def test_direct_uploads_are_counted_by_method_and_each_resume_by_its_method():
+    clock = Clock(T0)
+    metrics = ListMetrics()
+    part = 5 * 1024 * 1024
+    uc = UseCases(Context(settings=Settings(multipart_min_bytes=2 * part, multipart_part_bytes=part),
+                          jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock,
+                          metrics=metrics, publisher=FakeQueue(clock), backlog=FakeQueue(clock)))
+    create = uc.uploads.create_direct_upload
+    create("alice", "image/jpeg", 1000)  # the form, the default method
+    create("alice", "image/jpeg", 6 * part, method="PUT", idempotency_key="k")
+    create("alice", "image/jpeg", 6 * part, method="PUT", idempotency_key="k")  # a replay: not counted
+    parts = create("alice", "image/jpeg", 3 * part, method="multipart").job
+    uc.uploads.current_upload("alice", parts.job_id)
+    uc.uploads.current_upload("alice", parts.job_id)
+    assert [metrics.total("UploadsCreated", Method=m) for m in ("POST", "PUT", "multipart")] == [1, 1, 1]
+    assert metrics.total("UploadsCreated") == 3 and metrics.total("JobsAccepted", Route="uploads") == 3
+    assert metrics.total("UploadsResumed", Method="multipart") == 2 and metrics.total("UploadsResumed") == 2
+    created = [json.loads(line) for line in metrics.lines if "UploadsCreated" in json.loads(line)]
+    assert [r["Method"] for r in created] == ["POST", "PUT", "multipart"]
+    assert created[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"], ["service", "Method"]]
