@@ -19,6 +19,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._to_drop = 0
         self.dropped = 0  # answers cut so far by drop_answers()
+        self.bytes_up = 0  # bytes the clients sent through to the target, requests' heads included
         self.up()
 
     def up(self) -> None:
@@ -68,7 +69,7 @@ class TcpProxy:
             with self._lock:
                 self._conns += [client, upstream]
                 drop, self._to_drop = self._to_drop > 0, max(0, self._to_drop - 1)
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
             answer = self._cut_at_answer if drop else self._pump
             threading.Thread(target=answer, args=(upstream, client), daemon=True).start()
 
@@ -85,14 +86,16 @@ class TcpProxy:
             except OSError:
                 pass
 
-    @staticmethod
-    def _pump(src, dst) -> None:
+    def _pump(self, src, dst, counted: bool = False) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 dst.sendall(data)
+                if counted:
+                    with self._lock:
+                        self.bytes_up += len(data)
         except OSError:
             pass
         finally:

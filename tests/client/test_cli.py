@@ -125,8 +125,8 @@ def test_flags_win_over_the_environment(cli, runner, owner, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_progress_shows_on_a_terminal_and_results_stay_on_stdout(cli, tmp_path):
-    (tmp_path / "a.jpg").write_bytes(jpeg())
+def on_a_terminal(cli, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Runs the CLI with stderr on a pseudo-terminal: its answer and what the screen showed."""
     leader, follower = pty.openpty()
     screen = []
 
@@ -142,11 +142,16 @@ def test_progress_shows_on_a_terminal_and_results_stay_on_stdout(cli, tmp_path):
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    done = cli("upload", "a.jpg", "--wait", env={"COLUMNS": "100", "TERM": "xterm-256color"}, stderr=follower)
+    done = cli(*args, env={"COLUMNS": "120", "TERM": "xterm-256color"}, stderr=follower)
     os.close(follower)
     reader.join(5)
     os.close(leader)
-    shown = b"".join(screen).decode(errors="replace")
+    return done, b"".join(screen).decode(errors="replace")
+
+
+def test_progress_shows_on_a_terminal_and_results_stay_on_stdout(cli, tmp_path):
+    (tmp_path / "a.jpg").write_bytes(jpeg())
+    done, shown = on_a_terminal(cli, "upload", "a.jpg", "--wait")
     assert done.returncode == 0
     assert "a.jpg" in shown and "ready" in shown and "kB" in shown  # name, status, bytes sent
     assert done.stdout.startswith("a.jpg: ready ")
@@ -176,3 +181,14 @@ def test_ctrl_c_while_waiting_exits_130_and_says_how_to_resume(runner, owner, tm
     resumed = subprocess.run([str(CLI), "status", location, "--wait"], env=env, capture_output=True,
                              text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert resumed.returncode == 0 and " ready " in resumed.stdout
+
+
+def test_a_multipart_upload_shows_a_bar_per_part_on_a_terminal(cli, tmp_path):
+    from tests.e2e.test_upload_methods import padded_jpeg
+
+    (tmp_path / "big.jpg").write_bytes(padded_jpeg(17 * 1024 * 1024))  # 3 parts: 8, 8 and 1 MiB
+    done, shown = on_a_terminal(cli, "upload", "big.jpg")
+    assert done.returncode == 0, done.stdout
+    for number in (1, 2, 3):
+        assert f"big.jpg part {number}" in shown
+    assert shown.count("stored") >= 3 and "part 4" not in shown

@@ -67,3 +67,83 @@ def test_a_40_mb_upload_cut_at_90_percent_resumes_with_only_the_missing_parts(ru
               f"(parts {sorted(set(parts_sent))}), {client.bytes_to_storage:,} in all for {SIZE:,}")
     proxy.down()
     http.close()
+
+
+# -- the command line: Ctrl-C during a multipart upload, then the same command again ------------
+PART = 8 * 1024 * 1024
+HEADS = 64 * 1024  # request lines and headers of every storage request, generously
+
+
+@pytest.fixture(scope="module")
+def counted():
+    """A runner of its own whose presigned URLs go through a proxy that counts what clients
+    send to storage: the bytes a resume saves, measured outside the CLI."""
+    from tests.local_runner import dedicated_runner, free_port
+
+    aws_port = free_port()
+    proxy = TcpProxy(aws_port)
+    with dedicated_runner(aws_port, PUBLIC_S3_ENDPOINT_URL=f"http://127.0.0.1:{proxy.port}") as api:
+        yield api, f"http://127.0.0.1:{aws_port}", proxy
+    proxy.down()
+
+
+def test_ctrl_c_during_a_multipart_upload_then_the_same_command_sends_only_the_missing_parts(
+        counted, owner, tmp_path, capsys):
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.client.test_cli import CLI
+
+    api, aws, proxy = counted
+    (tmp_path / "big.jpg").write_bytes(padded_jpeg(SIZE))  # 5 parts: 4 of 8 MiB and the rest
+    cache = tmp_path / "cache"
+    env = {**os.environ, "IMAGE_JOBS_URL": api, "IMAGE_JOBS_TOKEN": token_for(owner),
+           "XDG_CACHE_HOME": str(cache)}
+    start = proxy.bytes_up
+    cut = subprocess.Popen([str(CLI), "upload", "big.jpg"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while proxy.bytes_up - start < SIZE // 10:  # the first four parts are on their way
+        assert time.monotonic() < deadline and cut.poll() is None, cut.communicate()
+        time.sleep(0.005)
+    cut.send_signal(signal.SIGINT)
+    stdout, stderr = cut.communicate(timeout=60)
+    before = proxy.bytes_up - start
+    assert cut.returncode == 130, stdout + stderr
+    assert stdout.startswith("big.jpg: awaiting_upload, interrupted; resume with the same command"), stdout
+    (saved,) = (cache / "image-jobs" / "uploads").glob("*.json")
+    state = json.loads(saved.read_text())
+    assert str(saved) in stdout and state["file"] == str((tmp_path / "big.jpg").resolve())
+    job_id = state["location"].rsplit("/", 1)[-1]
+    (started,) = s3(runner_at(aws)).list_multipart_uploads(Bucket=BUCKET, Prefix=ORIGINALS + job_id)["Uploads"]
+    stored = s3(runner_at(aws)).list_parts(Bucket=BUCKET, Key=ORIGINALS + job_id,
+                                           UploadId=started["UploadId"]).get("Parts", [])
+    stored_bytes = sum(p["Size"] for p in stored)
+    # The parts in flight were finished, none started after Ctrl-C: nothing sent is lost.
+    assert 0 < len(stored) < 5 and stored_bytes <= before <= stored_bytes + HEADS
+
+    again = subprocess.run([str(CLI), "upload", "big.jpg", "--wait", "--json"], cwd=tmp_path, env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (job,) = [json.loads(line) for line in again.stdout.splitlines()]
+    assert job["job_id"] == job_id and job["status"] == "ready"
+    assert not saved.exists()  # done: the next upload of this file is a new one
+    total = proxy.bytes_up - start
+    resumed = total - before
+    assert SIZE <= total <= SIZE + PART + HEADS
+    assert resumed <= SIZE - stored_bytes + HEADS  # the stored parts were not sent again
+    listed = s3(runner_at(aws)).list_objects_v2(Bucket=BUCKET, Prefix=ORIGINALS + job_id)["Contents"]
+    assert [o["Key"] for o in listed] == [ORIGINALS + job_id]
+    with capsys.disabled():
+        print(f"\nCLI, 40 MB, Ctrl-C at 10 %: {before:,} bytes before ({len(stored)} parts stored), "
+              f"{resumed:,} on resume, {total:,} in all for {SIZE:,} ({total / SIZE:.4f} x)")
+
+
+def runner_at(aws: str):
+    """What tests.e2e's s3() needs of a runner."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(aws=aws)

@@ -40,6 +40,7 @@ from .errors import (  # noqa: E402
     WaitStopped,
     WaitTimeout,
     WaitCancelled,
+    UploadStopped,
     ERRORS_BY_CODE,
 )
 from .job import TERMINAL, Job, JobError, Rendition, Status, Variant  # noqa: E402
@@ -84,4 +85,5 @@ __all__ = [
     "WaitStopped",
     "WaitTimeout",
     "WaitCancelled",
+    "UploadStopped",
 ]

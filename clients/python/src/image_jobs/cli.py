@@ -3,6 +3,10 @@
 Exit codes: 0 every job ended ready (without --wait: every upload or request was accepted);
 1 a job failed or was cancelled, or a request was refused; 2 bad usage; 3 some job was still
 unfinished at --deadline (and nothing failed); 130 interrupted.
+
+An upload cut short (Ctrl-C, a lost connection) is kept in the user's cache directory
+(upload_state.py says what and where): running `image-jobs upload` again on the same,
+unchanged file resumes it, sending only the parts storage does not hold yet.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +27,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColum
 
 from . import __version__
 from .client import DEFAULT_URL, Client
-from .errors import ApiError, ImageJobsError, WaitCancelled, WaitTimeout
-from .job import Job
+from .errors import (ApiError, ImageJobsError, InvalidRequest, JobExpired, JobNotFound, UploadStopped,
+                     WaitCancelled, WaitTimeout)
+from .job import Job, Status
+from .upload_state import UploadState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNFINISHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -36,6 +43,7 @@ class Outcome:
     job: Optional[Job] = None
     error: Optional[Exception] = None
     unfinished: bool = False  # the deadline came, or the user interrupted (job None: never sent)
+    state: Optional[Path] = None  # where an upload cut short is kept, to resume
     saved: Dict[str, Path] = field(default_factory=dict)
     deleted: bool = False
 
@@ -113,15 +121,33 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
             return EXIT_USAGE
     stems = [Path(f).stem for f in args.files]
 
-    def start(index: int, progress: "_Progress", task: TaskID) -> Job:
-        size = Path(args.files[index]).stat().st_size
-        progress.update(task, total=size, state="uploading")
+    def start(index: int, progress: "_Progress", task: TaskID, stop: threading.Event) -> Job:
+        path = Path(args.files[index])
+        progress.update(task, total=path.stat().st_size, state="uploading")
+        bars = _PartBars(progress, path.name)
+
         def sent(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        # Not held: Ctrl-C must end a wait at once, and a held POST could not be interrupted;
-        # Job.wait's first held poll goes at once instead (short holds while it can be stopped).
-        job = client.upload(args.files[index], on_progress=sent, formats=_formats(args))
+        state = UploadState(args.url, path)
+        try:
+            job = _resume(client, state, path, sent, bars.update, stop, progress, task)
+            if job is None:
+                key = state.load().get("idempotency_key") or str(uuid.uuid4())
+                state.save(idempotency_key=key)  # before any byte: a replay finds the same job
+                # Not held: Ctrl-C must end a wait at once, and a held POST could not be
+                # interrupted; Job.wait's first held poll goes at once instead.
+                job = client.upload(path, on_progress=sent, on_part_progress=bars.update,
+                                     formats=_formats(args), idempotency_key=key, stop=stop)
+        except ImageJobsError as exc:
+            cut = getattr(exc, "job", None)
+            if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD:
+                state.save(location=cut.location)
+                exc.state = state.path  # type: ignore[attr-defined]
+            else:
+                state.forget()
+            raise
+        state.forget()
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
@@ -130,8 +156,29 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
     return _run(args, names, start, unique)
 
 
+def _resume(client: Client, state: UploadState, path: Path, sent: Callable[[int, int], None],
+            part_sent: Callable[[int, int, int], None], stop: threading.Event,
+            progress: "_Progress", task: TaskID) -> Optional[Job]:
+    """The saved job of this file, its upload finished; None when there is none to go on with
+    (then a new upload starts, with a new key if the old job is gone)."""
+    location = state.load().get("location")
+    if not location:
+        return None
+    job = client.job(location)
+    try:
+        job.refresh()
+        if job.status != Status.AWAITING_UPLOAD:
+            return job  # the upload had been finished: only the job is left to follow
+        progress.update(task, state="resuming")
+        return client.resume(job, path, on_progress=sent, on_part_progress=part_sent, stop=stop)
+    except (JobNotFound, JobExpired, InvalidRequest):
+        # Gone, another owner's, or its upload is over (expired, aborted): start afresh.
+        state.forget()
+        return None
+
+
 def _status(client: Client, args: argparse.Namespace) -> int:
-    def start(index: int, progress: "_Progress", task: TaskID) -> Job:
+    def start(index: int, progress: "_Progress", task: TaskID, stop: threading.Event) -> Job:
         job = client.job(args.jobs[index])
         return job if args.wait else job.refresh()
 
@@ -166,7 +213,8 @@ def _each(args: argparse.Namespace, act: Callable[[str], Outcome]) -> int:
 
 # -- running many files or jobs at once ----------------------------------------------------------
 def _run(args: argparse.Namespace, names: List[str],
-         start: Callable[[int, "_Progress", TaskID], Job], stems: List[Optional[str]]) -> int:
+         start: Callable[[int, "_Progress", TaskID, threading.Event], Job],
+         stems: List[Optional[str]]) -> int:
     end = None if args.deadline is None else time.monotonic() + args.deadline
     stop = threading.Event()
     printer = _Printer(args.json)
@@ -177,7 +225,7 @@ def _run(args: argparse.Namespace, names: List[str],
             task = progress.add_task("", name=Path(names[index]).name, state="", total=None)
             outcome = Outcome(names[index])
             try:
-                outcome.job = job = start(index, progress, task)
+                outcome.job = job = start(index, progress, task, stop)
                 progress.update(task, state=job.status or "")
                 if args.wait:
                     remaining = None if end is None else max(0.0, end - time.monotonic())
@@ -189,8 +237,13 @@ def _run(args: argparse.Namespace, names: List[str],
             except (WaitTimeout, WaitCancelled):
                 outcome.unfinished = True
                 progress.update(task, state=f"{outcome.job.status} (unfinished)" if outcome.job else "")
+            except UploadStopped as exc:
+                outcome.job, outcome.unfinished = getattr(exc, "job", None), True
+                outcome.state = getattr(exc, "state", None)
+                progress.update(task, state="stopped")
             except (ImageJobsError, OSError) as exc:  # OSError: a file unreadable half-way
                 outcome.error = exc
+                outcome.state = getattr(exc, "state", None)
                 progress.update(task, state=_code_of(exc))
             return outcome
 
@@ -204,8 +257,16 @@ def _run(args: argparse.Namespace, names: List[str],
                 printer.show(outcomes[-1])
         except KeyboardInterrupt:
             interrupted = True
-            stop.set()  # waits end at once; uploads in flight finish, so their jobs can be resumed
-            pool.shutdown(wait=True, cancel_futures=True)
+            # Waits end at once; uploads stop once the parts in flight are stored (kept, to be
+            # resumed). A second Ctrl-C stops at once: what was saved resumes just as well.
+            stop.set()
+            print("image-jobs: stopping once the parts in flight are stored; Ctrl-C again to "
+                  "stop at once", file=sys.stderr, flush=True)
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)
+            except KeyboardInterrupt:
+                printer.flush()
+                os._exit(EXIT_INTERRUPTED)  # the pool's threads would be joined at exit
             for index in range(len(outcomes), len(futures)):
                 future = futures[index]
                 done = future.done() and not future.cancelled()
@@ -238,6 +299,23 @@ class _Progress(Progress):
     @property
     def enabled(self) -> bool:
         return not self.disable
+
+
+class _PartBars:
+    """A bar per part of a multipart upload, from when it starts, "stored" once storage has it."""
+
+    def __init__(self, progress: "_Progress", name: str):
+        self._progress, self._name = progress, name
+        self._tasks: Dict[int, TaskID] = {}
+        self._lock = threading.Lock()
+
+    def update(self, number: int, done: int, size: int) -> None:
+        with self._lock:
+            task = self._tasks.get(number)
+            if task is None:
+                task = self._tasks[number] = self._progress.add_task(
+                    "", name=f"  {self._name} part {number}", state="", total=size)
+            self._progress.update(task, completed=done, state="stored" if done >= size else "")
 
 
 class _Printer:
@@ -286,6 +364,9 @@ class _Printer:
             return [f"{o.name}: not sent, interrupted"]
         if o.deleted:
             return [f"{o.name}: deleted"]
+        if o.unfinished and job.status == Status.AWAITING_UPLOAD:
+            return [f"{o.name}: awaiting_upload, interrupted; resume with the same command: "
+                    f"image-jobs upload {o.name} (saved in {o.state})"]
         if o.unfinished:
             return [f"{o.name}: {job.status or 'unknown'}, unfinished; resume with: "
                     f"image-jobs status {job.location} --wait"]
@@ -298,7 +379,8 @@ class _Printer:
     @staticmethod
     def _failure(o: Outcome) -> Optional[str]:
         if o.error is not None:
-            return f"{o.name}: {_code_of(o.error)}: {_detail_of(o.error)}"
+            again = f"; resume with the same command (saved in {o.state})" if o.state else ""
+            return f"{o.name}: {_code_of(o.error)}: {_detail_of(o.error)}{again}"
         job = o.job
         if job is not None and job.status == "failed":
             error = job.error

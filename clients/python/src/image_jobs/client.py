@@ -108,7 +108,7 @@ class Client:
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,
                on_progress: Optional[Progress] = None, wait: float = 0,
                on_part_progress: Optional[PartProgress] = None,
-               formats: Sequence[str] = ()) -> Job:
+               formats: Sequence[str] = (), stop: Optional[threading.Event] = None) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
         Files up to `direct_threshold` bytes go through POST /images; larger ones straight to
@@ -121,6 +121,9 @@ class Client:
         in the same call. Never raises for a job that is still running then.
         `formats`: extra formats of every rendition besides its JPEG ("avif", "webp"), as the
         server enables them; download(format=...) saves them.
+        `stop`: once set, a direct upload ends with UploadStopped (its `job` is what
+        resume() takes): a single PUT at once, a multipart one once the parts in flight are
+        stored, starting no other. A file sent through POST /images is sent whole.
         """
         formats = tuple(formats)
         data, name = _read(source)
@@ -129,22 +132,27 @@ class Client:
         name = filename or name
         if len(data) > self.direct_threshold:
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats), wait)
+                                                       on_part_progress, formats, stop), wait)
         try:
             return self._upload_through_api(data, ctype, key, on_progress, wait, formats)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our threshold: the direct route has its own.
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats), wait)
+                                                       on_part_progress, formats, stop), wait)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
-               on_part_progress: Optional[PartProgress] = None) -> Job:
+               on_part_progress: Optional[PartProgress] = None,
+               stop: Optional[threading.Event] = None) -> Job:
         """Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file:
         GET its upload, send what storage does not hold yet (for multipart, only the parts
-        missing), and complete it."""
+        missing), and complete it. `stop` as in upload()."""
         data, name = _read(source)
         upload = self.request("GET", job.location + "/upload").json()
-        self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress)
+        try:
+            self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress, stop)
+        except errors.ImageJobsError as exc:
+            exc.job = job  # type: ignore[attr-defined]
+            raise
         return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
@@ -174,7 +182,7 @@ class Client:
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress],
                        on_part_progress: Optional[PartProgress] = None,
-                       formats: Tuple[str, ...] = ()) -> Job:
+                       formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None) -> Job:
         body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
         if formats:
             body["formats"] = list(formats)
@@ -187,7 +195,7 @@ class Client:
         upload = job.raw.get("upload")
         if job.status == Status.AWAITING_UPLOAD and isinstance(upload, dict) and upload.get("method"):
             try:
-                self._send(job, upload, data, ctype, name, on_progress, on_part_progress)
+                self._send(job, upload, data, ctype, name, on_progress, on_part_progress, stop)
             except errors.ImageJobsError as exc:
                 exc.job = job  # type: ignore[attr-defined]  # what resume(exc.job, source) takes
                 raise
@@ -198,29 +206,32 @@ class Client:
         return job
 
     def _send(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
-              on_progress: Optional[Progress], on_part_progress: Optional[PartProgress]) -> None:
+              on_progress: Optional[Progress], on_part_progress: Optional[PartProgress],
+              stop: Optional[threading.Event] = None) -> None:
         method = upload.get("method")
         if method == "POST":
             self._post_to_storage(upload, data, ctype, name, on_progress)
         elif method == "PUT":
-            self._put_to_storage(upload["url"], upload.get("headers") or {}, data, on_progress)
+            self._put_to_storage(upload["url"], upload.get("headers") or {}, data, on_progress, stop)
         elif method == "multipart":
-            self._put_parts(upload, data, on_progress, on_part_progress)
+            self._put_parts(upload, data, on_progress, on_part_progress, stop)
             # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
             self.request("POST", job.location + "/upload")
         else:
             raise errors.ImageJobsError(f"unknown upload method {method!r}")
 
     def _put_to_storage(self, url: str, headers: Dict[str, str], data: bytes,
-                        on_progress: Optional[Progress]) -> str:
-        """One presigned PUT with exactly the signed headers; the answer's ETag."""
+                        on_progress: Optional[Progress], stop: Optional[threading.Event] = None) -> str:
+        """One presigned PUT with exactly the signed headers; the answer's ETag. `stop` ends
+        it between two chunks."""
         response = self._to_storage(lambda: self._http.put(
-            url, content=_CountingBody(self, data, on_progress), headers=headers))
+            url, content=_CountingBody(self, data, on_progress, stop), headers=headers))
         return response.headers.get("ETag", "")
 
     def _put_parts(self, upload: Dict[str, Any], data: bytes, on_progress: Optional[Progress],
-                   on_part_progress: Optional[PartProgress]) -> None:
-        """The parts not stored yet, PART_CONCURRENCY at a time."""
+                   on_part_progress: Optional[PartProgress], stop: Optional[threading.Event] = None) -> None:
+        """The parts not stored yet, PART_CONCURRENCY at a time. Once `stop` is set no part
+        starts, and those in flight are finished: stored, they need not be sent again."""
         size = upload["part_size"]
         todo = [p for p in upload["parts"] if not p.get("stored")]
         done = sum(p["size"] for p in upload["parts"] if p.get("stored"))
@@ -228,6 +239,8 @@ class Client:
         sent = {p["part_number"]: 0 for p in todo}
 
         def one(part: Dict[str, Any]) -> None:
+            if stop is not None and stop.is_set():
+                raise errors.UploadStopped(f"stopped before part {part['part_number']}")
             number = part["part_number"]
             start = (number - 1) * size
 
@@ -383,13 +396,16 @@ def _type_of(upload: Dict[str, Any], data: bytes) -> str:
 class _CountingBody:
     """A PUT body in chunks that counts what it hands to the connection, and reports it."""
 
-    def __init__(self, client: "Client", data: bytes, on_progress: Optional[Progress]):
-        self._client, self._data, self._on_progress = client, data, on_progress
+    def __init__(self, client: "Client", data: bytes, on_progress: Optional[Progress],
+                 stop: Optional[threading.Event] = None):
+        self._client, self._data, self._on_progress, self._stop = client, data, on_progress, stop
 
     def __iter__(self) -> Iterator[bytes]:
         total = len(self._data)
         view = memoryview(self._data)
         for start in range(0, total, CHUNK):
+            if self._stop is not None and self._stop.is_set():
+                raise errors.UploadStopped("stopped during the PUT")
             chunk = bytes(view[start:start + CHUNK])
             self._client.bytes_to_storage += len(chunk)
             yield chunk

@@ -175,3 +175,8 @@ class WaitTimeout(WaitStopped, TimeoutError):
 
 class WaitCancelled(WaitStopped):
     """The caller's stop event was set."""
+
+
+class UploadStopped(ImageJobsError):
+    """upload() or resume() ended because the caller's stop event was set; `job` (still
+    `awaiting_upload`) is what resume() takes."""
