@@ -3,8 +3,10 @@ cancel, delete, errors, the polling schedule, and CORS on the way (page, API and
 three origins)."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import requests
 from playwright.sync_api import expect
@@ -65,11 +67,13 @@ def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, ar
         assert link.get_attribute("href").startswith(runner.aws)
         expect(job.locator(".elapsed")).to_contain_text("s")
         expect(job.locator(".cancel")).to_be_disabled()
-    # The small photo went through the API, the large one straight to storage.
+    # The small photo went through the API, the large one straight to storage by one PUT.
     posts = [urlsplit(url) for method, url in requests_seen if method == "POST"]
     assert sum(p.path == "/api/v1/images" for p in posts) == 1
     assert sum(p.path == "/api/v1/uploads" for p in posts) == 1
-    assert sum(f"{p.scheme}://{p.netloc}" == runner.aws for p in posts) == 1
+    assert sum(f"{p.scheme}://{p.netloc}" == runner.aws for p in posts) == 0
+    puts = [urlsplit(url) for method, url in requests_seen if method == "PUT"]
+    assert [f"{p.scheme}://{p.netloc}" for p in puts] == [runner.aws]
     # No CORS refusal anywhere (a blocked header or request is logged as a console error).
     assert console_errors == []
     page.screenshot(path=str(artifacts / "two-photos-ready.png"))
@@ -97,7 +101,7 @@ def test_cancel_while_the_large_photo_is_still_on_its_way_to_storage(page, runne
     held = []
 
     def hold(route):
-        if route.request.method != "POST":
+        if route.request.method != "PUT":
             return route.fallback()
         held.append(route)  # answered below, after the cancel
 
@@ -209,3 +213,57 @@ def test_jobs_outlive_a_reload_and_delete_removes_them(page, runner, artifacts):
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
     expect(card(page, "keep.jpg")).to_have_count(0)
+
+
+def test_a_photo_over_the_api_limit_goes_by_one_put_pinned_to_its_checksum(page, runner):
+    bodies = []
+    page.on("request", lambda r: r.url.endswith("/api/v1/uploads") and r.method == "POST"
+            and bodies.append(r.post_data_json))
+    open_page(page, runner)
+    large = large_landscape(SETTINGS.max_upload_bytes)
+    pick(page, ("dusk-large.jpg", "image/jpeg", large))
+    expect(card(page, "dusk-large.jpg")).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+    (body,) = bodies
+    assert body["method"] == "PUT" and body["size"] == len(large)
+    assert base64.b64decode(body["sha256"]) == hashlib.sha256(large).digest()
+
+
+def test_a_photo_over_the_multipart_threshold_goes_in_parts_a_few_at_a_time(page, runner, tmp_path):
+    """40 MB: five parts of 8 MiB but the last, at most four in flight, progress as they go,
+    then the completion with every part's ETag (the bucket's CORS exposes it)."""
+    from tests.e2e.test_upload_methods import padded_jpeg
+
+    size, part = 40_000_000, SETTINGS.multipart_part_bytes
+    photo = tmp_path / "panorama.jpg"
+    photo.write_bytes(padded_jpeg(size))
+    created, parts, completions, flying, peak = [], [], [], set(), [0]
+
+    def sent(request):
+        if request.url.endswith("/api/v1/uploads") and request.method == "POST":
+            created.append(request.post_data_json)
+        elif request.method == "PUT" and request.url.startswith(runner.aws):
+            parts.append(request.url)
+            flying.add(request)
+            peak[0] = max(peak[0], len(flying))
+        elif request.method == "POST" and request.url.endswith("/upload"):
+            completions.append(request.post_data_json)
+
+    page.on("request", sent)
+    page.on("requestfinished", lambda r: flying.discard(r))
+    page.on("requestfailed", lambda r: flying.discard(r))
+    open_page(page, runner)
+    page.set_input_files("#files", files=[str(photo)])
+    job = card(page, "panorama.jpg")
+    progress = job.locator("progress")
+    page.wait_for_function("p => p.value > 0 && p.value < 1", arg=progress.element_handle())
+    expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT * 2)
+
+    assert [body["method"] for body in created] == ["multipart"]
+    numbers = sorted(int(parse_qs(urlsplit(url).query)["partNumber"][0]) for url in parts)
+    assert numbers == [1, 2, 3, 4, 5] and -(-size // part) == 5
+    assert 2 <= peak[0] <= 4, peak
+    (completion,) = completions
+    assert [p["part_number"] for p in completion["parts"]] == [1, 2, 3, 4, 5]
+    assert all(p["etag"] for p in completion["parts"])
+    job_id = job.get_attribute("data-job-id")
+    assert api_get(runner, job_id).json()["status"] == "ready"

@@ -131,7 +131,8 @@ def test_browsers_may_post_uploads_and_read_renditions_from_the_web_origin():
     template = load_template()
     (bucket,) = resources(template, "AWS::S3::Bucket").values()
     (rule,) = bucket["Properties"]["CorsConfiguration"]["CorsRules"]
-    assert {"POST", "GET"} <= set(rule["AllowedMethods"])
+    assert {"POST", "PUT", "GET"} <= set(rule["AllowedMethods"])
+    assert rule["ExposedHeaders"] == ["ETag"]  # a part's ETag, for the multipart completion
     assert rule["AllowedOrigins"] == [{"Ref": "WebOrigin"}]
     # The API answers the same origin: stage_config copies the output into CORS_ALLOW_ORIGIN.
     assert template["Outputs"]["WebOrigin"]["Value"] == {"Ref": "WebOrigin"}

@@ -13,7 +13,7 @@ SECRET = "test-secret"
 @pytest.fixture
 def server():
     page = PageServer("127.0.0.1", 0, "http://127.0.0.1:8000/api/v1", "http://127.0.0.1:4566",
-                      SECRET, "web", 4 * 1024 * 1024)
+                      SECRET, "web", 4 * 1024 * 1024, 16 * 1024 * 1024)
     page.start()
     yield page
     page.stop()
@@ -25,6 +25,7 @@ def test_config_gives_the_api_and_a_fresh_dev_token(server):
     config = r.json()
     assert config["api"] == "http://127.0.0.1:8000/api/v1"
     assert config["max_upload_bytes"] == 4 * 1024 * 1024
+    assert config["multipart_min_bytes"] == 16 * 1024 * 1024
     assert verify_token(config["token"], SECRET) == "web"
     # No CORS header: a page of another origin cannot read the token.
     assert not any(h.lower().startswith("access-control") for h in r.headers)

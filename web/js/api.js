@@ -1,5 +1,6 @@
 // The image-jobs API as CONTRACT.md describes it, for a browser on another origin.
 import { retryAfterSeconds, sleep } from "./poll.js";
+import { directRequest, toStorage } from "./upload.js";
 
 // An error answer, with the problem's title (RFC 9457) ready to show.
 export class ProblemError extends Error {
@@ -32,10 +33,13 @@ export function declaredType(file) {
 
 export class Api {
   // base: the API root, e.g. http://127.0.0.1:8000/api/v1; auth: {token(), refresh()}.
-  constructor(base, auth, { maxUploadBytes = 4 * 1024 * 1024 } = {}) {
+  // Files over maxUploadBytes go straight to storage: by one PUT, and from multipartMinBytes
+  // (the server's MULTIPART_MIN_BYTES) in parts.
+  constructor(base, auth, { maxUploadBytes = 4 * 1024 * 1024, multipartMinBytes = 16 * 1024 * 1024 } = {}) {
     this.base = base.replace(/\/+$/, "");
     this.auth = auth;
     this.maxUploadBytes = maxUploadBytes;
+    this.multipartMinBytes = multipartMinBytes;
   }
 
   jobUrl(jobId) {
@@ -60,9 +64,11 @@ export class Api {
   }
 
   // Uploads one file through the API, or straight to storage when it is over the API's limit
-  // (or the API says it is). onCreated(accepted) fires as soon as the job exists.
+  // (by PUT or in parts, upload.js), or by the presigned form when the API says a file under
+  // it is too large. onCreated(accepted) fires as soon as the job exists.
   async upload(file, { onProgress, onCreated, signal } = {}) {
     const key = crypto.randomUUID(); // one key for every retry of this file's upload
+    let json = { content_type: declaredType(file), size: file.size };
     if (file.size <= this.maxUploadBytes) {
       try {
         const accepted = await retrying(() => this.postImage(file, key, onProgress, signal), signal);
@@ -71,13 +77,14 @@ export class Api {
       } catch (error) {
         if (error.code !== "file_too_large") throw error;
       }
+    } else {
+      json = await directRequest(file, json.content_type, this.multipartMinBytes);
     }
     const accepted = await retrying(() => this.call("POST", `${this.base}/uploads`, {
-      json: { content_type: declaredType(file), size: file.size },
-      headers: { "Idempotency-Key": key }, signal,
+      json, headers: { "Idempotency-Key": key }, signal,
     }), signal);
     onCreated?.(accepted);
-    await retrying(() => postToStorage(accepted.body.upload, file, onProgress, signal), signal);
+    await toStorage(this, accepted.body.job_id, accepted.body.upload, file, { onProgress, signal });
     return accepted;
   }
 
@@ -129,25 +136,10 @@ function answer(status, text, header) {
            held: header("Preference-Applied") !== null };
 }
 
-// The presigned POST form of a direct upload, fields first and the file last, as S3 wants.
-async function postToStorage(upload, file, onProgress, signal) {
-  const form = new FormData();
-  for (const [name, value] of Object.entries(upload.fields)) form.append(name, value);
-  form.append("file", file, file.name);
-  try {
-    return await send(upload.method || "POST", upload.url, { body: form, onProgress, signal, storage: true });
-  } catch (error) {
-    if (error instanceof ProblemError && error.status) {
-      error.title = "Storage refused the upload";
-      error.message = error.title;
-    }
-    throw error;
-  }
-}
-
 // XMLHttpRequest rather than fetch: only it reports upload progress.
-// storage: S3 exposes none of the API's headers; asking for them only logs CORS errors.
-function send(method, url, { headers = {}, body, onProgress, signal, storage = false }) {
+// storage: headers are read from those CORS exposes (the bucket's ETag, for parts): asking
+// for any other only logs a CORS error.
+export function send(method, url, { headers = {}, body, onProgress, signal, storage = false }) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open(method, url);
@@ -155,7 +147,9 @@ function send(method, url, { headers = {}, body, onProgress, signal, storage = f
     if (onProgress) xhr.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
     xhr.onload = () => {
       try {
-        resolve(answer(xhr.status, xhr.responseText, (name) => (storage ? null : xhr.getResponseHeader(name))));
+        const exposed = storage ? exposedHeaders(xhr) : null;
+        resolve(answer(xhr.status, xhr.responseText,
+          (name) => (storage ? exposed.get(name.toLowerCase()) ?? null : xhr.getResponseHeader(name))));
       } catch (error) {
         if (!error.detail && xhr.responseText.startsWith("<")) error.detail = s3Message(xhr.responseText);
         reject(error);
@@ -169,6 +163,15 @@ function send(method, url, { headers = {}, body, onProgress, signal, storage = f
   });
 }
 
+function exposedHeaders(xhr) {
+  const headers = new Map();
+  for (const line of xhr.getAllResponseHeaders().trim().split(/[\r\n]+/)) {
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
+  }
+  return headers;
+}
+
 function s3Message(xml) {
   const doc = new DOMParser().parseFromString(xml, "application/xml");
   return doc.querySelector("Message")?.textContent || "";
@@ -176,7 +179,7 @@ function s3Message(xml) {
 
 // Runs request until it succeeds, fails for good, or UPLOAD_TRIES are spent; waits the
 // server's Retry-After (or 1, 2, 4 s) between tries. Retries keep the same Idempotency-Key.
-async function retrying(request, signal) {
+export async function retrying(request, signal) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await request();

@@ -40,7 +40,8 @@ async function main() {
     who.textContent = signInError || "Sign in to upload photos.";
     return;
   }
-  const api = new Api(auth.api, auth, { maxUploadBytes: config.max_upload_bytes });
+  const api = new Api(auth.api, auth, {
+    maxUploadBytes: config.max_upload_bytes, multipartMinBytes: config.multipart_min_bytes });
   describe(who, auth);
 
   const store = new JobStore(auth.api);
