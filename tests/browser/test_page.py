@@ -267,3 +267,43 @@ def test_a_photo_over_the_multipart_threshold_goes_in_parts_a_few_at_a_time(page
     assert all(p["etag"] for p in completion["parts"])
     job_id = job.get_attribute("data-job-id")
     assert api_get(runner, job_id).json()["status"] == "ready"
+
+
+def test_parts_complete_without_etags_and_an_expired_part_url_is_renewed(page, runner, tmp_path):
+    """Storage that hides ETag (no ExposeHeaders): the page completes with an empty body and
+    the server lists the parts. A part URL storage refuses (403, as an expired one is): the
+    page asks GET .../upload for a fresh one, once, and the job still ends ready."""
+    from tests.e2e.test_upload_methods import padded_jpeg
+
+    photo = tmp_path / "wide.jpg"
+    photo.write_bytes(padded_jpeg(17 * 1024 * 1024))  # 3 parts: 8, 8 and 1 MiB
+    refused, renewed, completions = [], [], []
+
+    def storage(route):
+        request = route.request
+        if request.method != "PUT":
+            return route.fallback()
+        number = parse_qs(urlsplit(request.url).query)["partNumber"][0]
+        if number == "2" and not refused:
+            refused.append(request.url)
+            return route.fulfill(status=403, content_type="application/xml", headers={
+                "Access-Control-Allow-Origin": "*"},
+                body="<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>")
+        answer = route.fetch()
+        hidden = {k: v for k, v in answer.headers.items() if k.lower() != "access-control-expose-headers"}
+        route.fulfill(response=answer, headers=hidden)
+
+    def sent(request):
+        if request.method == "GET" and request.url.endswith("/upload"):
+            renewed.append(request.url)
+        elif request.method == "POST" and request.url.endswith("/upload"):
+            completions.append(request.post_data)
+
+    page.route(f"{runner.aws}/**", storage)
+    page.on("request", sent)
+    open_page(page, runner)
+    page.set_input_files("#files", files=[str(photo)])
+    job = card(page, "wide.jpg")
+    expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT * 2)
+    assert len(refused) == 1 and len(renewed) == 1
+    assert completions == [None]  # no body: the server took the parts storage holds
