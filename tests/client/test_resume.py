@@ -147,3 +147,46 @@ def runner_at(aws: str):
     from types import SimpleNamespace
 
     return SimpleNamespace(aws=aws)
+
+
+def test_a_stop_during_a_put_ends_it_at_once_and_resume_sends_the_file_again(runner, owner):
+    """A PUT cannot be resumed half-way: stop ends it between two chunks (UploadStopped with
+    the job), and resume() sends it whole, freshly signed."""
+    import threading
+
+    from image_jobs import UploadStopped
+
+    data = padded_jpeg(6 * 1024 * 1024)
+    stop = threading.Event()
+    with Client(runner.api, token_for(owner)) as client:
+        with pytest.raises(UploadStopped) as stopped:
+            client.upload(data, stop=stop, on_progress=lambda sent, total: sent >= total // 2 and stop.set())
+        job = stopped.value.job
+        assert client.bytes_to_storage < len(data)  # the rest never went
+        assert job.refresh().status == "awaiting_upload"
+        client.resume(job, data)
+        assert job.wait(120).status == "ready"
+
+
+def test_the_cli_keeps_an_upload_by_api_file_size_and_mtime(tmp_path, monkeypatch):
+    import os
+
+    from image_jobs.upload_state import UploadState
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    photo = tmp_path / "a.jpg"
+    photo.write_bytes(b"x" * 100)
+    state = UploadState("http://api.example/", photo)
+    assert state.load() == {}
+    state.save(idempotency_key="k")
+    state.save(location="/api/v1/image-jobs/j")
+    assert UploadState("http://api.example", photo).load() == {  # the same upload
+        "idempotency_key": "k", "location": "/api/v1/image-jobs/j", "file": str(photo.resolve())}
+    assert UploadState("http://other.example", photo).load() == {}  # another API
+    os.utime(photo, ns=(1, 1))
+    assert UploadState("http://api.example", photo).load() == {}  # the file was touched since
+    state.path.write_text("{half")
+    assert state.load() == {}  # unreadable: start afresh
+    state.forget()
+    assert not state.path.exists()
+    state.forget()  # nothing to forget is fine
