@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class TcpProxy:
@@ -20,6 +21,7 @@ class TcpProxy:
         self._to_drop = 0
         self.dropped = 0  # answers cut so far by drop_answers()
         self.bytes_up = 0  # bytes the clients sent through to the target, requests' heads included
+        self.pause = 0.0  # seconds after each chunk sent up: a slow uplink, so a send takes a while
         self.up()
 
     def up(self) -> None:
@@ -96,6 +98,8 @@ class TcpProxy:
                 if counted:
                     with self._lock:
                         self.bytes_up += len(data)
+                    if self.pause:
+                        time.sleep(self.pause)
         except OSError:
             pass
         finally:

@@ -111,7 +111,7 @@ def test_ctrl_c_during_a_multipart_upload_then_the_same_command_sends_only_the_m
         time.sleep(0.005)
     cut.send_signal(signal.SIGINT)
     stdout, stderr = cut.communicate(timeout=60)
-    before = proxy.bytes_up - start
+    before = settled(proxy) - start
     assert cut.returncode == 130, stdout + stderr
     assert stdout.startswith("big.jpg: awaiting_upload, interrupted; resume with the same command"), stdout
     (saved,) = (cache / "image-jobs" / "uploads").glob("*.json")
@@ -140,6 +140,17 @@ def test_ctrl_c_during_a_multipart_upload_then_the_same_command_sends_only_the_m
     with capsys.disabled():
         print(f"\nCLI, 40 MB, Ctrl-C at 10 %: {before:,} bytes before ({len(stored)} parts stored), "
               f"{resumed:,} on resume, {total:,} in all for {SIZE:,} ({total / SIZE:.4f} x)")
+
+
+def settled(proxy: TcpProxy) -> int:
+    """The proxy's count once what a dead client left in the sockets' buffers has gone up."""
+    import time
+
+    last = -1
+    while proxy.bytes_up != last:
+        last = proxy.bytes_up
+        time.sleep(0.5)
+    return last
 
 
 def runner_at(aws: str):
@@ -190,3 +201,53 @@ def test_the_cli_keeps_an_upload_by_api_file_size_and_mtime(tmp_path, monkeypatc
     state.forget()
     assert not state.path.exists()
     state.forget()  # nothing to forget is fine
+
+
+def test_a_second_ctrl_c_stops_at_once_and_the_same_command_still_resumes(counted, owner, tmp_path, capsys):
+    """The second Ctrl-C ends the process with the parts in flight cut: the saved key alone
+    brings the same job back (a replay of POST /uploads marks the parts stored)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.client.test_cli import CLI
+
+    api, aws, proxy = counted
+    (tmp_path / "big.jpg").write_bytes(padded_jpeg(SIZE))
+    env = {**os.environ, "IMAGE_JOBS_URL": api, "IMAGE_JOBS_TOKEN": token_for(owner),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    start = proxy.bytes_up
+    cut = subprocess.Popen([str(CLI), "upload", "big.jpg", "--json"], cwd=tmp_path, env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while proxy.bytes_up - start < SIZE // 10:
+        assert time.monotonic() < deadline and cut.poll() is None, cut.communicate()
+        time.sleep(0.005)
+    proxy.pause = 0.005  # 64 KiB each 5 ms a connection: the parts take a second to send
+    try:
+        cut.send_signal(signal.SIGINT)
+        assert "Ctrl-C again to stop at once" in cut.stderr.readline()
+        cut.send_signal(signal.SIGINT)
+        stdout, stderr = cut.communicate(timeout=30)
+    finally:
+        proxy.pause = 0.0
+    assert cut.returncode == 130, stdout + stderr
+    before = settled(proxy) - start
+    assert before < SIZE // 2  # the parts in flight were cut, not finished
+
+    again = subprocess.run([str(CLI), "upload", "big.jpg", "--wait", "--json"], cwd=tmp_path, env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (job,) = [json.loads(line) for line in again.stdout.splitlines()]
+    assert job["status"] == "ready" and "upload" not in job
+    from tests.client.conftest import jobs_of
+
+    jobs = [item["pk"]["S"] for item in jobs_of(runner_at(aws), owner) if item["pk"]["S"].startswith("job#")]
+    assert jobs == ["job#" + job["job_id"]]  # one job: the first run's
+    total = proxy.bytes_up - start
+    assert total <= SIZE + 4 * PART + HEADS  # at worst the four parts in flight, cut
+    with capsys.disabled():
+        print(f"\nCLI, 40 MB, Ctrl-C twice: {before:,} bytes before, {total - before:,} on resume, "
+              f"{total:,} in all for {SIZE:,} ({total / SIZE:.4f} x)")

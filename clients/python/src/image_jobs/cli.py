@@ -259,10 +259,10 @@ def _run(args: argparse.Namespace, names: List[str],
             interrupted = True
             # Waits end at once; uploads stop once the parts in flight are stored (kept, to be
             # resumed). A second Ctrl-C stops at once: what was saved resumes just as well.
-            stop.set()
-            print("image-jobs: stopping once the parts in flight are stored; Ctrl-C again to "
-                  "stop at once", file=sys.stderr, flush=True)
             try:
+                stop.set()
+                print("image-jobs: stopping once the parts in flight are stored; Ctrl-C again to "
+                      "stop at once", file=sys.stderr, flush=True)
                 pool.shutdown(wait=True, cancel_futures=True)
             except KeyboardInterrupt:
                 printer.flush()
@@ -354,7 +354,9 @@ class _Printer:
             return [json.dumps({"code": "interrupted", "detail": "not sent"})]
         if o.deleted:
             return [json.dumps({"job_id": o.job.job_id, "deleted": True})]
-        return [json.dumps(o.job.raw)]
+        # An upload cut short shows its 202's body: without `upload`, whose URLs let anyone
+        # write the file for a while (GET never shows them either).
+        return [json.dumps({k: v for k, v in o.job.raw.items() if k != "upload"})]
 
     def _human(self, o: Outcome) -> List[str]:
         if o.error is not None:
