@@ -90,14 +90,20 @@ async function putParts(api, jobId, upload, file, onProgress, signal) {
 }
 
 // run(item) for every item, at most `limit` at once; their results in order. The first
-// failure rejects (the others then stop with the card's signal or end on their own).
+// failure rejects, and no item starts after it (those in flight end on their own).
 async function pool(items, limit, run) {
   const results = new Array(items.length);
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < items.length) {
+    while (next < items.length && !failed) {
       const index = next++;
-      results[index] = await run(items[index]);
+      try {
+        results[index] = await run(items[index]);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
