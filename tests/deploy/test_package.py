@@ -78,6 +78,21 @@ def test_every_requirement_is_in_the_package_at_its_pinned_version(packaged):
     assert {name: shipped.get(name) for name in pins} == pins
 
 
+def test_the_package_checks_cognitos_rs256_tokens_at_a_websocket_connect(packaged):
+    """WebSocket APIs take no Cognito authorizer, so push's connect verifies the token itself
+    (chalicelib/http/auth.py): RS256 needs PyJWT's cryptography, in the package, not just here.
+    Only the package and the standard library are on the path."""
+    import subprocess
+
+    probe = ("import os, sys; sys.path.insert(0, os.getcwd()); import jwt, jwt.algorithms as a; "
+             "assert jwt.__file__.startswith(os.getcwd()), jwt.__file__; "
+             "print(a.has_crypto and 'RS256' in a.get_default_algorithms())")
+    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 def test_the_package_fits_lambdas_direct_upload_limits(packaged):
     unzipped = sum(p.stat().st_size for p in packaged.unpacked.rglob("*") if p.is_file())
     assert packaged.zip_path.stat().st_size < MAX_ZIPPED
