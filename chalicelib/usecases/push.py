@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from enum import StrEnum
 from typing import Callable, Optional
@@ -106,15 +107,25 @@ class Push:
         return sent
 
     def publish_changes(self, records: list[dict]) -> int:
-        """A batch of the table's stream records: each job they moved, in order. Never raises:
-        a retried batch would hold the shard's later changes back."""
+        """A batch of the table's stream records: each job they moved, a job's changes in
+        order, different jobs side by side on PUSH_SEND_THREADS threads (one shard is read by
+        one invocation at a time, so its sends one after another would cap a shard's changes a
+        second; docs/scale.md). Never raises: a retried batch would hold the shard's later
+        changes back."""
         try:
             jobs = self._ctx.job_changes.changed_jobs(records)
         except Exception:
             log.exception("push_records_unread", records=len(records))
             self._ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
             return 0
-        return sum(self.publish(job) for job in jobs)
+        by_job: dict[str, list[Job]] = {}
+        for job in jobs:
+            by_job.setdefault(job.job_id, []).append(job)
+        threads = min(self._ctx.settings.push_send_threads, len(by_job))
+        if threads <= 1:
+            return sum(self.publish(job) for job in jobs)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
+            return sum(pool.map(lambda changes: sum(self.publish(job) for job in changes), by_job.values()))
 
     def _forget(self, connection_id: str, owner: Optional[str] = None) -> None:
         try:

@@ -274,3 +274,25 @@ def test_a_gone_connection_leaves_its_owners_set_even_when_its_own_entry_has_exp
               expires_at=START + timedelta(days=1), original_key="originals/j1")
     use_cases.push.publish(job)
     assert calls == [("dead", "alice")]
+
+
+def test_a_streams_batch_sends_different_jobs_side_by_side_and_each_jobs_changes_in_order():
+    """One shard is read by one invocation at a time: its sends one after another would cap
+    the shard at 1 / (send time) changes a second."""
+    use_cases, _, _ = world(trigger_on_writes=False)
+    use_cases.ctx.job_changes = DynamoJobChanges()
+    use_cases.push.connect("alice", "slow")
+    use_cases.ctx.push_sender.slow["slow"] = 0.2
+    records = []
+    for n in range(8):
+        queued = Job(job_id=f"j{n}", owner="alice", status=JobStatus.QUEUED, created_at=START,
+                     updated_at=START, expires_at=START + timedelta(days=1), original_key=f"originals/j{n}")
+        processing = queued.__class__(**{**queued.__dict__, "status": JobStatus.PROCESSING, "attempt": 1})
+        records += [{"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}},
+                    {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(processing)}}]
+    started = time.monotonic()
+    assert use_cases.push.publish_changes(records) == 16
+    assert time.monotonic() - started < 16 * 0.2 / 2  # 3.2 s one after another
+    for n in range(8):
+        statuses = [m["job"]["status"] for m in received(use_cases, "slow") if m["job"]["job_id"] == f"j{n}"]
+        assert statuses == ["queued", "processing"]
