@@ -154,8 +154,9 @@ class Settings:
     # Open connections one owner may have at once, across every instance; past it a connect
     # is refused with 429.
     max_push_connections_per_owner: int = 10
-    # The stream handler's sends side by side, one job's changes in order (usecases/push.py).
-    push_send_threads: int = 8
+    # The stream handler's sends side by side, one job's changes in order (usecases/push.py):
+    # enough for a shard written at its full rate (infra/capacity.py, docs/scale.md §9).
+    push_send_threads: int = 16
     # The longest a connection is kept in the table past its start: API Gateway closes every
     # connection after 2 hours, so an entry older than this has surely gone.
     push_connection_seconds: int = 7800
