@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run localstack localstack-install test chromium token bench stats trace deploy clean
+.PHONY: run localstack localstack-install test chromium token bench stats trace deploy chalice-deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,14 +42,21 @@ bench: $(VENV)/.installed  ## the resize benchmark
 	$(PY) benchmarks/resize.py
 
 STAGE ?= dev
+STAGE_CONFIG = $(PY) -m infra.stage_config $(STAGE) $(if $(STACK),--stack $(STACK))
 deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deploy STAGE=dev (docs/deploy.md)
-	$(PY) -m infra.stage_config $(STAGE) $(if $(STACK),--stack $(STACK))
+	$(STAGE_CONFIG)
+	$(MAKE) --no-print-directory chalice-deploy STAGE=$(STAGE)
+	# The first deploy creates the WebSocket API: its URL and ManageConnections on it reach the
+	# stage now (exit 3: the stage changed), and a second deploy carries them.
+	$(STAGE_CONFIG) --changed-exit-code 3 || { [ $$? = 3 ] && $(MAKE) --no-print-directory chalice-deploy STAGE=$(STAGE); }
+	$(PY) -m infra.gateway_responses $(STAGE)
+
+chalice-deploy:
 	# Chalice caches the package by a hash of the tree; bytecode goes into that package, and
 	# nothing may write a .pyc into chalicelib/ before deploy looks it up again (infra/bytecode.py).
 	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice package --stage $(STAGE) build/package-$(STAGE)
 	$(PY) -m infra.bytecode .
 	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice deploy --stage $(STAGE)
-	$(PY) -m infra.gateway_responses $(STAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -11,7 +11,7 @@ import threading
 from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Response
 
 from chalicelib.config import Settings
-from chalicelib.domain.errors import PoisonMessage, TransientError, Unauthorized
+from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, TransientError, Unauthorized
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
@@ -258,21 +258,28 @@ def get_push():
     return responses.push(settings.push_url)
 
 
-# The WebSocket API exists where PUSH_URL is set: the local runner's own (local/push_gateway.py).
-# Its cloud deployment (the API, ManageConnections, the table's stream) is not built yet.
-if settings.push_url:
+# The WebSocket API: in the cloud Chalice deploys it wherever the stage has the table's stream
+# (PUSH_STREAM_ARN, from the stack), and infra/stage_config.py then copies its URL into
+# PUSH_URL; locally the runner plays it (local/push_gateway.py) where PUSH_URL is set.
+if settings.serves_push:
     app.experimental_feature_flags.update(["WEBSOCKETS"])
 
     @app.on_ws_connect()
     def push_connect(event):
-        """Refused (401) unless the subprotocols carry a good token; 503 when it cannot be
-        recorded, since the connection would receive nothing."""
+        """Refused (401) unless the subprotocols carry a good token; 429 past the owner's
+        connections; 503 when it cannot be recorded, since it would receive nothing."""
+        from chalicelib.usecases.push import Refusal
+
         headers = {k.lower(): v for k, v in (event.to_dict().get("headers") or {}).items()}
         try:
             owner = auth.push_owner(headers.get("sec-websocket-protocol"), settings)
-            use_cases().push.connect(owner, event.connection_id)
         except Unauthorized:
+            use_cases().push.refused(Refusal.UNAUTHORIZED)
             return Response(body="", status_code=401)
+        try:
+            use_cases().push.connect(owner, event.connection_id)
+        except PushConnectionsFull:
+            return Response(body="", status_code=429)
         except TransientError:
             return Response(body="", status_code=503)
         return Response(body="", status_code=200, headers={"Sec-WebSocket-Protocol": auth.PUSH_PROTOCOL})

@@ -91,7 +91,7 @@ def build_use_cases(settings: Settings) -> UseCases:
                                    connection=pynamodb, prepare_client=guard),
         gauges=gauges,
     ))
-    if settings.push_url:
+    if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, pynamodb)
     return use_cases
 

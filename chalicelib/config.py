@@ -142,13 +142,21 @@ class Settings:
     # hold; and how many held requests one owner may have at once, across every instance.
     max_wait_seconds: int = 20
     max_waits_per_owner: int = 4
-    # Push (docs/contract.md "Push"): the WebSocket URL clients connect to (empty: no push),
-    # the management endpoint the fan-out posts to (API Gateway's https://<api>/<stage>;
-    # locally the runner's), and the table's stream that drives the fan-out in the cloud
-    # (empty: the writes themselves hand each change to the fan-out, as the local runner does).
+    # Push (docs/contract.md "Push"): the WebSocket URL clients connect to, the management
+    # endpoint the fan-out posts to (API Gateway's https://<api>/<stage>; locally the
+    # runner's), and the table's stream that drives the fan-out in the cloud (empty: the
+    # writes themselves hand each change to the fan-out, as the local runner does). A stage
+    # serves push when either is set (`serves_push`): a cloud stage knows its stream before
+    # its first deploy creates the WebSocket API, whose URL infra/stage_config.py adds after.
     push_url: str = ""
     push_management_url: str = ""
     push_stream_arn: str = ""
+    # Open connections one owner may have at once, across every instance; past it a connect
+    # is refused with 429.
+    max_push_connections_per_owner: int = 10
+    # The stream handler's sends side by side, one job's changes in order (usecases/push.py):
+    # enough for a shard written at its full rate (infra/capacity.py, docs/scale.md §9).
+    push_send_threads: int = 16
     # The longest a connection is kept in the table past its start: API Gateway closes every
     # connection after 2 hours, so an entry older than this has surely gone.
     push_connection_seconds: int = 7800
@@ -254,6 +262,9 @@ class Settings:
                              f"{min(28, self.api_timeout_seconds - WAIT_MARGIN_SECONDS)}: under the "
                              f"gateway's 29 s and API_TIMEOUT_SECONDS ({self.api_timeout_seconds}) less "
                              f"{WAIT_MARGIN_SECONDS} s to answer")
+        if self.max_push_connections_per_owner < 1:
+            raise ValueError("MAX_PUSH_CONNECTIONS_PER_OWNER must be at least 1, "
+                             f"got {self.max_push_connections_per_owner}")
         if not 2 <= self.worker_max_concurrency <= 1000:
             raise ValueError("WORKER_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.worker_max_concurrency}")
@@ -284,6 +295,10 @@ class Settings:
             raise ValueError(f"DECODE_MEMORY_MB ({self.decode_memory_mb}) and the worker's own "
                              f"{WORKER_OWN_MB} MB do not fit the function's memory ({memory} MB): "
                              "lower DECODE_MEMORY_MB or give the worker function more memory")
+
+    @property
+    def serves_push(self) -> bool:
+        return bool(self.push_url or self.push_stream_arn)
 
     @property
     def enabled_formats(self) -> tuple[RenditionFormat, ...]:

@@ -412,12 +412,15 @@ class PushConnections(Protocol):
     unavailable. An entry whose connection closed without a disconnect is forgotten when a
     send finds it gone, or with its item's time."""
 
-    def add(self, owner: str, connection_id: str, until: datetime) -> None:
-        """Record the connection, kept at least until `until` (past API Gateway's 2 hours)."""
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
+        """Record the connection, kept at least until `until` (past API Gateway's 2 hours),
+        unless the owner has `limit` others already, across every instance: then
+        PushConnectionsFull, and nothing recorded. Adding a recorded one again succeeds."""
         ...
 
-    def remove(self, connection_id: str) -> None:
-        """Forget the connection, whoever owns it. Idempotent."""
+    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
+        """Forget the connection. Idempotent. With `owner` (a send found it gone), it leaves
+        the owner's connections even if its own entry has expired already."""
         ...
 
     def of_owner(self, owner: str) -> list[str]:

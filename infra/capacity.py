@@ -464,6 +464,8 @@ def main() -> int:
     print(prices.report())
     print()
     print(wait_report())
+    print()
+    print(push_report())
     return 0
 
 
@@ -519,10 +521,135 @@ def wait_report() -> str:
              f"each at most {s.max_wait_seconds} s"]
     for per_day in (1_000_000, 10_000_000, 100_000_000):
         for row in wait_usage(per_day):
-            flag = "  BREAKS (quota increase, or push: issue 28)" if row.load > 1 else ""
+            flag = "  BREAKS (quota increase, or push: docs/scale.md §9)" if row.load > 1 else ""
             lines.append(f"  {per_day // 1_000_000:>4}M/day {row.component:<34} peak {row.peak:>9,.0f} "
                          f"{row.unit:<10} of {row.capacity:>7,.0f}  load {row.load:>6.2f}{flag}")
     lines.append(prices.wait_report())
+    return "\n".join(lines)
+
+
+# -- push (docs/contract.md "Push", docs/scale.md §9) -----------------------------------------
+# AWS's limits for API Gateway WebSocket APIs and DynamoDB Streams, as published (not checked live).
+WS_NEW_CONNECTIONS_PER_S = 500  # per account and Region; adjustable
+WS_MAX_CONNECTION_S = 7_200  # then the gateway closes it; 10 idle minutes close it sooner
+WS_MESSAGE_UNIT_BYTES = 32 * 1024  # billed per 32 KB of a message
+# Assumed: PostToConnection calls count against the account's API Gateway throttle
+# (10,000 rps), shared with the REST API's requests; the quotas page names no other.
+STREAM_POLLS_PER_S = 4  # Lambda polls each shard 4 times a second
+STREAM_SHARD_RECORDS_PER_S = DYNAMO_PARTITION_WCU  # a shard follows one partition's writes
+STREAM_BATCH = 100  # app.py's push_job_changes batch_size
+NEW_TABLE_PARTITIONS = 4  # an on-demand table starts with 4,000 WCU: about 4 partitions, 4 shards
+# Measured from the code (tests/unit/test_push_capacity.py re-counts them): messages a
+# watching connection gets for one image by each path (every status: awaiting_upload on a
+# direct upload, queued, processing, ready); the registry's units (dynamo_push.py): a connect
+# puts the connection and updates the owner's set, a disconnect reads the connection
+# (consistent) and updates and deletes; each change reads the owner's set (consistent).
+PUSH_MESSAGES = {"upload": 3, "direct_upload": 4}
+PUSH_CONNECT_WRU, PUSH_DISCONNECT_WRU, PUSH_DISCONNECT_RRU, PUSH_CHANGE_RRU = 2, 2, 1, 1
+PUSH_MESSAGE_UNITS = 1  # a ready job's message, presigned URLs and every variant, is far under 32 KB
+# Assumptions about clients and the fan-out.
+PUSH_CONNECTIONS_PER_USER = 1.5  # a phone, now and then a page too
+PUSH_SESSIONS_PER_CONNECTION_DAY = 3  # connects a day (each ends in a disconnect)
+PUSH_SESSION_MINUTES = 10  # connected while the app is open
+PUSH_SEND_MS = 15  # one PostToConnection in the Region
+PUSH_BUILD_MS = 2  # the job's body as GET shows it, its presigned URLs
+PUSH_CONNECT_SECONDS = 0.06  # a connect at 256 MB: the RS256 check, two writes
+PUSH_FUNCTION_GB = 0.5  # push_job_changes, 512 MB
+PUSH_CONNECT_GB = 0.25
+
+
+def push_messages_per_image(direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
+    """Messages one watching connection gets for one image."""
+    return (1 - direct_share) * PUSH_MESSAGES["upload"] + direct_share * PUSH_MESSAGES["direct_upload"]
+
+
+def push_connects_per_image() -> float:
+    return PUSH_CONNECTIONS_PER_USER * PUSH_SESSIONS_PER_CONNECTION_DAY / IMAGES_PER_ACTIVE_USER_DAY
+
+
+def push_connection_minutes_per_image() -> float:
+    return push_connects_per_image() * PUSH_SESSION_MINUTES
+
+
+def push_change_seconds() -> float:
+    """One job change in push_job_changes: its body, the owner's set, a send to each connection."""
+    return (PUSH_BUILD_MS + DYNAMO_CALL_MS + PUSH_CONNECTIONS_PER_USER * PUSH_SEND_MS) / 1000
+
+
+def stream_records_per_image() -> float:
+    """The stream carries every write of the table: the job's (a creation's transaction writes
+    2 items at 2 units each), the owner's request rate (one an API request; with push the upload
+    and a discovery a session), and the registry's."""
+    job_writes = per_image("wcu", polls=0) - 2
+    requests = 1 + push_connects_per_image()
+    return job_writes + requests * RATE_LIMIT_WRU_PER_REQUEST + push_connects_per_image() * 3
+
+
+def stream_shards(images_per_day: float, burst: float = DESIGN_BURST) -> int:
+    """Shards follow partitions: enough for the peak's writes, never fewer than a new table's."""
+    writes = peak_rate(images_per_day, burst) * stream_records_per_image()
+    return max(NEW_TABLE_PARTITIONS, math.ceil(writes / STREAM_SHARD_RECORDS_PER_S))
+
+
+def stream_invocations_per_image(images_per_day: float) -> float:
+    """Lambda takes what a shard holds at each poll, up to the batch size."""
+    per_poll = images_per_day / DAY * stream_records_per_image() / stream_shards(images_per_day) / STREAM_POLLS_PER_S
+    return stream_records_per_image() / min(STREAM_BATCH, max(1.0, per_poll))
+
+
+def fanout_changes_per_shard_s(threads: Optional[int] = None) -> float:
+    """One invocation at a time per shard (parallelization factor 1: Chalice 1.34 sets no other),
+    its sends on PUSH_SEND_THREADS threads."""
+    threads = threads or Settings().push_send_threads
+    return threads / push_change_seconds()
+
+
+def push_usage(images_per_day: float, burst: float = DESIGN_BURST, threads: Optional[int] = None) -> list[Usage]:
+    avg = images_per_day / DAY
+    top = avg * burst
+    users = images_per_day / IMAGES_PER_ACTIVE_USER_DAY
+    connected = users * PUSH_CONNECTIONS_PER_USER * PUSH_SESSIONS_PER_CONNECTION_DAY * PUSH_SESSION_MINUTES * 60 / DAY
+    connects = avg * push_connects_per_image()
+    sends = push_messages_per_image() * PUSH_CONNECTIONS_PER_USER
+    rest = 1 + POLLS_PER_IMAGE  # the REST API's requests the throttle also counts (polling clients)
+    shards = stream_shards(images_per_day, burst)
+    changes = push_messages_per_image()
+    return [
+        Usage("WebSocket: connections open", "none published (2 h each at most)",
+              connected, connected * burst, float("inf"), "open"),
+        Usage("WebSocket: new connections", "500/s per account (adjustable)",
+              connects, connects * burst, WS_NEW_CONNECTIONS_PER_S, "conn/s"),
+        Usage("PostToConnection + REST requests", "10,000 rps per account (assumed shared)",
+              avg * (sends + 1), top * (sends + 1), API_GATEWAY_RPS, "req/s"),
+        Usage("  the same, clients polling instead", "10,000 rps per account",
+              avg * rest, top * rest, API_GATEWAY_RPS, "req/s"),
+        Usage(f"stream fan-out, per shard ({shards} shards)", "1 invocation a shard at a time",
+              avg * changes / shards, top * changes / shards, fanout_changes_per_shard_s(threads), "changes/s"),
+        Usage("stream handler concurrency", "1,000 per account (Lambda, shared)",
+              shards, shards, LAMBDA_ACCOUNT_CONCURRENCY, "concurrent"),
+        Usage("stream shard writes", "1,000 records/s per shard",
+              avg * stream_records_per_image() / shards, top * stream_records_per_image() / shards,
+              STREAM_SHARD_RECORDS_PER_S, "records/s"),
+    ]
+
+
+def push_report() -> str:
+    from infra import prices
+
+    s = Settings()
+    lines = [f"push: {push_messages_per_image():g} messages an image a connection, "
+             f"{PUSH_CONNECTIONS_PER_USER:g} connections a user, {push_connection_minutes_per_image():.1f} "
+             f"connection-minutes an image, {stream_records_per_image():.1f} stream records an image; "
+             f"a change takes {push_change_seconds() * 1000:.1f} ms of sends, {s.push_send_threads} side by side: "
+             f"{fanout_changes_per_shard_s():,.0f} changes/s a shard; at most {s.max_push_connections_per_owner} "
+             "connections an owner"]
+    for per_day in (1_000_000, 10_000_000, 100_000_000):
+        for row in push_usage(per_day):
+            flag = "  BREAKS" if row.load > 1 else ""
+            capacity = "-" if math.isinf(row.capacity) else f"{row.capacity:,.0f}"
+            lines.append(f"  {per_day // 1_000_000:>4}M/day {row.component:<38} avg {row.average:>10,.0f} "
+                         f"peak {row.peak:>10,.0f} {row.unit:<10} of {capacity:>7}  load {row.load:>5.2f}{flag}")
+    lines.append(prices.push_report())
     return "\n".join(lines)
 
 

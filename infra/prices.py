@@ -29,6 +29,9 @@ DYNAMO_WRITE_UNIT = 0.625 / 1e6  # on demand
 DYNAMO_READ_UNIT = 0.125 / 1e6
 DYNAMO_STORAGE_GB_MONTH = 0.25
 DYNAMO_PITR_GB_MONTH = 0.20
+# API Gateway WebSocket APIs: messages (each 32 KB a unit; sent and received), connection time.
+API_GATEWAY_WS_MESSAGE: Tiers = ((1e9, 1.00 / 1e6), (None, 0.80 / 1e6))
+API_GATEWAY_WS_CONNECTION_MINUTE = 0.25 / 1e6
 LAMBDA_LOGS_GB: Tiers = ((10e3, 0.50), (20e3, 0.25), (20e3, 0.10), (None, 0.05))  # GB ingested
 COGNITO_LITE_MAU: Tiers = ((10e3, 0.0), (90e3, 0.0055), (900e3, 0.0046), (9e6, 0.00325), (None, 0.0025))
 ALARM_MONTH = 0.10
@@ -204,3 +207,57 @@ def formats_cost_per_1000(images_per_day: float, formats: tuple[str, ...]) -> di
     base = sum(line.per_1000 for line in cost_per_1000(images_per_day))
     return {**extra, "worker_gb_s": worker_gbs, "stored_mb": stored_gb * 1000,
             "total": base + sum(extra.values())}
+
+
+def polls_per_1000(images_per_day: float) -> float:
+    """The schedule's polls of one image (cap.POLLS_PER_IMAGE), per 1,000 images: what a
+    client that waits or is pushed to no longer sends."""
+    month = images_per_day * MONTH_DAYS
+    one = (marginal(1, month, API_GATEWAY_REST) + LAMBDA_REQUEST + DYNAMO_READ_UNIT
+           + cap.RATE_LIMIT_WRU_PER_REQUEST * DYNAMO_WRITE_UNIT
+           + marginal(cap.API_POLL_SECONDS * API_MEMORY_GB, month, LAMBDA_GB_SECOND))
+    return cap.POLLS_PER_IMAGE * one * 1000
+
+
+def push_per_1000(images_per_day: float) -> list[Line]:
+    """What push adds per 1,000 images (every client watching by push), against the polls it
+    replaces; a discovery GET each session is counted, a reconnect's re-read is not."""
+    month = images_per_day * MONTH_DAYS
+    messages = cap.push_messages_per_image() * cap.PUSH_CONNECTIONS_PER_USER * cap.PUSH_MESSAGE_UNITS
+    minutes = cap.push_connection_minutes_per_image()
+    connects = cap.push_connects_per_image()
+    connect_gbs = 2 * connects * cap.PUSH_CONNECT_SECONDS * cap.PUSH_CONNECT_GB
+    changes = cap.push_messages_per_image()
+    fanout_gbs = changes * cap.push_change_seconds() * cap.PUSH_FUNCTION_GB
+    invocations = 2 * connects + cap.stream_invocations_per_image(images_per_day)
+    wru = connects * (cap.PUSH_CONNECT_WRU + cap.PUSH_DISCONNECT_WRU + cap.RATE_LIMIT_WRU_PER_REQUEST)
+    rru = connects * (cap.PUSH_DISCONNECT_RRU + 1) + changes * cap.PUSH_CHANGE_RRU
+    discovery = connects * (marginal(1, month, API_GATEWAY_REST) + LAMBDA_REQUEST)
+    lines = [
+        Line("WebSocket messages", f"{messages:g} (32 KB units)", marginal(messages, month, API_GATEWAY_WS_MESSAGE)),
+        Line("WebSocket connection time", f"{minutes:g} connection-minutes", minutes * API_GATEWAY_WS_CONNECTION_MINUTE),
+        Line("Lambda connect, fan-out", f"{connect_gbs + fanout_gbs:.4f} GB-s",
+             marginal(connect_gbs + fanout_gbs, month, LAMBDA_GB_SECOND)),
+        Line("Lambda requests", f"{invocations:.2f} invocations", invocations * LAMBDA_REQUEST),
+        Line("DynamoDB", f"{wru:.2f} WRU, {rru:.2f} RRU", wru * DYNAMO_WRITE_UNIT + rru * DYNAMO_READ_UNIT),
+        Line("GET /push, a session", f"{connects:.2f} requests", discovery),
+        Line("DynamoDB stream reads", "free for Lambda triggers", 0.0),
+    ]
+    return [Line(line.component, line.basis, line.per_1000 * 1000) for line in lines]
+
+
+def push_report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
+    head = f"{'push adds, per 1,000 images':<58}" + "".join(f"{v // 1_000_000:>9}M/d" for v in volumes)
+    rows = [head]
+    tables = [push_per_1000(v) for v in volumes]
+    for i, line in enumerate(tables[0]):
+        rows.append(f"{line.component:<26} {line.basis:<31}" + "".join(f"{t[i].per_1000:>11.4f}" for t in tables))
+    pushed = [sum(x.per_1000 for x in t) for t in tables]
+    polls = [polls_per_1000(v) for v in volumes]
+    waits = [sum(x.per_1000 for x in waits_per_1000(v)) for v in volumes]
+    rows.append(f"{'push, gross':<58}" + "".join(f"{p:>11.4f}" for p in pushed))
+    rows.append(f"{'  polls not sent':<58}" + "".join(f"{-p:>11.4f}" for p in polls))
+    rows.append(f"{'push, net':<58}" + "".join(f"{p - q:>11.4f}" for p, q in zip(pushed, polls)))
+    rows.append(f"{'waits, net (above)':<58}" + "".join(f"{w:>11.4f}" for w in waits))
+    rows.append(f"{'polling: the two polls themselves':<58}" + "".join(f"{p:>11.4f}" for p in polls))
+    return "\n".join(rows)

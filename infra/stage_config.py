@@ -9,6 +9,11 @@ table, queue and user pool into `stages.<stage>.environment_variables` of
 .chalice/config.json (other keys are kept), and writes .chalice/policy-<stage>.json: the
 stage's least-privilege policy (config.json sets `autogen_policy: false`), naming exactly
 this stack's resources. Run it again whenever the stack is replaced.
+
+Push's WebSocket API is Chalice's (the stage's first `chalice deploy` creates it), so its URL
+and the policy's ManageConnections on it come from Chalice's record of the last deploy,
+.chalice/deployed/<stage>.json, once there is one: `make deploy` runs this again after
+deploying, and deploys a second time when that changed the stage.
 """
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ OUTPUT_SETTINGS = {
     "WebOrigin": "cors_allow_origin",
     # The app refuses a retention the bucket's lifecycle would cut short.
     "ObjectExpirationDays": "bucket_lifecycle_days",
+    # Push's trigger; with it the app declares the WebSocket API (app.py).
+    "JobsTableStreamArn": "push_stream_arn",
 }
 # lambda_functions.<name>.lambda_timeout -> the Settings field the app budgets time with
 # (chalicelib/runtime/deadline.py); the lease must also outlast the worker's (Settings._check).
@@ -105,25 +112,90 @@ def environment_for(outputs: Mapping[str, str], stage_config: Mapping | None = N
     return env
 
 
+def deployed_websocket_api(project_dir: Path, stage: str) -> str | None:
+    """The WebSocket API's id from Chalice's record of the stage's last deploy; None before
+    the first (that deploy creates it: `make deploy` then writes the stage again)."""
+    path = project_dir / ".chalice" / "deployed" / f"{stage}.json"
+    if not path.exists():
+        return None
+    for resource in json.loads(path.read_text()).get("resources", []):
+        if resource.get("resource_type") == "websocket_api":
+            return resource["websocket_api_id"]
+    return None
+
+
+def push_endpoints(api_id: str, region: str, partition: str, api_stage: str) -> dict[str, str]:
+    """PUSH_URL and PUSH_MANAGEMENT_URL of a WebSocket API: the host Chalice's
+    configure_from_api_id builds, wss:// for clients and https:// for PostToConnection."""
+    suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    host = f"{api_id}.execute-api.{region}.{suffix}/{api_stage}"
+    return {env_name("push_url"): f"wss://{host}", env_name("push_management_url"): f"https://{host}"}
+
+
+def _with_push_endpoints(env: dict, project_dir: Path, stage: str, stage_config: Mapping,
+                         outputs: Mapping[str, str]) -> tuple[str, str] | None:
+    """Set the WebSocket API's URLs in `env` once it is deployed (never a stale one before);
+    its (id, API Gateway stage) for the policy, or None."""
+    api_id = deployed_websocket_api(project_dir, stage) if outputs.get("JobsTableStreamArn") else None
+    if api_id is None:
+        for field in ("push_url", "push_management_url"):
+            env.pop(env_name(field), None)
+        return None
+    api_stage = stage_config.get("api_gateway_stage", "api")
+    partition, region, _ = _arn_parts(outputs["JobsTableArn"])
+    env.update(push_endpoints(api_id, region, partition, api_stage))
+    return api_id, api_stage
+
+
 def _arn_parts(arn: str) -> tuple[str, str, str]:
     """(partition, region, account) of a regional ARN."""
     _, partition, _, region, account, _ = arn.split(":", 5)
     return partition, region, account
 
 
-def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, stage: str) -> dict:
+def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, stage: str,
+                 websocket_api: tuple[str, str] | None = None) -> dict:
     """What the functions of one stage may do: the calls chalicelib/adapters make, the
-    SQS event source's polling, and their own logs. tests/deploy/test_policy.py derives the
-    calls from the code and checks this list against them, both ways."""
+    SQS event source's polling, the stream's reading, and their own logs; with
+    `websocket_api` (its id and API Gateway stage), posting to its connections.
+    tests/deploy/test_policy.py derives the calls from the code and checks this list
+    against them, both ways."""
     bucket_arn = outputs["ImagesBucketArn"]
     table_arn = outputs["JobsTableArn"]
     partition, region, account = _arn_parts(table_arn)
     prefixes = (settings.originals_prefix, settings.renditions_prefix)
     # Chalice names the functions <app>-<stage> (the API) and <app>-<stage>-<handler>.
     log_groups = f"arn:{partition}:logs:{region}:{account}:log-group:/aws/lambda/{app_name}-{stage}*"
+    push = []
+    if outputs.get("JobsTableStreamArn"):
+        push += [
+            {
+                "Sid": "PushStream",
+                "Effect": "Allow",
+                # The stream's event source reads with the function's role: this stream only.
+                "Action": ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+                "Resource": [outputs["JobsTableStreamArn"]],
+            },
+            {
+                "Sid": "PushStreamList",
+                "Effect": "Allow",
+                # ListStreams names no one stream: the table's streams, no other table's.
+                "Action": ["dynamodb:ListStreams"],
+                "Resource": [f"{table_arn}/stream/*"],
+            },
+        ]
+    if websocket_api:
+        api_id, api_stage = websocket_api
+        push.append({
+            "Sid": "PushConnections",
+            "Effect": "Allow",
+            # PostToConnection on this WebSocket API's stage only.
+            "Action": ["execute-api:ManageConnections"],
+            "Resource": [f"arn:{partition}:execute-api:{region}:{account}:{api_id}/{api_stage}/POST/@connections/*"],
+        })
     return {
         "Version": "2012-10-17",
-        "Statement": [
+        "Statement": push + [
             {
                 "Sid": "OwnLogs",
                 "Effect": "Allow",
@@ -269,13 +341,14 @@ def write_stage(project_dir: Path, stage: str, outputs: Mapping[str, str]) -> tu
     stage_config = config["stages"][stage]
     env = stage_config.setdefault("environment_variables", {})
     env.update(environment_for(outputs, stage_config))
+    websocket_api = _with_push_endpoints(env, project_dir, stage, stage_config, outputs)
     check_stage(stage_config, None, outputs)
     settings = Settings.from_environ(env)  # the app's own start-up checks, before deploying
     check_stage(stage_config, settings, outputs)
 
     policy_name = stage_config.get("iam_policy_file", f"policy-{stage}.json")
     policy_path = chalice_dir / policy_name
-    policy = stage_policy(outputs, settings, config["app_name"], stage)
+    policy = stage_policy(outputs, settings, config["app_name"], stage, websocket_api)
     policy_path.write_text(json.dumps(policy, indent=2) + "\n")
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return config_path, policy_path
@@ -289,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", help="the stack's region (default: the AWS CLI's)")
     parser.add_argument("--outputs", type=Path, help="saved outputs instead of asking AWS")
     parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    parser.add_argument("--changed-exit-code", type=int, default=0, metavar="N",
+                        help="exit N when this changed the variables or the policy (make deploy "
+                             "deploys again then: the first deploy creates the WebSocket API)")
     args = parser.parse_args(argv)
+    before = _stage_files(args.project_dir)
     try:
         if args.outputs:
             outputs = read_outputs_file(args.outputs)
@@ -300,7 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stage_config: {error}", file=sys.stderr)
         return 1
     print(f"wrote the {args.stage} stage's variables to {config_path} and its policy to {policy_path}")
+    if args.changed_exit_code and _stage_files(args.project_dir) != before:
+        print("stage_config: the stage changed (the WebSocket API's URL, say): deploy it again")
+        return args.changed_exit_code
     return 0
+
+
+def _stage_files(project_dir: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in (project_dir / ".chalice").glob("*.json")}
 
 
 if __name__ == "__main__":

@@ -518,12 +518,17 @@ class FakePushConnections:
         if self.down:
             raise TransientError("push connections unavailable")
 
-    def add(self, owner: str, connection_id: str, until: datetime) -> None:
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
+        from chalicelib.domain.errors import PushConnectionsFull
+
         with self._lock:
             self._check()
+            others = [c for c, (o, _) in self.connections.items() if o == owner and c != connection_id]
+            if len(others) >= limit:
+                raise PushConnectionsFull(owner)
             self.connections[connection_id] = (owner, until)
 
-    def remove(self, connection_id: str) -> None:
+    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
         with self._lock:
             self._check()
             self.connections.pop(connection_id, None)

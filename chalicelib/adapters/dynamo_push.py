@@ -13,11 +13,12 @@ from typing import Any, Callable, Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
+from pynamodb.expressions.condition import size
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem, SharedConnection
-from chalicelib.domain.errors import TransientError
+from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem, SharedConnection, condition_failed
+from chalicelib.domain.errors import PushConnectionsFull, TransientError
 from chalicelib.domain.jobs import Job
 
 OWNER_PUSH_PREFIX = "push#"
@@ -48,27 +49,55 @@ class DynamoPushConnections:
         SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
                          **settings).serve(self._owners, self._connections)
 
-    def add(self, owner: str, connection_id: str, until: datetime) -> None:
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
         o = self._owners
+        item = self._connections(CONNECTION_PREFIX + connection_id, owner=owner, expires_at=until)
         try:
             # The owner's entry last: a connection the set names always has its owner item.
-            self._connections(CONNECTION_PREFIX + connection_id, owner=owner, expires_at=until).save()
+            item.save()
+            # The cap is the set's size, checked in the same write that grows it, so it holds
+            # across every instance; a retried connect is already in the set.
             o(OWNER_PUSH_PREFIX + owner).update(
-                actions=[o.connections.add({connection_id}), o.expires_at.set(until)])
+                actions=[o.connections.add({connection_id}), o.expires_at.set(until)],
+                condition=(o.connections.does_not_exist() | (size(o.connections) < limit)
+                           | o.connections.contains(connection_id)))
         except PynamoDBException as error:
-            raise TransientError("push connections unavailable") from error
+            if not condition_failed(error):
+                raise TransientError("push connections unavailable") from error
+            self._forget_item(item)
+            raise PushConnectionsFull(owner) from None
 
-    def remove(self, connection_id: str) -> None:
+    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
         o = self._owners
         try:
             try:
                 item = self._connections.get(CONNECTION_PREFIX + connection_id, consistent_read=True)
             except DoesNotExist:
-                return
-            o(OWNER_PUSH_PREFIX + item.owner).update(actions=[o.connections.delete({connection_id})])
-            item.delete()
+                item = None
+            owner = item.owner if item is not None else owner
+            if owner is not None:
+                self._leave_set(owner, connection_id)
+            if item is not None:
+                item.delete()
         except PynamoDBException as error:
             raise TransientError("push connections unavailable") from error
+
+    def _leave_set(self, owner: str, connection_id: str) -> None:
+        o = self._owners
+        try:
+            # Only an existing entry: an update would otherwise create one with no time to go.
+            o(OWNER_PUSH_PREFIX + owner).update(actions=[o.connections.delete({connection_id})],
+                                                condition=o.pk.exists())
+        except PynamoDBException as error:
+            if not condition_failed(error):
+                raise
+
+    @staticmethod
+    def _forget_item(item) -> None:
+        try:
+            item.delete()
+        except PynamoDBException:
+            pass  # its time removes it; the owner's set never named it
 
     def of_owner(self, owner: str) -> list[str]:
         try:

@@ -141,3 +141,7 @@ class RetryLater(TransientError):
 
 class ConnectionGone(Exception):
     """A push connection that has closed (API Gateway's GoneException): forget it."""
+
+
+class PushConnectionsFull(Exception):
+    """The owner already has as many push connections open as it may: refuse another."""

@@ -50,6 +50,8 @@ class Metric(StrEnum):
     WAITS_REFUSED = "WaitsRefused"          # answered at once instead: owner's slots full, or loaded
     WAIT_TIME = "WaitTime"                  # how long a held request was held
     PUSH_CONNECTS = "PushConnects"          # WebSocket connections accepted
+    PUSH_REFUSED = "PushRefused"            # connects refused, by Reason
+    PUSH_DISCONNECTS = "PushDisconnects"    # disconnects the gateway reported
     PUSH_MESSAGES = "PushMessages"          # job changes handed to a connection
     PUSH_GONE = "PushGone"                  # connections found closed by a send, and forgotten
     PUSH_FAILURES = "PushFailures"          # changes not sent: gateway or table down, fan-out full

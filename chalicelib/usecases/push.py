@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from enum import StrEnum
 from typing import Callable, Optional
 
-from chalicelib.domain.errors import ConnectionGone
+from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, TransientError
 from chalicelib.domain.jobs import Job
 from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
 from chalicelib.runtime.logs import get_logger
-from chalicelib.runtime.metrics import Metric
+from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
 
@@ -31,21 +33,43 @@ def message(job: Job, urls: Optional[Urls]) -> str:
     return json.dumps(push_body(job, urls), separators=(",", ":"))
 
 
+class Refusal(StrEnum):
+    """Why a connect was refused (the metric's Reason; the contract's status beside each)."""
+
+    UNAUTHORIZED = "unauthorized"   # 401: no good token offered
+    FULL = "full"                   # 429: the owner's cap of open connections
+    UNAVAILABLE = "unavailable"     # 503: the connection could not be recorded
+
+
 class Push:
     def __init__(self, ctx: Context, urls: Callable[[Job], Optional[Urls]]):
         self._ctx = ctx
         self._urls = urls
 
     def connect(self, owner: str, connection_id: str) -> None:
-        """Record an accepted connection. TransientError when it cannot be: refuse it, since
-        it would receive nothing."""
+        """Record an accepted connection. PushConnectionsFull past the owner's cap
+        (MAX_PUSH_CONNECTIONS_PER_OWNER); TransientError when it cannot be recorded: refuse
+        it, since it would receive nothing."""
         ctx = self._ctx
         until = ctx.clock() + timedelta(seconds=ctx.settings.push_connection_seconds)
-        ctx.push_connections.add(owner, connection_id, until)
+        try:
+            ctx.push_connections.add(owner, connection_id, until, ctx.settings.max_push_connections_per_owner)
+        except PushConnectionsFull:
+            self.refused(Refusal.FULL)
+            raise
+        except TransientError:
+            self.refused(Refusal.UNAVAILABLE)
+            raise
         ctx.metrics.emit({Metric.PUSH_CONNECTS: 1})
         log.info("push_connected", connection_id=connection_id)
 
+    def refused(self, reason: "Refusal") -> None:
+        """Count a connect refused (the app refuses a bad token before any owner is known)."""
+        self._ctx.metrics.emit({Metric.PUSH_REFUSED: 1}, {Dimension.REASON: reason})
+        log.info("push_refused", reason=reason.value)
+
     def disconnect(self, connection_id: str) -> None:
+        self._ctx.metrics.emit({Metric.PUSH_DISCONNECTS: 1})
         self._forget(connection_id)
 
     def publish(self, job: Job) -> int:
@@ -73,7 +97,7 @@ class Push:
                 sent += 1
             except ConnectionGone:
                 gone += 1
-                self._forget(connection_id)
+                self._forget(connection_id, job.owner)
             except Exception:
                 failed += 1
                 log.warning("push_send_failed", job_id=job.job_id, connection_id=connection_id)
@@ -83,19 +107,29 @@ class Push:
         return sent
 
     def publish_changes(self, records: list[dict]) -> int:
-        """A batch of the table's stream records: each job they moved, in order. Never raises:
-        a retried batch would hold the shard's later changes back."""
+        """A batch of the table's stream records: each job they moved, a job's changes in
+        order, different jobs side by side on PUSH_SEND_THREADS threads (one shard is read by
+        one invocation at a time, so its sends one after another would cap a shard's changes a
+        second; docs/scale.md). Never raises: a retried batch would hold the shard's later
+        changes back."""
         try:
             jobs = self._ctx.job_changes.changed_jobs(records)
         except Exception:
             log.exception("push_records_unread", records=len(records))
             self._ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
             return 0
-        return sum(self.publish(job) for job in jobs)
+        by_job: dict[str, list[Job]] = {}
+        for job in jobs:
+            by_job.setdefault(job.job_id, []).append(job)
+        threads = min(self._ctx.settings.push_send_threads, len(by_job))
+        if threads <= 1:
+            return sum(self.publish(job) for job in jobs)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
+            return sum(pool.map(lambda changes: sum(self.publish(job) for job in changes), by_job.values()))
 
-    def _forget(self, connection_id: str) -> None:
+    def _forget(self, connection_id: str, owner: Optional[str] = None) -> None:
         try:
-            self._ctx.push_connections.remove(connection_id)
+            self._ctx.push_connections.remove(connection_id, owner)
         except Exception:
             # Its item's time removes it, or the next send that finds it gone.
             log.warning("push_connection_not_forgotten", connection_id=connection_id)

@@ -19,8 +19,14 @@ HERE = Path(__file__).resolve().parent
 # What `aws cloudformation describe-stacks` returns for a deployed infra/template.yaml
 # (stack image-jobs-dev, account 123456789012); test_template checks it names every output.
 OUTPUTS_FILE = HERE / "stack-outputs.json"
+# What `chalice deploy` records of the stage's first deploy (.chalice/deployed/dev.json): the
+# WebSocket API it created, whose id the second pass of `make deploy` writes into the stage.
+CHALICE_DEPLOYED_FILE = HERE / "chalice-deployed-dev.json"
 STAGE = "dev"
 REGION = "us-east-1"
+# The functions of a cloud stage: their keys in lambda_functions of .chalice/config.json.
+FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans", "deliver_webhook",
+             "push_job_changes", "websocket_connect", "websocket_message", "websocket_disconnect"}
 # What Chalice deploys: app.py, chalicelib/ and requirements.txt, with .chalice/config.json.
 DEPLOYED = ("app.py", "chalicelib", "requirements.txt")
 
@@ -65,11 +71,14 @@ def copy_project(target: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def packaged(tmp_path_factory) -> Packaged:
-    """`python -m infra.stage_config` then `chalice package`, as docs/deploy.md runs them.
+    """`python -m infra.stage_config` then `chalice package`, as docs/deploy.md runs them,
+    for the stage as its second pass leaves it (the WebSocket API deployed, its URL known).
 
     Chalice downloads the Lambda wheels from PyPI: without it this fails, loudly, rather
     than skip, since a package that cannot be built cannot be deployed either."""
     project = copy_project(tmp_path_factory.mktemp("project") / "image-jobs")
+    (project / ".chalice" / "deployed").mkdir()
+    shutil.copy2(CHALICE_DEPLOYED_FILE, project / ".chalice" / "deployed" / f"{STAGE}.json")
     env = {**os.environ, "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
     subprocess.run([sys.executable, "-m", "infra.stage_config", STAGE, "--outputs", str(OUTPUTS_FILE),
                     "--project-dir", str(project)], cwd=ROOT, env=env, check=True)

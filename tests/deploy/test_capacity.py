@@ -133,3 +133,36 @@ def test_the_orphan_scan_runs_as_the_model_says_and_holds_at_the_ceiling():
     assert cap.orphan_scan_max_images_per_day(retention_days) > cap.DESIGN_CEILING_PER_DAY
     # More memory than a core buys nothing: the threads share one interpreter.
     assert cap.ORPHAN_SCAN_MEMORY_MB == cap.FULL_VCPU_MB
+
+
+def test_push_sends_fast_enough_for_a_shard_written_at_its_full_rate():
+    """A shard is read by one invocation at a time; its job changes, at the share of the
+    stream's records they are, must go out with the model's headroom (PUSH_SEND_THREADS)."""
+    changes_per_record = cap.push_messages_per_image() / cap.stream_records_per_image()
+    full_shard = cap.STREAM_SHARD_RECORDS_PER_S * changes_per_record
+    assert cap.fanout_changes_per_shard_s() >= full_shard * cap.HEADROOM
+    assert cap.fanout_changes_per_shard_s(threads=1) < full_shard  # why there are threads at all
+    for per_day in (1_000_000, 10_000_000, 100_000_000):
+        (fanout,) = [row for row in cap.push_usage(per_day) if row.component.startswith("stream fan-out")]
+        assert fanout.load < 1
+
+
+@pytest.mark.parametrize("name", CLOUD_STAGES)
+def test_the_push_model_assumes_the_memory_the_stage_gives_its_functions(name):
+    functions = stage(name)["lambda_functions"]
+    assert functions["push_job_changes"]["lambda_memory_size"] == cap.PUSH_FUNCTION_GB * 1024
+    assert functions["websocket_connect"]["lambda_memory_size"] == cap.PUSH_CONNECT_GB * 1024
+    # A full batch, every change sent in turn: far inside the function's time.
+    batch = cap.STREAM_BATCH * cap.push_change_seconds()
+    assert batch * 4 < functions["push_job_changes"]["lambda_timeout"]
+
+
+def test_push_costs_less_than_waits_and_about_what_the_polls_it_replaces_cost():
+    from infra import prices
+
+    for per_day in (1_000_000, 10_000_000, 100_000_000):
+        pushed = sum(line.per_1000 for line in prices.push_per_1000(per_day))
+        waits = sum(line.per_1000 for line in prices.waits_per_1000(per_day))
+        polls = prices.polls_per_1000(per_day)
+        assert 0 < pushed - polls < waits
+        assert pushed < 2 * polls

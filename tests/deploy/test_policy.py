@@ -7,8 +7,8 @@ The calls are derived from the code, not listed by hand:
   - the PynamoDB adapter: every public method of DynamoJobStore run against DynamoDB on
     moto's server, with each request recorded at botocore (PynamoDB picks the operations,
     so they are observed rather than guessed);
-  - Lambda itself: the SQS event source polls with the function's role, and every function
-    writes its logs.
+  - Lambda itself: the SQS event sources poll and the table's stream is read with the
+    function's role, and every function writes its logs.
 Each call is mapped to the IAM action and resource AWS authorizes it by.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import boto3
 import botocore.client
 import pytest
-from chalice.app import SQSEventConfig
+from chalice.app import DynamoDBEventConfig, SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ROOT / "chalicelib" / "adapters"
 # Adapter module -> the AWS service of the boto3 client bootstrap.py hands it.
 BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "sqs_webhooks.py": "sqs",
-                  "sqs_depth.py": "sqs", "cloudwatch_age.py": "cloudwatch"}
+                  "sqs_depth.py": "sqs", "cloudwatch_age.py": "cloudwatch",
+                  "apigw_push.py": "apigatewaymanagementapi"}
 # SQS adapter module -> the stack outputs of the queues bootstrap.py points it at.
 SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQueueArn",),
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
@@ -53,10 +54,6 @@ SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
 # http_webhooks.py calls the owners' receivers.
 OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}
-# botocore, but not deployed yet: apigw_push.py posts to the local runner's WebSocket gateway
-# until push's cloud deployment exists (app.py declares it where PUSH_URL is set). Then it
-# moves to BOTO3_ADAPTERS, and the stage policy gains ManageConnections on that API only.
-UNDEPLOYED_SDK_ADAPTERS = {"apigw_push.py"}
 SDKS = {"boto3", "botocore", "pynamodb"}
 # Where IAM's action is not the operation's own name.
 IAM_ACTION = {
@@ -75,6 +72,13 @@ ORIGINALS_ONLY = {"s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"}
 TRANSACTION_ITEM_ACTION = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                            "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
 SQS_EVENT_SOURCE = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+# Lambda's reading of a DynamoDB stream (the Lambda and DynamoDB guides' execution role):
+# the stream's records, and the listing of the table's streams.
+STREAM_EVENT_SOURCE = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+STREAM_LISTING = "dynamodb:ListStreams"
+# The WebSocket API `chalice deploy` records (tests/deploy/chalice-deployed-dev.json), on
+# API Gateway's stage "api"; PostToConnection is authorized as ManageConnections on it.
+WEBSOCKET_API = ("w9x8y7z6v5", "api")
 LOGS = {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"}
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
@@ -84,7 +88,7 @@ NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
 def test_only_adapters_and_the_composition_root_touch_an_sdk():
     """Otherwise a call could hide outside what this test reads."""
-    allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS, *UNDEPLOYED_SDK_ADAPTERS)}
+    allowed = {ADAPTERS / name for name in (*BOTO3_ADAPTERS, *PYNAMODB_ADAPTERS)}
     builders = [ROOT / "chalicelib" / "bootstrap.py", *(ADAPTERS / name for name in SDK_HOOKS)]
     allowed.update(builders)
     for path in [ROOT / "app.py", *(ROOT / "chalicelib").rglob("*.py")]:
@@ -100,7 +104,7 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
     # The composition root, the client factory and the hooks build or configure clients but
     # call no operation themselves.
     operations = set()
-    for service in ("s3", "sqs", "dynamodb", "cloudwatch"):
+    for service in ("s3", "sqs", "dynamodb", "cloudwatch", "apigatewaymanagementapi"):
         client = boto3.session.Session(region_name="us-east-1").client(service)
         operations |= set(client.meta.method_to_api_mapping)
     for path in builders:
@@ -108,7 +112,7 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
         assert not called & operations, f"{path.name} calls {called & operations}"
     modules = {p.name for p in ADAPTERS.glob("*.py") if p.name != "__init__.py"}
-    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS | SDK_HOOKS | UNDEPLOYED_SDK_ADAPTERS, (
+    assert modules == set(BOTO3_ADAPTERS) | PYNAMODB_ADAPTERS | OTHER_ADAPTERS | SDK_HOOKS, (
         "a new adapter: teach this test which AWS service it calls, if any")
 
 
@@ -284,8 +288,22 @@ def dynamodb_permissions(calls, test_table: str, table_arn: str) -> set[tuple[st
 # ---------------------------------------------------------------- needs -> resources
 
 
-def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, str]]:
+def app_of_the_stage(outputs, monkeypatch):
+    """app.py as the cloud stage loads it: with the stack's stream, so its push handlers are
+    declared (a fresh module: the tests' own `app` stays as it was)."""
+    import importlib.util
+
+    monkeypatch.setenv("PUSH_STREAM_ARN", outputs["JobsTableStreamArn"])
+    spec = importlib.util.spec_from_file_location("app_of_the_stage", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.app
+
+
+def required_permissions(outputs, test_table, dynamodb_calls, application) -> set[tuple[str, str]]:
     settings = Settings()
+    region, account = outputs["JobsTableArn"].split(":")[3:5]
+    api_id, api_stage = WEBSOCKET_API
     bucket = outputs["ImagesBucketArn"]
     objects = [f"{bucket}/{prefix}*" for prefix in (settings.originals_prefix, settings.renditions_prefix)]
     needed = set()
@@ -297,6 +315,9 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
                 needed |= {(action, outputs[queue]) for queue in SQS_SENDS_TO.get(module, ())}
         elif service == "cloudwatch":
             needed.add((action, "*"))  # reading metrics has no resource-level permissions
+        elif service == "apigatewaymanagementapi":  # the API's @connections, POST for a send
+            needed.add(("execute-api:ManageConnections",
+                        f"arn:aws:execute-api:{region}:{account}:{api_id}/{api_stage}/POST/@connections/*"))
         elif action == "s3:ListBucket":
             needed.add((action, bucket))
         elif action in ORIGINALS_ONLY:
@@ -304,18 +325,21 @@ def required_permissions(outputs, test_table, dynamodb_calls) -> set[tuple[str, 
         else:
             needed |= {(action, arn) for arn in objects}
     needed |= dynamodb_permissions(dynamodb_calls, test_table, outputs["JobsTableArn"])
-    import app as application
-
     # Each SQS event source is wired by a queue name that a stack output replaces.
     sources = {settings.events_queue_name: outputs["EventsQueueArn"],
                settings.webhook_queue_name: outputs["WebhookQueueArn"]}
     seen = set()
-    for source in application.app.event_sources:
+    for source in application.event_sources:
         if isinstance(source, SQSEventConfig):
             assert source.queue in sources, source.queue
             seen.add(source.queue)
             needed |= {(action, sources[source.queue]) for action in SQS_EVENT_SOURCE}
-    assert seen == set(sources)
+        elif isinstance(source, DynamoDBEventConfig):
+            assert source.stream_arn == outputs["JobsTableStreamArn"]
+            seen.add(source.stream_arn)
+            needed |= {(action, source.stream_arn) for action in STREAM_EVENT_SOURCE}
+            needed.add((STREAM_LISTING, outputs["JobsTableArn"] + "/stream/*"))
+    assert seen == set(sources) | {outputs["JobsTableStreamArn"]}
     return needed
 
 
@@ -332,10 +356,10 @@ def granted(policy: dict) -> set[tuple[str, str]]:
     return pairs
 
 
-def test_the_stage_policy_allows_exactly_what_the_code_calls(recorded_dynamodb_calls, outputs):
+def test_the_stage_policy_allows_exactly_what_the_code_calls(recorded_dynamodb_calls, outputs, monkeypatch):
     settings, calls = recorded_dynamodb_calls
-    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
-    needed = required_permissions(outputs, settings.table, calls)
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev", WEBSOCKET_API)
+    needed = required_permissions(outputs, settings.table, calls, app_of_the_stage(outputs, monkeypatch))
     allowed = {(a, r) for a, r in granted(policy) if not a.startswith("logs:")}
     assert needed - allowed == set(), "the code makes calls the policy denies"
     assert allowed - needed == set(), "the policy allows calls the code never makes"
@@ -356,7 +380,9 @@ def test_logs_only_for_the_stages_own_functions(outputs):
     (resource,) = {r for _, r in logs}
     assert resource == "arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/image-jobs-dev*"
     for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep",
-                     "image-jobs-dev-sweep_orphans", "image-jobs-dev-deliver_webhook"):
+                     "image-jobs-dev-sweep_orphans", "image-jobs-dev-deliver_webhook",
+                     "image-jobs-dev-push_job_changes", "image-jobs-dev-websocket_connect",
+                     "image-jobs-dev-websocket_message", "image-jobs-dev-websocket_disconnect"):
         assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
 
 

@@ -8,13 +8,12 @@ import pytest
 
 from chalicelib.config import Settings, env_name
 from infra.stage_config import (
-    FUNCTION_TIMEOUTS, LAMBDA_RESERVED, OUTPUT_SETTINGS, StageConfigError, write_stage,
+    FUNCTION_TIMEOUTS, LAMBDA_RESERVED, OUTPUT_SETTINGS, StageConfigError, main, write_stage,
 )
-from tests.deploy.conftest import copy_project
+from tests.deploy.conftest import CHALICE_DEPLOYED_FILE, FUNCTIONS, copy_project
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOUD_STAGES = ("dev", "prod")
-FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans", "deliver_webhook"}
 
 
 def config():
@@ -92,6 +91,46 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     before = config_path.read_text(), policy_path.read_text()
     write_stage(project, "dev", outputs)
     assert (config_path.read_text(), policy_path.read_text()) == before
+
+
+def _push_of(config_path, policy_path):
+    env = json.loads(config_path.read_text())["stages"]["dev"]["environment_variables"]
+    sids = {st["Sid"] for st in json.loads(policy_path.read_text())["Statement"]}
+    return {k: v for k, v in env.items() if k.startswith("PUSH_")}, sids & {"PushStream", "PushStreamList", "PushConnections"}
+
+
+def test_before_the_first_deploy_push_has_its_stream_but_no_url_and_no_connections_to_post_to(tmp_path, outputs):
+    """The first `chalice deploy` creates the WebSocket API (app.py declares it where the stage
+    has the stream); until Chalice has recorded its id there is no URL to publish, and a stale
+    one is never kept."""
+    project = copy_project(tmp_path / "p")
+    config_path = project / ".chalice" / "config.json"
+    stale = json.loads(config_path.read_text())
+    stale["stages"]["dev"]["environment_variables"]["PUSH_URL"] = "wss://gone.example/api"
+    config_path.write_text(json.dumps(stale))
+    config_path, policy_path = write_stage(project, "dev", outputs)
+    env, sids = _push_of(config_path, policy_path)
+    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"]}
+    assert sids == {"PushStream", "PushStreamList"}
+    assert Settings(push_stream_arn=env["PUSH_STREAM_ARN"]).serves_push
+
+
+def test_after_the_first_deploy_push_publishes_that_apis_url_and_may_post_to_it_only(tmp_path, outputs, capsys):
+    project = copy_project(tmp_path / "p")
+    args = ["dev", "--outputs", str(Path(__file__).parent / "stack-outputs.json"),
+            "--project-dir", str(project), "--changed-exit-code", "3"]
+    assert main(args) == 3  # the first write: everything changed
+    assert main(args) == 0  # nothing new: make deploy deploys once
+    (project / ".chalice" / "deployed").mkdir()
+    (project / ".chalice" / "deployed" / "dev.json").write_text(CHALICE_DEPLOYED_FILE.read_text())
+    assert main(args) == 3  # Chalice recorded the WebSocket API: deploy again with its URL
+    assert main(args) == 0
+    env, sids = _push_of(project / ".chalice" / "config.json", project / ".chalice" / "policy-dev.json")
+    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"],
+                   "PUSH_URL": "wss://w9x8y7z6v5.execute-api.us-east-1.amazonaws.com/api",
+                   "PUSH_MANAGEMENT_URL": "https://w9x8y7z6v5.execute-api.us-east-1.amazonaws.com/api"}
+    assert sids == {"PushStream", "PushStreamList", "PushConnections"}
+    assert "deploy it again" in capsys.readouterr().out
 
 
 def test_refuses_a_queue_under_six_times_the_workers_timeout(tmp_path, outputs):

@@ -109,6 +109,15 @@ def test_the_table_is_on_demand_with_ttl_and_point_in_time_recovery():
     assert table["DeletionPolicy"] == "Retain"
 
 
+def test_the_table_streams_each_jobs_old_and_new_image_for_push():
+    """DynamoJobChanges tells a status change from a write that leaves it alone by both images."""
+    template = load_template()
+    (table,) = resources(template, "AWS::DynamoDB::Table").values()
+    assert table["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert template["Outputs"]["JobsTableStreamArn"]["Value"] == {"Fn::GetAtt": ["JobsTable", "StreamArn"]}
+    assert OUTPUT_SETTINGS["JobsTableStreamArn"] == "push_stream_arn"
+
+
 def test_outputs_give_the_app_everything_it_reads(outputs):
     template_outputs = set(load_template()["Outputs"])
     assert set(OUTPUT_SETTINGS) | set(POLICY_OUTPUTS) <= template_outputs

@@ -3,6 +3,7 @@ Gateway, the app's own handlers, the real worker and table): a bad token is refu
 connect, only the owner's jobs arrive, and every status of an upload arrives in order."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -89,3 +90,28 @@ def test_twenty_concurrent_uploads_arrive_over_one_socket(runner):
         for job_id in ids:
             statuses = [m["job"]["status"] for m in seen if m["job"]["job_id"] == job_id]
             assert statuses == ["queued", "processing", "ready"], (job_id, statuses)
+
+
+def test_past_the_owners_cap_a_connect_is_refused_with_429_until_one_closes(runner):
+    """MAX_PUSH_CONNECTIONS_PER_OWNER (10 by default) across the owner's connections, counted
+    in the table; another owner is never refused for it."""
+    owner = f"push-capped-{runner.backend}"
+    with contextlib.ExitStack() as held:
+        first = held.enter_context(open_socket(runner, owner))
+        for _ in range(9):
+            held.enter_context(open_socket(runner, owner))
+        with pytest.raises(InvalidStatus) as refused:
+            open_socket(runner, owner)
+        assert refused.value.response.status_code == 429
+        with open_socket(runner, f"{owner}-other") as other:
+            assert other.subprotocol == PUSH_PROTOCOL
+        first.close()
+        deadline = time.monotonic() + 10
+        while True:  # the gateway reports the disconnect on its own time
+            try:
+                held.enter_context(open_socket(runner, owner))
+                break
+            except InvalidStatus as still:
+                assert still.response.status_code == 429
+                assert time.monotonic() < deadline, "the closed connection was never forgotten"
+                time.sleep(0.2)

@@ -11,13 +11,13 @@ import pytest
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore, JobItem, make_job_model
 from chalicelib.adapters.dynamo_push import DynamoJobChanges
 from chalicelib.config import Settings
-from chalicelib.domain.errors import Unauthorized
+from chalicelib.domain.errors import PushConnectionsFull, TransientError, Unauthorized
 from chalicelib.domain.jobs import TRANSITIONS, Job, JobStatus
 from chalicelib.http import auth, prefer, views
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.push import Fanout, PushingJobStore
+from chalicelib.usecases.push import Fanout, PushingJobStore, Refusal
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, ListMetrics
 from tests.images import jpeg
 
@@ -215,3 +215,84 @@ def test_stream_records_reach_the_owner_through_publish_changes():
                  expires_at=START + timedelta(days=1), original_key="originals/j1")
     assert use_cases.push.publish_changes([{"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}}]) == 1
     assert use_cases.push.publish_changes([{"eventName": "INSERT", "dynamodb": {"NewImage": {"pk": 5}}}]) == 0
+
+
+def test_past_the_owners_cap_a_connect_is_refused_counted_and_recorded_nowhere():
+    use_cases, _, metrics = world()
+    cap = use_cases.ctx.settings.max_push_connections_per_owner
+    for n in range(cap):
+        use_cases.push.connect("alice", f"a{n}")
+    use_cases.push.connect("alice", "a0")  # a retried connect is no new connection
+    with pytest.raises(PushConnectionsFull):
+        use_cases.push.connect("alice", "one-too-many")
+    assert "one-too-many" not in use_cases.ctx.push_connections.of_owner("alice")
+    use_cases.push.connect("bob", "b0")  # another owner's cap is its own
+    use_cases.push.disconnect("a3")
+    use_cases.push.connect("alice", "room-again")
+    assert ("PushRefused", {"Reason": "full"}, 1.0) in metrics.points()
+    assert metrics.total(Metric.PUSH_CONNECTS) == cap + 3 and metrics.total(Metric.PUSH_DISCONNECTS) == 1
+
+
+def test_a_connect_that_cannot_be_recorded_is_counted_as_unavailable():
+    use_cases, _, metrics = world()
+    use_cases.ctx.push_connections.down = True
+    with pytest.raises(TransientError):
+        use_cases.push.connect("alice", "c1")
+    use_cases.push.refused(Refusal.UNAUTHORIZED)  # what app.py counts for a bad token
+    refused = [(dims, value) for name, dims, value in metrics.points() if name == "PushRefused"]
+    assert refused == [({"Reason": "unavailable"}, 1.0), ({"Reason": "unauthorized"}, 1.0)]
+
+
+def test_a_fanout_writes_its_messages_gone_and_latency_as_metric_lines():
+    use_cases, _, metrics = world(trigger_on_writes=False)
+    use_cases.push.connect("alice", "alive")
+    use_cases.push.connect("alice", "dead")
+    use_cases.ctx.push_sender.gone.add("dead")
+    job = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+              expires_at=START + timedelta(days=1), original_key="originals/j1")
+    use_cases.ctx.clock.advance(0.25)
+    assert use_cases.push.publish(job) == 1
+    (line,) = [json.loads(line) for line in metrics.lines if "PushMessages" in line]
+    units = {m["Name"]: m["Unit"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units == {"PushMessages": "Count", "PushGone": "Count", "PushLatency": "Milliseconds"}
+    assert (line["PushMessages"], line["PushGone"], line["PushLatency"]) == ([1.0], [1.0], [250.0])
+    assert "PushFailures" not in line  # none failed: no zero written
+    assert use_cases.ctx.push_connections.of_owner("alice") == ["alive"]
+
+
+def test_a_gone_connection_leaves_its_owners_set_even_when_its_own_entry_has_expired():
+    """The fan-out knows the owner; a send that finds a connection gone cleans it by that,
+    so an expired entry never holds a place under the owner's cap."""
+    use_cases, _, _ = world(trigger_on_writes=False)
+    registry = use_cases.ctx.push_connections
+    calls = []
+    remove = registry.remove
+    registry.remove = lambda cid, owner=None: (calls.append((cid, owner)), remove(cid, owner))
+    use_cases.push.connect("alice", "dead")
+    use_cases.ctx.push_sender.gone.add("dead")
+    job = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+              expires_at=START + timedelta(days=1), original_key="originals/j1")
+    use_cases.push.publish(job)
+    assert calls == [("dead", "alice")]
+
+
+def test_a_streams_batch_sends_different_jobs_side_by_side_and_each_jobs_changes_in_order():
+    """One shard is read by one invocation at a time: its sends one after another would cap
+    the shard at 1 / (send time) changes a second."""
+    use_cases, _, _ = world(trigger_on_writes=False)
+    use_cases.ctx.job_changes = DynamoJobChanges()
+    use_cases.push.connect("alice", "slow")
+    use_cases.ctx.push_sender.slow["slow"] = 0.2
+    records = []
+    for n in range(8):
+        queued = Job(job_id=f"j{n}", owner="alice", status=JobStatus.QUEUED, created_at=START,
+                     updated_at=START, expires_at=START + timedelta(days=1), original_key=f"originals/j{n}")
+        processing = queued.__class__(**{**queued.__dict__, "status": JobStatus.PROCESSING, "attempt": 1})
+        records += [{"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}},
+                    {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(processing)}}]
+    started = time.monotonic()
+    assert use_cases.push.publish_changes(records) == 16
+    assert time.monotonic() - started < 16 * 0.2 / 2  # 3.2 s one after another
+    for n in range(8):
+        statuses = [m["job"]["status"] for m in received(use_cases, "slow") if m["job"]["job_id"] == f"j{n}"]
+        assert statuses == ["queued", "processing"]
