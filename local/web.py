@@ -4,9 +4,11 @@ A thread of the local runner, not a Chalice route: app.py is what the cloud depl
 cloud must never hand out tokens. Here the page and the API are on different ports, so the
 browser checks the API's and the bucket's CORS exactly as it would against the cloud.
 
-GET /config.json answers {"api", "token", "max_upload_bytes", "multipart_min_bytes"}: the
-API's address, a fresh HS256 token for the subject WEB_SUBJECT, the size over which the page
-uploads straight to storage, and the size from which it sends parts. Only pages of this server can read it: it has
+GET /config.json answers {"api", "token", "max_upload_bytes", "multipart_min_bytes",
+"formats"}: the API's address, a fresh HS256 token for the subject WEB_SUBJECT, the size over
+which the page uploads straight to storage, the size from which it sends parts, and the extra
+formats the stage makes (RENDITION_FORMATS), which the page asks for on every upload. Only
+pages of this server can read it: it has
 no CORS header, and the Host must be this server's own (no DNS rebinding).
 """
 from __future__ import annotations
@@ -31,11 +33,12 @@ class PageServer:
     """Serves web/ and /config.json on host:port until stop()."""
 
     def __init__(self, host: str, port: int, api_url: str, storage_url: str | None,
-                 jwt_secret: str, subject: str, max_upload_bytes: int, multipart_min_bytes: int):
+                 jwt_secret: str, subject: str, max_upload_bytes: int, multipart_min_bytes: int,
+                 formats: tuple[str, ...] = ()):
         def config() -> dict:
             token = mint_token(subject, jwt_secret, TOKEN_TTL_SECONDS, int(time.time()))
             return {"api": api_url, "token": token, "max_upload_bytes": max_upload_bytes,
-                    "multipart_min_bytes": multipart_min_bytes}
+                    "multipart_min_bytes": multipart_min_bytes, "formats": list(formats)}
 
         handler = partial(_Handler, config=config, csp=_csp(api_url, storage_url),
                           directory=str(WEB_ROOT))

@@ -46,8 +46,9 @@ def api_get(runner, job_id):
 def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, artifacts):
     origins = {urlsplit(url).netloc for url in (runner.web, runner.api, runner.aws)}
     assert len(origins) == 3  # so the browser really checks CORS on the API and the bucket
-    requests_seen, console_errors = [], []
+    requests_seen, console_errors, direct_bodies = [], [], []
     page.on("request", lambda r: requests_seen.append((r.method, r.url)))
+    page.on("request", lambda r: r.url.endswith("/api/v1/uploads") and direct_bodies.append(r.post_data_json))
     page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
     open_page(page, runner)
     expect(page.locator("#who")).to_contain_text("Local mode")
@@ -74,6 +75,9 @@ def test_two_photos_become_ready_with_their_thumbnails_rendered(page, runner, ar
     assert sum(f"{p.scheme}://{p.netloc}" == runner.aws for p in posts) == 0
     puts = [urlsplit(url) for method, url in requests_seen if method == "PUT"]
     assert [f"{p.scheme}://{p.netloc}" for p in puts] == [runner.aws]
+    # Both ask for the stage's extra formats (config.json's "formats": RENDITION_FORMATS).
+    assert [p.query for p in posts if p.path == "/api/v1/images"] == ["formats=webp,avif"]
+    assert [body["formats"] for body in direct_bodies] == [["webp", "avif"]]
     # No CORS refusal anywhere (a blocked header or request is logged as a console error).
     assert console_errors == []
     page.screenshot(path=str(artifacts / "two-photos-ready.png"))
@@ -154,7 +158,7 @@ def test_polls_are_held_and_a_server_that_does_not_hold_gets_the_contracts_sched
     page.route(f"{runner.api}/api/v1/image-jobs/*", answer)
     open_page(page, runner)
     accepted = []
-    page.on("response", lambda r: r.url.endswith("/api/v1/images") and accepted.append(time.monotonic()))
+    page.on("response", lambda r: urlsplit(r.url).path == "/api/v1/images" and accepted.append(time.monotonic()))
     pick(page, ("sunset.jpg", "image/jpeg", landscape(640, 480)))
     job = card(page, "sunset.jpg")
     expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)

@@ -16,6 +16,8 @@ export class ProblemError extends Error {
 }
 
 const UPLOAD_TRIES = 4;
+// What the page shows in <picture> (card.js), unless config.json names the stage's formats.
+const DEFAULT_FORMATS = ["avif", "webp"];
 // Answers after which the same request, with the same Idempotency-Key, may succeed.
 const RETRYABLE = new Set([0, 429, 503]);
 // What /uploads accepts as content_type, by file extension, for files the browser gave no type.
@@ -34,12 +36,15 @@ export function declaredType(file) {
 export class Api {
   // base: the API root, e.g. http://127.0.0.1:8000/api/v1; auth: {token(), refresh()}.
   // Files over maxUploadBytes go straight to storage: by one PUT, and from multipartMinBytes
-  // (the server's MULTIPART_MIN_BYTES) in parts.
-  constructor(base, auth, { maxUploadBytes = 4 * 1024 * 1024, multipartMinBytes = 16 * 1024 * 1024 } = {}) {
+  // (the server's MULTIPART_MIN_BYTES) in parts. formats: the extra formats every upload asks
+  // for (the stage's RENDITION_FORMATS).
+  constructor(base, auth, { maxUploadBytes = 4 * 1024 * 1024, multipartMinBytes = 16 * 1024 * 1024,
+                            formats = DEFAULT_FORMATS } = {}) {
     this.base = base.replace(/\/+$/, "");
     this.auth = auth;
     this.maxUploadBytes = maxUploadBytes;
     this.multipartMinBytes = multipartMinBytes;
+    this.formats = formats;
   }
 
   jobUrl(jobId) {
@@ -81,7 +86,7 @@ export class Api {
       json = await directRequest(file, json.content_type, this.multipartMinBytes);
     }
     const accepted = await retrying(() => this.call("POST", `${this.base}/uploads`, {
-      json, headers: { "Idempotency-Key": key }, signal,
+      json: { ...json, formats: this.formats }, headers: { "Idempotency-Key": key }, signal,
     }), signal);
     onCreated?.(accepted);
     await toStorage(this, accepted.body.job_id, accepted.body.upload, file, { onProgress, signal });
@@ -91,7 +96,8 @@ export class Api {
   async postImage(file, key, onProgress, signal) {
     const form = new FormData();
     form.append("file", file, file.name);
-    return this.authorized((token) => send("POST", `${this.base}/images`, {
+    const query = this.formats.length ? `?formats=${this.formats.join(",")}` : "";
+    return this.authorized((token) => send("POST", `${this.base}/images${query}`, {
       headers: { Authorization: `Bearer ${token}`, "Idempotency-Key": key },
       body: form, onProgress, signal,
     }));

@@ -1,10 +1,14 @@
 // One photo on the page: its upload, its job's status (polled), and its buttons.
 import { ProblemError } from "./api.js";
+import { decode } from "./blurhash.js";
 import { HOLD_SECONDS, MIN_HELD_MS, STOP_HTTP, TERMINAL, holds, pollDelay, sleep } from "./poll.js";
 
 // Give up polling a job that is still not finished after this long; "Check again" resumes.
 const DEADLINE_MS = 30 * 60 * 1000;
 const LABELS = { awaiting_upload: "awaiting upload" };
+// The placeholder is decoded this small (the longer side) and scaled up: it is a blur.
+const PLACEHOLDER_SIDE = 32;
+const SOURCE_TYPES = ["image/avif", "image/webp"];
 
 export class JobCard {
   // saved: {jobId, name, size, startedAt} of a job made before a reload, to resume polling.
@@ -132,7 +136,11 @@ export class JobCard {
     this.$(".links").hidden = !ready;
     if (ready) {
       const { display, thumb } = job.renditions;
-      if (!img.src) img.src = thumb.url; // a fresher URL for the same image would only reload it
+      if (!img.src) { // a fresher URL for the same image would only reload it
+        this.showPlaceholder(job.placeholder, display, img);
+        addSources(img, thumb.variants);
+        img.src = thumb.url;
+      }
       img.alt = `Thumbnail of ${this.name || "the photo"}`;
       img.hidden = false;
       const link = this.$(".display");
@@ -142,6 +150,30 @@ export class JobCard {
     if (job.status === "failed" && job.error) {
       this.showError(job.error.message, job.error.code);
     }
+  }
+
+  // CONTRACT.md's placeholder: the average colour at once, the BlurHash over it (decoded at
+  // the renditions' aspect, cropped as the square thumbnail is), both gone once it loads.
+  showPlaceholder(placeholder, display, img) {
+    if (!placeholder) return; // jobs made ready before placeholders existed
+    const box = this.$(".thumb");
+    box.style.background = placeholder.average_color;
+    const canvas = document.createElement("canvas");
+    canvas.className = "placeholder";
+    try {
+      const scale = PLACEHOLDER_SIDE / Math.max(display.width, display.height);
+      canvas.width = Math.max(1, Math.round(display.width * scale));
+      canvas.height = Math.max(1, Math.round(display.height * scale));
+      const pixels = decode(placeholder.blurhash, canvas.width, canvas.height);
+      canvas.getContext("2d").putImageData(new ImageData(pixels, canvas.width, canvas.height), 0, 0);
+      box.prepend(canvas);
+    } catch (error) {
+      console.warn("placeholder not shown:", error.message); // the colour alone then
+    }
+    img.addEventListener("load", () => {
+      canvas.remove();
+      box.style.background = "";
+    }, { once: true });
   }
 
   fail(error) {
@@ -184,6 +216,18 @@ export class JobCard {
       seconds = (Date.now() - this.startedAt) / 1000;
     }
     this.$(".elapsed").textContent = seconds < 1 ? "<1 s" : `${Math.round(seconds)} s`;
+  }
+}
+
+// The extra formats a rendition has, best first, as <source>s the browser picks from before
+// the JPEG of the <img>; a format the browser cannot show it skips.
+function addSources(img, variants = {}) {
+  for (const type of SOURCE_TYPES) {
+    if (!variants[type]) continue;
+    const source = document.createElement("source");
+    source.type = type;
+    source.srcset = variants[type].url;
+    img.before(source);
   }
 }
 

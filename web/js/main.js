@@ -41,7 +41,8 @@ async function main() {
     return;
   }
   const api = new Api(auth.api, auth, {
-    maxUploadBytes: config.max_upload_bytes, multipartMinBytes: config.multipart_min_bytes });
+    maxUploadBytes: config.max_upload_bytes, multipartMinBytes: config.multipart_min_bytes,
+    formats: config.formats });
   describe(who, auth);
 
   const store = new JobStore(auth.api);
