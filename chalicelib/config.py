@@ -166,8 +166,8 @@ class Settings:
     thumb_size: int = 256
     jpeg_quality: int = 85
     # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
-    # empty: JPEG only. Each one's coding was chosen so that its SSIM against the uncoded
-    # rendition is at least the JPEG's, on the photos of benchmarks/renditions.py.
+    # empty: JPEG only. Each one's quality is where the worker starts: it raises it per
+    # rendition until the SSIM is at least the JPEG's (chalicelib/imaging/render.py).
     rendition_formats: str = "webp,avif"
     webp_quality: int = 85
     avif_quality: int = 70

@@ -1,7 +1,9 @@
-"""Images made in code for tests: nothing binary is committed."""
+"""Images made in code for tests (and scikit-image's photographs): nothing binary is committed."""
 from __future__ import annotations
 
+import functools
 import io
+from pathlib import Path
 
 from PIL import Image
 
@@ -66,3 +68,14 @@ def jpeg_with_defect(defect: str) -> bytes:
 
 
 JPEG_DEFECTS = ("junk_between_segments", "junk_in_segment", "truncated_app14", "damaged_app13")
+
+
+@functools.lru_cache(maxsize=None)
+def photo(name: str = "coffee.png") -> bytes:
+    """A real photograph scikit-image ships (600x400 coffee by default), as a JPEG q95 upload:
+    flat images like jpeg()'s get no WebP or AVIF, whose files would not be smaller there."""
+    import skimage.data
+
+    out = io.BytesIO()
+    Image.open(Path(skimage.data.__file__).parent / name).convert("RGB").save(out, "JPEG", quality=95)
+    return out.getvalue()

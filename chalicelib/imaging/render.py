@@ -13,8 +13,9 @@ orientation) happens on that small image, and every other rendition (the thumbna
 from it, not from the original.
 
 Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, and the same pixels in
-each extra format asked for (WebP, AVIF 4:2:0), with no metadata at all (no EXIF, XMP,
-comment or ICC profile). Pixels are converted to sRGB first, so a viewer's untagged = sRGB
+each extra format asked for (WebP, AVIF 4:2:0) at a quality that looks at least as good as
+the JPEG (its SSIM against the uncoded pixels at least the JPEG's) where such a file is
+smaller than the JPEG, with no metadata at all (no EXIF, XMP, comment or ICC profile). Pixels are converted to sRGB first, so a viewer's untagged = sRGB
 assumption is right. Beside them, the placeholder (chalicelib/imaging/placeholder.py).
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pillow_heif
 from PIL import Image, ImageCms
@@ -40,6 +41,7 @@ from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
 from chalicelib.imaging.placeholder import make_placeholder
+from chalicelib.imaging.similarity import ssim
 
 pillow_heif.register_heif_opener()
 
@@ -93,7 +95,8 @@ class Output:
     width: int
     height: int
     content_type: str
-    variants: dict[RenditionFormat, bytes] = field(default_factory=dict)  # the same pixels, coded so
+    # The same pixels in the extra formats, each where it beats the JPEG (as_good_as).
+    variants: dict[RenditionFormat, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,13 @@ class Coding:
     @classmethod
     def of(cls, settings: Settings) -> "Coding":
         return cls(settings.jpeg_quality, settings.webp_quality, settings.avif_quality, settings.avif_speed)
+
+    def quality_of(self, fmt: RenditionFormat) -> int:
+        return getattr(self, f"{fmt.value}_quality")
+
+    def at(self, fmt: RenditionFormat, quality: int) -> "Coding":
+        """This coding with fmt's quality changed."""
+        return replace(self, **{f"{fmt.value}_quality": quality})
 
 
 # -------------------------------------------------------------------------- inspect
@@ -388,8 +398,44 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
 
 def _output(name: RenditionName, im: Image.Image, coding: Coding,
             formats: Sequence[RenditionFormat] = ()) -> Output:
-    variants = {fmt: encode(im, fmt, coding) for fmt in formats if fmt is not RenditionFormat.JPEG}
-    return Output(name, encode(im, RenditionFormat.JPEG, coding), im.width, im.height, "image/jpeg", variants)
+    jpeg = encode(im, RenditionFormat.JPEG, coding)
+    extras = [fmt for fmt in formats if fmt is not RenditionFormat.JPEG]
+    variants = {}
+    if extras:
+        target = ssim(im, _decoded(jpeg, RenditionFormat.JPEG))
+        for fmt in extras:
+            chosen = as_good_as(im, fmt, coding, target, len(jpeg))
+            if chosen is not None:
+                variants[fmt] = chosen[1]
+    return Output(name, jpeg, im.width, im.height, "image/jpeg", variants)
+
+
+# How far each try raises the quality of a variant below the JPEG's SSIM. Halving the last
+# step as well saves 2-3 % more bytes for twice the CPU of the search (benchmarks/renditions.py,
+# docs/scale.md): not worth it at the prices of infra/prices.py.
+_QUALITY_STEP = 5
+
+
+def as_good_as(im: Image.Image, fmt: RenditionFormat, coding: Coding, target: float,
+               jpeg_bytes: int) -> tuple[int, bytes] | None:
+    """(quality, variant) at the first quality, from the configured one up in steps, whose
+    SSIM (chalicelib/imaging/similarity.py) is at least `target`, the JPEG's: no one quality
+    does that for every image without costing more bytes than the JPEG on many
+    (benchmarks/renditions.py). Most images are good enough at the configured quality: one
+    encode. None once the variant would not be smaller than the JPEG: then the JPEG is the
+    better file, and the rendition has no variant in this format."""
+    for quality in (*range(coding.quality_of(fmt), 100, _QUALITY_STEP), 100):
+        data = encode(im, fmt, coding.at(fmt, quality))
+        if len(data) >= jpeg_bytes:
+            return None  # higher qualities are larger still
+        if ssim(im, _decoded(data, fmt)) >= target:
+            return quality, data
+    return None
+
+
+def _decoded(data: bytes, fmt: RenditionFormat) -> Image.Image:
+    with Image.open(io.BytesIO(data), formats=[fmt.name]) as coded:
+        return coded.convert("RGB")
 
 
 def encode(im: Image.Image, fmt: RenditionFormat, coding: Coding) -> bytes:

@@ -17,7 +17,7 @@ from chalicelib.imaging.placeholder import components
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore
-from tests.images import jpeg
+from tests.images import jpeg, photo
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 AVIF, WEBP = RenditionFormat.AVIF, RenditionFormat.WEBP
@@ -44,7 +44,7 @@ def renditions(use_cases):
 
 
 def test_the_formats_asked_for_are_made_for_every_rendition_and_shown_as_variants(use_cases):
-    job = use_cases.uploads.accept_upload("alice", jpeg(900, 600), formats=["webp", "avif"]).job
+    job = use_cases.uploads.accept_upload("alice", photo(), formats=["webp", "avif"]).job
     assert job.formats == (WEBP, AVIF)
     assert process(use_cases, job) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
@@ -61,7 +61,7 @@ def test_the_formats_asked_for_are_made_for_every_rendition_and_shown_as_variant
     body = views.job_body(done, use_cases.manage.urls(done))
     display = body["renditions"]["display"]
     assert set(display["variants"]) == {"image/webp", "image/avif"}
-    assert display["variants"]["image/avif"]["width"] == display["width"] == 900
+    assert display["variants"]["image/avif"]["width"] == display["width"] == 600
     assert body["image_url"] == display["url"] and display["content_type"] == "image/jpeg"
 
 
@@ -130,15 +130,17 @@ def test_every_ready_job_has_a_placeholder_in_its_aspect_and_colour(use_cases, s
 
 
 def test_deleting_a_job_removes_every_variant(use_cases):
-    job = use_cases.uploads.accept_upload("alice", jpeg(), formats=["webp", "avif"]).job
+    job = use_cases.uploads.accept_upload("alice", photo(), formats=["webp", "avif"]).job
     assert process(use_cases, job) == "ready"
+    assert len(renditions(use_cases)) == 6
     use_cases.manage.delete("alice", job.job_id)
     assert use_cases.ctx.objects.objects == {}
 
 
 def test_an_expired_job_goes_with_every_variant(use_cases):
-    job = use_cases.uploads.accept_upload("alice", jpeg(), formats=["avif"]).job
+    job = use_cases.uploads.accept_upload("alice", photo(), formats=["avif"]).job
     assert process(use_cases, job) == "ready"
+    assert len(renditions(use_cases)) == 4
     use_cases.ctx.clock.advance(use_cases.ctx.retention.total_seconds() + 1)
     use_cases.sweeper.sweep()
     assert use_cases.ctx.objects.objects == {} and job.job_id not in use_cases.ctx.jobs.items
@@ -146,7 +148,7 @@ def test_an_expired_job_goes_with_every_variant(use_cases):
 
 def test_every_attempts_variants_are_cleaned_up_and_the_orphan_scan_keeps_the_result(use_cases):
     ctx = use_cases.ctx
-    job = use_cases.uploads.accept_upload("alice", jpeg(), formats=["webp", "avif"]).job
+    job = use_cases.uploads.accept_upload("alice", photo(), formats=["webp", "avif"]).job
     ctx.jobs.claim(job.job_id, ctx.clock(), ctx.lease, 3)
     stray = ctx.object_keys.rendition(job.job_id, 1, RenditionName.THUMB, AVIF)
     ctx.objects.put(stray, b"x", "image/avif")  # attempt 1 died after one put

@@ -1,0 +1,112 @@
+"""Each WebP and AVIF looks at least as good as its JPEG, image by image: the worker measures
+SSIM (chalicelib/imaging/similarity.py) and raises the quality until it is (render.as_good_as),
+and leaves a format out where it would not be smaller than the JPEG."""
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+from skimage.metrics import structural_similarity
+
+from chalicelib.domain.renditions import RenditionFormat
+from chalicelib.imaging import render
+from chalicelib.imaging.similarity import ssim
+from tests.images import jpeg, photo
+
+AVIF, WEBP, JPEG = RenditionFormat.AVIF, RenditionFormat.WEBP, RenditionFormat.JPEG
+MAX_PIXELS = 40_000_000
+
+
+def decoded(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def reference(im: Image.Image, coded: Image.Image) -> float:
+    """scikit-image's SSIM (7x7 windows): the independent judge."""
+    return structural_similarity(np.asarray(im), np.asarray(coded), channel_axis=2)
+
+
+def test_the_workers_ssim_is_one_for_the_same_pixels_and_follows_scikit_images():
+    im = decoded(photo("astronaut.png")).resize((400, 300))
+    assert ssim(im, im) == pytest.approx(1.0, abs=1e-6)
+    scores = []
+    for quality in (20, 50, 80, 95):
+        out = io.BytesIO()
+        im.save(out, "JPEG", quality=quality)
+        coded = decoded(out.getvalue())
+        scores.append((ssim(im, coded), reference(im, coded)))
+    ours, theirs = zip(*scores)
+    assert list(ours) == sorted(ours) and list(theirs) == sorted(theirs)  # better coding, higher
+    assert max(abs(a - b) for a, b in scores) < 0.02
+    with pytest.raises(ValueError):
+        ssim(im, im.resize((200, 150)))
+
+
+def test_the_workers_ssim_takes_images_too_small_for_two_windows():
+    im = Image.new("RGB", (5, 3), (200, 30, 30))
+    assert ssim(im, im) == pytest.approx(1.0, abs=1e-6)
+    assert ssim(im, Image.new("RGB", (5, 3), (20, 30, 200))) < 0.5
+
+
+@pytest.mark.parametrize("name", ["coffee.png", "astronaut.png", "brick.png", "color.png"])
+def test_every_variant_made_is_smaller_than_its_jpeg_and_at_least_as_good(name):
+    rendered = render.make_images(photo(name), MAX_PIXELS, formats=(WEBP, AVIF))
+    made = 0
+    for out in rendered.renditions.values():
+        im = decoded(out.data)  # sizes only: the uncoded pixels are the child's
+        jpeg_ssim = None
+        for fmt, data in out.variants.items():
+            made += 1
+            assert decoded(data).size == im.size and len(data) < len(out.data)
+            assert Image.open(io.BytesIO(data)).format == fmt.name
+            jpeg_ssim = jpeg_ssim or _ssim_of_jpeg(name, out.name)
+            assert _ssim_of(name, out.name, data) >= jpeg_ssim
+    assert made >= 3  # these photos have variants (benchmarks/renditions.py's table)
+
+
+def _uncoded(name: str, rendition) -> Image.Image:
+    """The pixels make_images codes for one rendition of a photo (caught before coding)."""
+    caught = {}
+    real = render._output
+
+    def catch(n, im, coding, formats=()):
+        caught[n] = im.copy()
+        return real(n, im, coding, formats)
+
+    render._output = catch
+    try:
+        render.make_images(photo(name), MAX_PIXELS)
+    finally:
+        render._output = real
+    return caught[rendition]
+
+
+def _ssim_of_jpeg(name: str, rendition) -> float:
+    im = _uncoded(name, rendition)
+    return ssim(im, decoded(render.encode(im, JPEG, render.Coding())))
+
+
+def _ssim_of(name: str, rendition, data: bytes) -> float:
+    return ssim(_uncoded(name, rendition), decoded(data))
+
+
+def test_a_variant_below_the_jpegs_ssim_is_raised_by_steps_to_the_first_good_enough_quality():
+    im = decoded(photo("coffee.png"))
+    coding = render.Coding(webp_quality=40)
+    jpeg_data = render.encode(im, JPEG, coding)
+    target = ssim(im, decoded(jpeg_data))
+    assert ssim(im, decoded(render.encode(im, WEBP, coding))) < target  # quality 40 is not enough
+    quality, data = render.as_good_as(im, WEBP, coding, target, len(jpeg_data))
+    assert quality > 40 and (quality - 40) % render._QUALITY_STEP == 0
+    assert ssim(im, decoded(data)) >= target and len(data) < len(jpeg_data)
+    one_step_less = render.encode(im, WEBP, coding.at(WEBP, quality - render._QUALITY_STEP))
+    assert ssim(im, decoded(one_step_less)) < target
+    assert reference(im, decoded(data)) >= reference(im, decoded(jpeg_data))
+
+
+def test_a_format_that_would_not_be_smaller_than_the_jpeg_is_left_out():
+    # One flat colour: the JPEG is a few kilobytes at SSIM 1, no WebP or AVIF is smaller.
+    rendered = render.make_images(jpeg(900, 600), MAX_PIXELS, formats=(WEBP, AVIF))
+    assert all(out.variants == {} for out in rendered.renditions.values())
+    im = decoded(rendered.renditions["display"].data)
+    assert render.as_good_as(im, WEBP, render.Coding(), 0.0, 10) is None  # never under 10 bytes
