@@ -193,11 +193,12 @@ def wait_report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
 
 def formats_cost_per_1000(images_per_day: float, formats: tuple[str, ...]) -> dict[str, float]:
     """What asking for extra formats adds to 1,000 images: the worker's CPU, the PUTs (one per
-    rendition and format) and the storage at the retention, with the total of cost_per_1000."""
+    rendition and format made) and the storage at the retention, with the total of
+    cost_per_1000."""
     month = images_per_day * MONTH_DAYS
     cpu_s = sum(cap.FORMAT_CPU_MS[f] for f in formats) / 1000 / cap.cpu_share()
     worker_gbs = cpu_s * cap.WORKER_MEMORY_MB / 1024
-    puts = 2 * len(formats)
+    puts = 2 * sum(cap.FORMAT_MADE_SHARE[f] for f in formats)
     stored_gb = sum(cap.FORMAT_BYTES_SHARE[f] for f in formats) * cap.RENDITION_BYTES / GB
     extra = {
         "worker": marginal(worker_gbs, month, LAMBDA_GB_SECOND) * 1000,
