@@ -233,7 +233,7 @@ def quality_sweep(images: list, coding) -> None:
     print(f"\nsweep, one fixed quality for all {len(images)}: JPEG q{coding.jpeg_quality}, {jpeg_bytes} bytes")
     trials = [(F.WEBP, dict(webp_quality=q)) for q in (85, 90, 94, 96, 100)]
     trials += [(F.AVIF, dict(avif_quality=q, avif_speed=coding.avif_speed)) for q in (70, 80, 90, 95)]
-    trials += [(F.AVIF, dict(avif_quality=q, avif_speed=s)) for s in (6, 9) for q in (70,)]
+    trials += [(F.AVIF, dict(avif_quality=70, avif_speed=s)) for s in (6, 8, 9) if s != coding.avif_speed]
     for fmt, change in trials:
         out = [coded(im, fmt, dataclasses.replace(coding, **change), 1) for im in images]
         deltas = [o[2] - j[2] for o, j in zip(out, jpeg)]

@@ -171,8 +171,9 @@ class Settings:
     rendition_formats: str = "webp,avif"
     webp_quality: int = 85
     avif_quality: int = 70
-    # libaom's speed, 0 (smallest, slowest) to 10; picked by bytes against CPU.
-    avif_speed: int = 8
+    # libaom's speed, 0 (smallest, slowest) to 10; picked by bytes against CPU
+    # (benchmarks/renditions.py, docs/scale.md).
+    avif_speed: int = 9
     # Observability: the `service` dimension of every metric (the stack's name in the cloud,
     # so that two stages in one account never mix), and where dead letters are counted.
     metrics_service: str = "image-jobs"

@@ -112,7 +112,7 @@ class Coding:
     jpeg_quality: int = 85
     webp_quality: int = 85
     avif_quality: int = 70
-    avif_speed: int = 8
+    avif_speed: int = 9
 
     @classmethod
     def of(cls, settings: Settings) -> "Coding":
