@@ -109,8 +109,12 @@ def test_ctrl_c_during_a_multipart_upload_then_the_same_command_sends_only_the_m
     while proxy.bytes_up - start < SIZE // 10:  # the first four parts are on their way
         assert time.monotonic() < deadline and cut.poll() is None, cut.communicate()
         time.sleep(0.005)
-    cut.send_signal(signal.SIGINT)
-    stdout, stderr = cut.communicate(timeout=60)
+    proxy.pause = 0.005  # a slower uplink: Ctrl-C surely comes before the first part is stored
+    try:
+        cut.send_signal(signal.SIGINT)
+        stdout, stderr = cut.communicate(timeout=60)
+    finally:
+        proxy.pause = 0.0
     before = settled(proxy) - start
     assert cut.returncode == 130, stdout + stderr
     assert stdout.startswith("big.jpg: awaiting_upload, interrupted; resume with the same command"), stdout
@@ -225,7 +229,7 @@ def test_a_second_ctrl_c_stops_at_once_and_the_same_command_still_resumes(counte
     while proxy.bytes_up - start < SIZE // 10:
         assert time.monotonic() < deadline and cut.poll() is None, cut.communicate()
         time.sleep(0.005)
-    proxy.pause = 0.005  # 64 KiB each 5 ms a connection: the parts take a second to send
+    proxy.pause = 0.02  # at most 64 KiB each 20 ms a connection: the parts take seconds to send
     try:
         cut.send_signal(signal.SIGINT)
         assert "Ctrl-C again to stop at once" in cut.stderr.readline()
@@ -235,7 +239,7 @@ def test_a_second_ctrl_c_stops_at_once_and_the_same_command_still_resumes(counte
         proxy.pause = 0.0
     assert cut.returncode == 130, stdout + stderr
     before = settled(proxy) - start
-    assert before < SIZE // 2  # the parts in flight were cut, not finished
+    assert before < 4 * PART  # the four parts in flight were cut, not finished
 
     again = subprocess.run([str(CLI), "upload", "big.jpg", "--wait", "--json"], cwd=tmp_path, env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
