@@ -7,14 +7,9 @@ from pathlib import Path
 from chalicelib.config import RunnerSettings, Settings, env_name
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# Not in the table (yet): set by Lambda or by the stack, or still to be documented. A name
-# leaves this set when its row is written; a new setting never joins it.
-UNDOCUMENTED = {
-    "LOCAL_RUNNER", "AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "COGNITO_USER_POOL_ARN",
-    "ROUTE_PREFIX", "SWEEP_THREADS", "SWEEP_BUDGET_SECONDS", "WORKER_MAX_CONCURRENCY",
-    "PUSH_URL", "PUSH_MANAGEMENT_URL", "PUSH_STREAM_ARN", "PUSH_CONNECTION_SECONDS", "PUSH_PORT",
-    "PUSH_MANAGEMENT_PORT",
-}
+# Not in the table: set by Lambda or by the runner for itself, never by a reader. A new
+# setting never joins this set.
+UNDOCUMENTED = {"LOCAL_RUNNER", "AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"}
 
 
 def table() -> str:
