@@ -185,6 +185,11 @@ def a_job(status: JobStatus, **fields) -> Job:
            RenditionName.THUMB: "https://s3.example/t.jpg?X-Amz-Signature=2"}, NOW,
           {(RenditionName.DISPLAY, RenditionFormat.AVIF): "https://s3.example/d.avif?X-Amz-Signature=3",
            (RenditionName.THUMB, RenditionFormat.AVIF): "https://s3.example/t.avif?X-Amz-Signature=4"})),
+    # Made ready before placeholders existed: still a valid ready job until it expires.
+    (a_job(JobStatus.READY, finished_at=NOW, renditions={
+        RenditionName.DISPLAY: Rendition("k/d.jpg", 1280, 960), RenditionName.THUMB: Rendition("k/t.jpg", 256, 256)}),
+     Urls({RenditionName.DISPLAY: "https://s3.example/d.jpg?X-Amz-Signature=1",
+           RenditionName.THUMB: "https://s3.example/t.jpg?X-Amz-Signature=2"}, NOW)),
     (a_job(JobStatus.FAILED, finished_at=NOW, error_code=ErrorCode.IMAGE_TOO_COMPLEX), None),
     (a_job(JobStatus.CANCELLED, finished_at=NOW), None),
 ])
