@@ -35,6 +35,12 @@ def test_an_unknown_auth_mode_refuses_to_start(mode):
         Settings.from_environ({**SECRET, "AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": "arn:x"})
 
 
+@pytest.mark.parametrize("shape", ["MinIO", "rgw", "aws", " ceph"])
+def test_an_unknown_amqp_event_shape_refuses_to_start(shape):
+    with pytest.raises(ValueError, match="AMQP_EVENT_SHAPE must be one of minio, ceph"):
+        Settings.from_environ({**SECRET, "AMQP_EVENT_SHAPE": shape})
+
+
 def test_the_default_secret_refuses_to_start_outside_the_local_runner():
     with pytest.raises(ValueError, match="AUTH_JWT_SECRET is the public default"):
         Settings.from_environ({})
