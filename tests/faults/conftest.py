@@ -27,44 +27,8 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
+from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker  # noqa: F401 (used by the fault tests)
 from tests.local_runner import Proc, start_local
-
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-
-
-def rabbit_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def rabbitmq():
-    """The machine's RabbitMQ; started if it is down, a loud failure if it cannot be."""
-    if not rabbit_up():
-        subprocess.run(["rabbitmq-server", "-detached"], check=False)
-        deadline = time.monotonic() + 90
-        while not rabbit_up():
-            if time.monotonic() > deadline:
-                pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and could not be started")
-            time.sleep(1)
-    wait_for_broker()
-    return AMQP_URL
-
-
-def wait_for_broker(timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            pika.BlockingConnection(pika.URLParameters(AMQP_URL)).close()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
 
 def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
     out = io.BytesIO()
