@@ -50,6 +50,9 @@ def main() -> int:
             print("STORAGE=rgw notifies through RabbitMQ: QUEUE_BACKEND must be amqp", file=sys.stderr)
             return 2
         os.environ.setdefault("AMQP_EVENT_SHAPE", "ceph")
+        # Its topic drops events while the broker is away: the sweeper asks after a queued
+        # job within a minute rather than ten.
+        os.environ.setdefault("QUEUE_TIMEOUT_SECONDS", "60")
         os.environ["S3_ENDPOINT_URL"] = f"http://{HOST}:{runner.rgw_port}"
     # The runner says so for itself (and its `chalice local` child): only here may the
     # public default secret serve. Settings refuses the marker inside a Lambda function.
