@@ -19,10 +19,6 @@ import threading
 import uuid
 
 HOST = "127.0.0.1"
-# A persistent topic keeps events while RabbitMQ is away, but Ceph 16.2.15's gateway then
-# dies of SIGSEGV within minutes (local/rgw.py): so the topic is not persistent, the
-# gateway drops events while the broker is away, and the sweeper re-drives those.
-RGW_PERSISTENT_TOPIC = False
 # Longer than `make localstack` waits for its own start (wait_ready), which stops it past that.
 LOCALSTACK_INIT_TIMEOUT = 180
 
@@ -117,7 +113,7 @@ def main() -> int:
                    for name in ("sqs", "dynamodb")}
         clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
         if rgw:
-            stack = _provision_rgw(settings, clients, running[0])
+            stack = _provision_rgw(settings, clients)
         else:
             # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
             stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
@@ -190,11 +186,9 @@ def _start_rgw(runner, settings, log):
     return cluster
 
 
-def _provision_rgw(settings, clients, cluster):
+def _provision_rgw(settings, clients):
     """The exchange first (the gateway publishes only to one that exists), then the bucket,
-    topic and notification. A new persistent topic is read by the gateway only on a scan
-    it makes every 30 s (a constant of Ceph 16) and once at its start: the restart makes
-    the first event prompt instead of up to 30 s late."""
+    topic and notification. The topic is not persistent: see local/rgw.py."""
     from chalicelib.adapters.amqp import AmqpChannel, Topology
     from local import services
     from local.provision import provision_rgw
@@ -204,11 +198,8 @@ def _provision_rgw(settings, clients, cluster):
     channel.call(lambda ch: None)  # opening it declares the topology
     channel.close()
     sns = services.aws_client("sns", settings.region, settings.storage_endpoint_url)
-    stack = provision_rgw(settings, clients["sqs"], clients["s3"], sns, clients["dynamodb"],
-                          persistent=RGW_PERSISTENT_TOPIC)
-    if RGW_PERSISTENT_TOPIC:
-        cluster.restart_gateway()
-    return stack
+    return provision_rgw(settings, clients["sqs"], clients["s3"], sns, clients["dynamodb"],
+                         persistent=False)
 
 
 def _wait_for_localstack(endpoint: str, log) -> bool:
