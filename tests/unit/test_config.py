@@ -110,7 +110,7 @@ def test_the_runner_reads_its_own_settings_from_the_same_place():
 
 
 @pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
-                                 {"API_PORT": "http"}])
+                                 {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"}])
 def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
     from chalicelib.config import RunnerSettings
 
