@@ -151,7 +151,8 @@ class RgwCluster:
         # -f: in the foreground, a child of ours (logs go to the state directory).
         self.daemons[name] = subprocess.Popen(
             [command[0], "-f", "-c", str(self.conf), *command[1:]],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.directory)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.directory,
+            preexec_fn=_die_with_parent)
 
     def start(self) -> "RgwCluster":
         if not installed():
@@ -201,6 +202,17 @@ class RgwCluster:
         for name in ("rgw", "osd", "mon"):
             _stop(self.daemons.pop(name, None))
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the daemon before it starts: killed when its parent dies, even of SIGKILL, so that a
+    killed runner leaves no cluster behind (Linux's PR_SET_PDEATHSIG). SIGKILL, because a
+    gateway told to stop after its monitor has gone waits for the monitor; its state is
+    throw-away (only the temporary directory stays)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
 
 
 def _stop(process: Optional[subprocess.Popen], timeout: float = 10) -> None:

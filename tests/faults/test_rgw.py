@@ -116,3 +116,20 @@ def test_a_notification_lost_for_good_is_redriven_in_the_gateways_shape(rgw_worl
         (record,) = json.loads(body)["Records"]
         assert (record["eventSource"], record["s3"]["object"]["key"] in keys) == ("ceph:s3", True)
     assert all(world.service.ctx.jobs.get(j).redrives >= 1 for j in jobs)
+
+
+def test_the_orphan_scan_lists_and_deletes_on_the_gateway(world_factory, gateway, broker_link):
+    """An original with no job goes, a job's stays: the scan's listing (StartAfter pages) and
+    batch delete against the gateway."""
+    world = world_factory("amqp", rgw=gateway, ORPHAN_GRACE_SECONDS=1,
+                          rgw_amqp_url=f"amqp://127.0.0.1:{broker_link.port}/%2F")
+    world.start("worker", WORKER_CONCURRENCY=1)
+    (kept,) = world.upload(1)
+    world.assert_promise([kept])
+    keys = world.service.ctx.object_keys
+    orphan = keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
+    world.clients["s3"].put_object(Bucket=world.settings.bucket, Key=orphan, Body=b"x")
+    time.sleep(2.1)
+    assert world.service.sweeper.sweep_orphans()["orphans_deleted"] == 1
+    listed = world.clients["s3"].list_objects_v2(Bucket=world.settings.bucket, Prefix="originals/")
+    assert [o["Key"] for o in listed.get("Contents", [])] == [keys.original(kept)]
