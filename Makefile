@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run localstack localstack-install test chromium token bench stats trace deploy chalice-deploy clean
+.PHONY: run localstack localstack-install rgw-install test chromium token bench stats trace deploy chalice-deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +11,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproje
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C
+run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C (STORAGE=rgw: Ceph's RADOS Gateway as storage)
 	$(PY) -m local
 
 localstack:  ## LocalStack on this host (installed once, cached), until Ctrl-C; then: EMBEDDED_AWS=0 make run
@@ -20,7 +20,10 @@ localstack:  ## LocalStack on this host (installed once, cached), until Ctrl-C; 
 localstack-install:  ## only the cached install that make localstack and the tests use
 	$(PYTHON) -m local.localstack --install
 
-test: $(VENV)/.installed chromium localstack-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto and LocalStack), browser
+rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE=rgw make run and the tests use
+	$(PYTHON) -m local.rgw --install
+
+test: $(VENV)/.installed chromium localstack-install rgw-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser
 	$(PY) -m pytest
 
 # The browser tests drive Debian's chromium (Playwright downloads nothing); root installs it.

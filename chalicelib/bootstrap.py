@@ -39,7 +39,8 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits, guard, sqs):
 
         topology = Topology.from_settings(settings)
         channel = AmqpChannel(settings.amqp_url, topology)
-        return AmqpPublisher(channel, topology), AmqpBacklog(channel, topology)
+        return (AmqpPublisher(channel, topology, settings.amqp_event_shape),
+                AmqpBacklog(channel, topology))
     if settings.queue_backend != "sqs":
         raise ValueError(f"QUEUE_BACKEND must be sqs or amqp, got {settings.queue_backend!r}")
     # Only the sweeper asks CloudWatch (the age of the oldest message): made on first use.

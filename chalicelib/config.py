@@ -10,6 +10,9 @@ from chalicelib.domain.renditions import EXTRA_FORMATS, RenditionFormat, extra_f
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
+# The storages whose event shape an AMQP re-drive may take: domain/events.py has a builder
+# for each (not imported here: a GET loads no event code).
+AMQP_EVENT_SHAPES = ("minio", "ceph")
 # The bucket's lifecycle aborts multipart uploads left incomplete this long (infra/template.yaml).
 INCOMPLETE_UPLOAD_DAYS = 1
 # What the worker holds beside its decoding child: the interpreter, the SDKs, Pillow, an
@@ -30,8 +33,12 @@ class Settings:
     s3_endpoint_url: Optional[str] = None
     # The S3 endpoint clients can reach, for presigned URLs (MinIO behind a proxy, say).
     public_s3_endpoint_url: Optional[str] = None
-    # Where object-created events arrive: "sqs" (AWS, LocalStack, embedded) or "amqp" (MinIO).
+    # Where object-created events arrive: "sqs" (AWS, LocalStack, embedded) or "amqp" (MinIO,
+    # Ceph's RADOS Gateway).
     queue_backend: str = "sqs"
+    # The storage behind AMQP, whose event shape the sweeper's re-drive publishes: "minio"
+    # or "ceph" (the RADOS Gateway).
+    amqp_event_shape: str = "minio"
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
     amqp_exchange: str = "image-jobs"
     amqp_routing_key: str = "image-jobs.originals"
@@ -215,6 +222,9 @@ class Settings:
             raise ValueError(f"AUTH_MODE must be one of {', '.join(AUTH_MODES)} exactly, got "
                              f"{self.auth_mode!r}: an unknown mode would leave the API without "
                              "an authorizer")
+        if self.amqp_event_shape not in AMQP_EVENT_SHAPES:
+            raise ValueError(f"AMQP_EVENT_SHAPE must be one of {', '.join(AMQP_EVENT_SHAPES)}, got "
+                             f"{self.amqp_event_shape!r}")
         if self.local_runner and self.lambda_function_name:
             raise ValueError("LOCAL_RUNNER is set in a Lambda function: it belongs to "
                              "`python -m local` only; remove it from the stage's variables")
@@ -373,6 +383,7 @@ def _read(environ: Mapping[str, str], field_name: str) -> Optional[str]:
     return raw if raw is not None else legacy
 
 
+STORAGES = ("", "rgw")
 LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks", "push")
 
 
@@ -402,6 +413,11 @@ class RunnerSettings:
     # Forward storage's SQS events to RabbitMQ in MinIO's shape; None: only on the embedded
     # stack with QUEUE_BACKEND=amqp (which has no MinIO to notify RabbitMQ itself).
     amqp_bridge: Optional[bool] = None
+    # "rgw": storage is Ceph's RADOS Gateway, started by the runner (local/rgw.py), which
+    # notifies RabbitMQ itself; moto still holds the table and the webhook queue. "": moto's S3.
+    storage: str = ""
+    # The gateway's S3 port.
+    rgw_port: int = 7480
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "RunnerSettings":
@@ -411,6 +427,8 @@ class RunnerSettings:
             if raw is not None and raw != "":
                 values[field.name] = _parse(field.name, field.type, raw)
         runner = cls(**values)
+        if runner.storage not in STORAGES:
+            raise ValueError(f"STORAGE must be rgw or unset, got {runner.storage!r}")
         unknown = set(runner.components) - set(LOCAL_COMPONENTS)
         if unknown:
             raise ValueError(f"LOCAL_COMPONENTS: unknown {sorted(unknown)}; choose from {LOCAL_COMPONENTS}")

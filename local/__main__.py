@@ -5,8 +5,9 @@ chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0
 AWS_ENDPOINT_URL, default http://127.0.0.1:$AWS_PORT, where `make localstack` listens),
 LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks,push, PUSH_PORT,
 PUSH_MANAGEMENT_PORT, WORKER_CONCURRENCY,
-WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE), and the service's are Settings there
-(QUEUE_BACKEND, AUTH_JWT_SECRET, WEBHOOK_ALLOW_LOOPBACK, ...).
+WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE, STORAGE (rgw: Ceph's RADOS Gateway, local/rgw.py),
+RGW_PORT), and the service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET,
+WEBHOOK_ALLOW_LOOPBACK, ...).
 """
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def main() -> int:
     if runner.embedded_aws or not os.environ.get("AWS_ENDPOINT_URL"):
         os.environ["AWS_ENDPOINT_URL"] = f"http://{HOST}:{runner.aws_port}"
     os.environ.setdefault("AUTH_MODE", "jwt")
+    if runner.storage == "rgw":
+        # The gateway notifies RabbitMQ itself, in its own shape; moto keeps the rest.
+        if os.environ.setdefault("QUEUE_BACKEND", "amqp") != "amqp":
+            print("STORAGE=rgw notifies through RabbitMQ: QUEUE_BACKEND must be amqp", file=sys.stderr)
+            return 2
+        os.environ.setdefault("AMQP_EVENT_SHAPE", "ceph")
+        # Its topic drops events while the broker is away: the sweeper asks after a queued
+        # job within a minute rather than ten.
+        os.environ.setdefault("QUEUE_TIMEOUT_SECONDS", "60")
+        os.environ["S3_ENDPOINT_URL"] = f"http://{HOST}:{runner.rgw_port}"
     # The runner says so for itself (and its `chalice local` child): only here may the
     # public default secret serve. Settings refuses the marker inside a Lambda function.
     os.environ["LOCAL_RUNNER"] = "1"
@@ -73,7 +84,9 @@ def main() -> int:
     if settings.jwt_secret == DEFAULT_JWT_SECRET and "api" in components:
         log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
     amqp = settings.queue_backend == "amqp"
-    bridge_wanted = amqp and (runner.embedded_aws if runner.amqp_bridge is None else runner.amqp_bridge)
+    rgw = runner.storage == "rgw"
+    bridge_wanted = amqp and not rgw and (runner.embedded_aws if runner.amqp_bridge is None
+                                          else runner.amqp_bridge)
     if not bridge_wanted:
         components.discard("bridge")
     concurrency = worker_concurrency(runner.worker_concurrency or os.cpu_count() or 1, settings,
@@ -89,6 +102,8 @@ def main() -> int:
     moto = api = page = None
     running = []  # things with .stop(), stopped in reverse order
     try:
+        if rgw:
+            running.append(_start_rgw(runner, settings, log))
         if embedded:
             moto = services.start_moto(HOST, aws_port)
             log.info("embedded_aws_started", endpoint=settings.endpoint_url)
@@ -97,9 +112,12 @@ def main() -> int:
         clients = {name: services.aws_client(name, settings.region, settings.endpoint_url)
                    for name in ("sqs", "dynamodb")}
         clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
-        # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
-        stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
-                          sqs_notifications=not amqp or bridge_wanted)
+        if rgw:
+            stack = _provision_rgw(settings, clients)
+        else:
+            # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
+            stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
+                              sqs_notifications=not amqp or bridge_wanted)
         log.info("stack_provisioned", bucket=stack.bucket, table=stack.table, queue=stack.queue_url)
 
         if "api" in components:
@@ -145,6 +163,9 @@ def main() -> int:
             if moto is not None and moto.poll() is not None:
                 log.error("embedded_aws_exited", code=moto.returncode)
                 return 1
+            if rgw and running[0].exited():
+                log.error("rgw_exited", reason=running[0].exited())
+                return 1
         log.info("stopping")
         return 0
     finally:
@@ -152,6 +173,33 @@ def main() -> int:
             part.stop()
         services.stop(api)
         services.stop(moto)
+
+
+def _start_rgw(runner, settings, log):
+    """Ceph's RADOS Gateway (local/rgw.py), with a user whose keys are the runner's."""
+    from local import rgw
+
+    rgw.install()
+    cluster = rgw.RgwCluster(runner.rgw_port, os.environ["AWS_ACCESS_KEY_ID"],
+                             os.environ["AWS_SECRET_ACCESS_KEY"]).start()
+    log.info("rgw_started", endpoint=cluster.endpoint, state=str(cluster.directory))
+    return cluster
+
+
+def _provision_rgw(settings, clients):
+    """The exchange first (the gateway publishes only to one that exists), then the bucket,
+    topic and notification. The topic is not persistent: see local/rgw.py."""
+    from chalicelib.adapters.amqp import AmqpChannel, Topology
+    from local import services
+    from local.provision import provision_rgw
+
+    topology = Topology.from_settings(settings)
+    channel = AmqpChannel(settings.amqp_url, topology)
+    channel.call(lambda ch: None)  # opening it declares the topology
+    channel.close()
+    sns = services.aws_client("sns", settings.region, settings.storage_endpoint_url)
+    return provision_rgw(settings, clients["sqs"], clients["s3"], sns, clients["dynamodb"],
+                         persistent=False)
 
 
 def _wait_for_localstack(endpoint: str, log) -> bool:

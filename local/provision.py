@@ -1,6 +1,7 @@
 """Create the bucket, queues, notification and table from infra/template.yaml.
 
-The local runner calls this against moto's server or LocalStack, so the embedded stack is
+The local runner calls this against moto's server or LocalStack (and, for the RADOS
+Gateway, `provision_rgw`: its topic and notification to RabbitMQ), so the embedded stack is
 built from the same definition that the cloud deploys; tests compare the two. Idempotent:
 running it on a stack that exists changes nothing. Idempotent under concurrency too: LocalStack's
 init hook and `EMBEDDED_AWS=0 make run` may provision at once, so every create that finds its
@@ -12,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 import yaml
 from botocore.exceptions import ClientError
@@ -126,6 +128,51 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     _ensure_table(dynamodb, settings.table, table_props)
     return Stack(settings.bucket, settings.table, queue_url, queue_arn, dlq_url,
                  webhook_url, webhook_arn, webhook_dlq_url)
+
+
+def provision_rgw(settings: Settings, sqs, s3, sns, dynamodb, persistent: bool,
+                  template: dict | None = None) -> Stack:
+    """Behind Ceph's RADOS Gateway (s3 and sns are the gateway's, sqs and dynamodb moto's):
+    the bucket with its CORS and lifecycle rules, a topic that publishes to the AMQP exchange
+    (routing key: the topic's name) and the template's notification on it, the table and
+    the webhook queue. The exchange must exist first (amqp.declare)."""
+    template = template or load_template()
+    (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
+    queues = _resources(template, "AWS::SQS::Queue")
+    webhook_url, webhook_arn, webhook_dlq_url = _ensure_queue_pair(
+        sqs, template, queues, WEBHOOK_QUEUE, settings.webhook_queue_name,
+        settings.webhooks_dlq_name, None)
+    _ensure_bucket(s3, settings)
+    _ensure_cors(s3, settings.bucket, bucket_props, template)
+    _ensure_lifecycle(s3, settings.bucket, bucket_props, template)
+    topic_arn = sns.create_topic(Name=settings.amqp_routing_key,
+                                 Attributes=rgw_topic_attributes(settings, persistent))["TopicArn"]
+    s3.put_bucket_notification_configuration(Bucket=settings.bucket, NotificationConfiguration={
+        "TopicConfigurations": [
+            {"Id": f"originals-{n}", "TopicArn": topic_arn, "Events": [qc["Event"]],
+             "Filter": {"Key": {"FilterRules": [{"Name": rule["Name"], "Value": rule["Value"]}
+                                                for rule in qc["Filter"]["S3Key"]["Rules"]]}}}
+            for n, qc in enumerate(bucket_props["NotificationConfiguration"]["QueueConfigurations"])
+        ]})
+    (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
+    _ensure_table(dynamodb, settings.table, table_props)
+    return Stack(settings.bucket, settings.table, None, None, None,
+                 webhook_url, webhook_arn, webhook_dlq_url)
+
+
+def rgw_topic_attributes(settings: Settings, persistent: bool) -> dict[str, str]:
+    """The gateway's topic attributes for AMQP_URL. It refuses a password in a topic made over
+    plain HTTP, and uses guest/guest when none is given: so only those may be left out."""
+    url = urlsplit(settings.amqp_url)
+    if (url.username or "guest", url.password or "guest") != ("guest", "guest"):
+        raise ValueError("the RADOS Gateway takes AMQP credentials only over HTTPS: on this "
+                         "machine, use RabbitMQ's guest user (AMQP_URL=amqp://127.0.0.1:5672/%2F)")
+    vhost = url.path if url.path not in ("", "/", "/%2F") else ""
+    return {"push-endpoint": f"amqp://{url.hostname}:{url.port or 5672}{vhost}",
+            "amqp-exchange": settings.amqp_exchange,
+            # The gateway counts an event sent once the broker confirms it.
+            "amqp-ack-level": "broker",
+            "persistent": "true" if persistent else "false"}
 
 
 def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, events_dlq: str,

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +27,45 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def rabbit_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def rabbitmq():
+    """The machine's RabbitMQ; started if it is down, a loud failure if it cannot be."""
+    if not rabbit_up():
+        subprocess.run(["rabbitmq-server", "-detached"], check=False)
+        deadline = time.monotonic() + 90
+        while not rabbit_up():
+            if time.monotonic() > deadline:
+                pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and could not be started")
+            time.sleep(1)
+    wait_for_broker()
+    return AMQP_URL
+
+
+def wait_for_broker(timeout: float = 90) -> None:
+    import pika
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pika.BlockingConnection(pika.URLParameters(AMQP_URL)).close()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,13 +102,24 @@ class Runner:
     aws: str
     web: str  # the page (web/), served by the runner with a dev token
     output: list[str]
-    backend: str = "embedded"  # or "localstack"
+    backend: str = "embedded"  # or "localstack", or "rgw" (Ceph's RADOS Gateway as storage)
+    s3: str = ""  # the storage's endpoint: `aws` but on rgw
+    env: dict[str, str] = field(default_factory=dict)  # the runner's environment
+
+    def __post_init__(self):
+        self.s3 = self.s3 or self.aws
+
+    @property
+    def strict(self) -> bool:
+        """Storage checks signatures, expiry and POST policies (moto checks none of them)."""
+        return self.backend in ("localstack", "rgw")
 
 
 @contextlib.contextmanager
-def local_runner(aws_endpoint: str | None = None, **settings: str):
+def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings: str):
     """A whole `python -m local` on free ports until the block ends: on its embedded stack, or
-    against the AWS-compatible services at `aws_endpoint` (LocalStack); `settings` are more
+    against the AWS-compatible services at `aws_endpoint` (LocalStack), or with storage="rgw"
+    on Ceph's RADOS Gateway (names of its own on the shared RabbitMQ); `settings` are more
     environment variables for it."""
     api_port, web_port = free_port(), free_port()
     # The tests poll far faster than any real client: a per-owner rate that they never meet
@@ -122,8 +134,38 @@ def local_runner(aws_endpoint: str | None = None, **settings: str):
     else:
         aws = aws_endpoint
         env.update(EMBEDDED_AWS="0", AWS_ENDPOINT_URL=aws)
+    s3, backend = aws, "embedded" if aws_endpoint is None else "localstack"
+    if storage == "rgw":
+        rgw_port, suffix = free_port(), uuid.uuid4().hex[:8]
+        s3, backend = f"http://127.0.0.1:{rgw_port}", "rgw"
+        env.update(STORAGE="rgw", RGW_PORT=str(rgw_port), AMQP_EXCHANGE=f"e2e-{suffix}",
+                   AMQP_QUEUE=f"e2e-{suffix}", AMQP_ROUTING_KEY=f"e2e-{suffix}.originals")
     proc = start_local(env, "the local runner")
-    yield Runner(api=f"http://127.0.0.1:{api_port}", aws=aws, web=f"http://127.0.0.1:{web_port}/",
-                 output=proc.output, backend="embedded" if aws_endpoint is None else "localstack")
-    if not proc.stop():
+    try:
+        yield Runner(api=f"http://127.0.0.1:{api_port}", aws=aws, web=f"http://127.0.0.1:{web_port}/",
+                     output=proc.output, backend=backend, s3=s3, env=env)
+    finally:
+        stopped = proc.stop()
+        if storage == "rgw":
+            _delete_topology(env)
+    if not stopped:
         pytest.fail("local runner did not stop on SIGTERM")
+
+
+def _delete_topology(env: dict[str, str]) -> None:
+    """A runner's exchanges and queues on the shared RabbitMQ, once it has stopped."""
+    import pika
+
+    from chalicelib.adapters.amqp import Topology
+    from chalicelib.config import Settings
+
+    topology = Topology.from_settings(Settings.from_environ(env))
+    connection = pika.BlockingConnection(pika.URLParameters(Settings().amqp_url))
+    try:
+        channel = connection.channel()
+        for queue in (topology.queue, topology.dead_letter_queue):
+            channel.queue_delete(queue)
+        for exchange in (topology.exchange, topology.dead_letter_exchange):
+            channel.exchange_delete(exchange)
+    finally:
+        connection.close()

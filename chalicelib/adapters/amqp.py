@@ -1,4 +1,5 @@
-"""RabbitMQ (AMQP 0-9-1, pika) for MinIO deployments: topology, re-drive publisher, backlog.
+"""RabbitMQ (AMQP 0-9-1, pika) behind MinIO or Ceph's RADOS Gateway: topology, re-drive
+publisher, backlog.
 
 pika is imported lazily: the Lambda package does not carry it and never takes this path.
 """
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import TransientError
-from chalicelib.domain.events import ObjectCreated, minio_event
+from chalicelib.domain.events import AMQP_EVENT_BUILDERS, ObjectCreated
 from chalicelib.runtime.logs import get_logger
 
 log = get_logger("amqp")
@@ -128,16 +129,18 @@ class AmqpChannel:
 
 
 class AmqpPublisher:
-    """The sweeper's re-drive: publishes what MinIO would, with publisher confirms."""
+    """The sweeper's re-drive: publishes what the storage (`shape`: MinIO or the RADOS Gateway)
+    would, with publisher confirms."""
 
-    def __init__(self, channel: AmqpChannel, topology: Topology):
+    def __init__(self, channel: AmqpChannel, topology: Topology, shape: str = "minio"):
         self._channel = channel
         self._topology = topology
+        self._build = AMQP_EVENT_BUILDERS[shape]
 
     def publish_object_created(self, created: ObjectCreated) -> None:
         import pika
 
-        body = json.dumps(minio_event(created)).encode()
+        body = json.dumps(self._build(created)).encode()
         props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
         # With confirms on, basic_publish raises unless the broker took it (and routed it).
         self._channel.call(lambda ch: ch.basic_publish(

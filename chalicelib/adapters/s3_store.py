@@ -12,6 +12,8 @@ from chalicelib.ports import PresignedPost, PresignedPut, StoredObject, StoredPa
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # A multipart upload that was completed or aborted (or never was).
 _NO_UPLOAD = ("NoSuchUpload",)
+# ListParts of such an upload: Ceph's RADOS Gateway answers NoSuchKey where S3 says NoSuchUpload.
+_NO_PARTS = _NO_UPLOAD + ("NoSuchKey",)
 # A completion whose parts are not what storage holds: the client's to fix.
 _BAD_PARTS = ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "MalformedXML")
 
@@ -136,7 +138,7 @@ class S3Store:
                 parts.extend(StoredPart(number=p["PartNumber"], etag=p["ETag"], size=p["Size"])
                              for p in page.get("Parts", []))
         except ClientError as error:
-            if _code(error) in _NO_UPLOAD:
+            if _code(error) in _NO_PARTS:
                 raise KeyError(upload_id) from None
             raise TransientError("storage unavailable") from error
         except BotoCoreError as error:

@@ -1,12 +1,14 @@
-"""Storage notifications: ObjectCreated <-> the JSON that S3 and MinIO send. Both directions
-live here, so that the parser and the builders cannot drift apart.
+"""Storage notifications: ObjectCreated <-> the JSON that S3, MinIO and Ceph's RADOS Gateway
+send. Both directions live here, so that the parser and the builders cannot drift apart.
 
 Accepts the body of an SQS message or an AMQP delivery carrying:
 - AWS S3's event (`Records[]`, `eventSource` "aws:s3", `eventName` "ObjectCreated:Put",
   URL-encoded keys with `+` for spaces), also wrapped in an SNS envelope;
 - S3's `s3:TestEvent`, sent once when a notification is configured (no records);
 - MinIO's event (`EventName`, decoded `Key`, `Records[]` with `eventSource` "minio:s3",
-  `eventName` keeping the `s3:` prefix, URL-encoded keys).
+  `eventName` keeping the `s3:` prefix, URL-encoded keys);
+- the RADOS Gateway's (`Records[]` of one, `eventSource` "ceph:s3", `eventName`
+  "ObjectCreated:Put", and keys RAW: "a b+c%.jpg" arrives as is, so it is never unquoted).
 """
 from __future__ import annotations
 
@@ -52,6 +54,10 @@ def _json_object(body: Union[str, bytes]) -> dict:
     return doc
 
 
+# The storages whose records carry the key as stored, not URL-encoded.
+RAW_KEY_SOURCES = frozenset({"ceph:s3"})
+
+
 def _parse_record(record: Any) -> ObjectCreated | None:
     if not isinstance(record, dict):
         raise PoisonMessage("event record is not an object")
@@ -65,7 +71,9 @@ def _parse_record(record: Any) -> ObjectCreated | None:
         s3 = record["s3"]
         bucket = s3["bucket"]["name"]
         obj = s3["object"]
-        key = unquote_plus(obj["key"])
+        key = obj["key"]
+        if record.get("eventSource") not in RAW_KEY_SOURCES:
+            key = unquote_plus(key)
         size = obj.get("size", 0)
         etag = str(obj.get("eTag", obj.get("etag", ""))).strip('"')
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -106,3 +114,21 @@ def minio_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
                    "object": {"key": quote_plus(key), "size": created.size}},
         }],
     }
+
+
+def ceph_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
+    """What the RADOS Gateway publishes to AMQP for an object-created notification: its
+    members that the parser reads, and the key raw, as the gateway sends it."""
+    now = now or datetime.now(timezone.utc)
+    return {"Records": [{
+        "eventVersion": "2.2", "eventSource": "ceph:s3", "awsRegion": "",
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "eventName": "ObjectCreated:Put",
+        "s3": {"s3SchemaVersion": "1.0", "configurationId": "sweeper-redrive",
+               "bucket": {"name": created.bucket, "arn": f"arn:aws:s3:::{created.bucket}"},
+               "object": {"key": created.key, "size": created.size, "versionId": ""}},
+        "opaqueData": "",
+    }]}
+
+
+# The shapes an AMQP re-drive may take: the storage's own (AMQP_EVENT_SHAPE).
+AMQP_EVENT_BUILDERS = {"minio": minio_event, "ceph": ceph_event}

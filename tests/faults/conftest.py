@@ -27,44 +27,8 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
+from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker  # noqa: F401 (used by the fault tests)
 from tests.local_runner import Proc, start_local
-
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-
-
-def rabbit_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5672), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def rabbitmq():
-    """The machine's RabbitMQ; started if it is down, a loud failure if it cannot be."""
-    if not rabbit_up():
-        subprocess.run(["rabbitmq-server", "-detached"], check=False)
-        deadline = time.monotonic() + 90
-        while not rabbit_up():
-            if time.monotonic() > deadline:
-                pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and could not be started")
-            time.sleep(1)
-    wait_for_broker()
-    return AMQP_URL
-
-
-def wait_for_broker(timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            pika.BlockingConnection(pika.URLParameters(AMQP_URL)).close()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
 
 def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
     out = io.BytesIO()
@@ -73,8 +37,13 @@ def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
 
 
 class World:
-    def __init__(self, backend: str, moto_endpoint: str, **overrides):
+    """rgw: a started local.rgw.RgwCluster as storage, notifying RabbitMQ at `rgw_amqp_url`
+    itself (no bridge; its own event shape); moto keeps the table and the webhook queue."""
+
+    def __init__(self, backend: str, moto_endpoint: str, rgw=None, rgw_amqp_url: str = AMQP_URL,
+                 **overrides):
         suffix = uuid.uuid4().hex[:10]
+        self.rgw = rgw
         self.backend = backend
         self.env = {
             "AWS_ENDPOINT_URL": moto_endpoint, "EMBEDDED_AWS": "0",
@@ -92,21 +61,33 @@ class World:
             "MAX_ATTEMPTS": "3", "MAX_UPLOAD_BYTES": str(8 * 1024 * 1024),
             "PYTHONUNBUFFERED": "1",
         }
+        if rgw is not None:
+            self.env.update(S3_ENDPOINT_URL=rgw.endpoint, AMQP_EVENT_SHAPE="ceph", AMQP_BRIDGE="0")
         self.env.update({k: str(v) for k, v in overrides.items()})
         from chalicelib.config import Settings
 
         self.settings = Settings.from_environ(self.env)
         clients = {n: aws_client(n, self.settings.region, moto_endpoint) for n in ("sqs", "s3", "dynamodb")}
         self.clients = clients
-        # A short visibility timeout: a killed SQS worker's message comes back in seconds.
-        self.stack = provision(self.settings, clients["sqs"], clients["s3"], clients["dynamodb"],
-                               visibility_timeout=3)
         self.service = build_use_cases(self.settings)
         self.topology = Topology.from_settings(self.settings)
         self.procs: list[Proc] = []
         if backend == "amqp":
             with self.amqp() as channel:
                 declare(channel, self.topology)
+        if rgw is not None:
+            import dataclasses
+
+            from local.provision import provision_rgw
+
+            clients["s3"], sns = (aws_client(n, self.settings.region, rgw.endpoint) for n in ("s3", "sns"))
+            gateway_side = dataclasses.replace(self.settings, amqp_url=rgw_amqp_url)
+            self.stack = provision_rgw(gateway_side, clients["sqs"], clients["s3"], sns,
+                                       clients["dynamodb"], persistent=False)
+        else:
+            # A short visibility timeout: a killed SQS worker's message comes back in seconds.
+            self.stack = provision(self.settings, clients["sqs"], clients["s3"], clients["dynamodb"],
+                                   visibility_timeout=3)
 
     # -- processes -------------------------------------------------------------------------------
     def start(self, components: str, **env) -> Proc:
@@ -117,7 +98,8 @@ class World:
 
     def workers(self, count: int = 1, concurrency: int = 1) -> list[Proc]:
         """Worker processes, and for amqp the bridge standing in for MinIO's notifications."""
-        if self.backend == "amqp" and not any("bridge" in " ".join(p.process.args) for p in self.procs):
+        if self.backend == "amqp" and self.rgw is None and not any(
+                "bridge" in " ".join(p.process.args) for p in self.procs):
             self.start("bridge")
         return [self.start("worker", WORKER_CONCURRENCY=concurrency) for _ in range(count)]
 

@@ -26,6 +26,25 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     assert use_cases.ctx.jobs.get(job_id).status is JobStatus.READY
 
 
+def test_behind_the_rados_gateway_the_redrive_is_in_its_shape_with_the_key_raw(world_factory):
+    """AMQP_EVENT_SHAPE=ceph: the event the gateway itself would send, key unencoded."""
+    world = world_factory("amqp", AMQP_EVENT_SHAPE="ceph")
+    use_cases = world.service
+    job_id = world.upload(1)[0]
+    use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
+    time.sleep(1 + world.settings.event_delay_seconds + 0.2)
+    assert use_cases.sweeper.sweep()["redriven"] == 1
+    with world.amqp() as channel:
+        method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
+    assert method is not None, "nothing was published"
+    (record,) = __import__("json").loads(body)["Records"]
+    key = use_cases.ctx.object_keys.original(job_id)
+    assert (record["eventSource"], record["eventName"]) == ("ceph:s3", "ObjectCreated:Put")
+    assert record["s3"]["object"]["key"] == key
+    (event,) = parse_message(body)
+    assert (event.bucket, event.key) == (world.settings.bucket, key)
+
+
 def test_the_backlog_gauge_reads_the_queue_depth(amqp_world):
     world = amqp_world
     gauge = world.service.ctx.backlog

@@ -35,6 +35,12 @@ def test_an_unknown_auth_mode_refuses_to_start(mode):
         Settings.from_environ({**SECRET, "AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": "arn:x"})
 
 
+@pytest.mark.parametrize("shape", ["MinIO", "rgw", "aws", " ceph"])
+def test_an_unknown_amqp_event_shape_refuses_to_start(shape):
+    with pytest.raises(ValueError, match="AMQP_EVENT_SHAPE must be one of minio, ceph"):
+        Settings.from_environ({**SECRET, "AMQP_EVENT_SHAPE": shape})
+
+
 def test_the_default_secret_refuses_to_start_outside_the_local_runner():
     with pytest.raises(ValueError, match="AUTH_JWT_SECRET is the public default"):
         Settings.from_environ({})
@@ -104,7 +110,7 @@ def test_the_runner_reads_its_own_settings_from_the_same_place():
 
 
 @pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
-                                 {"API_PORT": "http"}])
+                                 {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"}])
 def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
     from chalicelib.config import RunnerSettings
 
