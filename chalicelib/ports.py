@@ -154,7 +154,8 @@ class JobStore(Protocol):
         """Insert a new job and take one of its owner's quota slots, in one transaction.
 
         Precondition: no job has this id (ConditionFailed), and the owner holds fewer than
-        `quota` slots (QuotaFull)."""
+        `quota` slots (QuotaFull). Creating the identical job again is no error: that is a
+        transport's retry of a write that had landed."""
         ...
 
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:

@@ -327,6 +327,11 @@ class DynamoJobStore:
                 raise IdempotencyKeyTaken() from None
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
+            if key_item is None and self.get(job.job_id) == job:
+                # The id is a fresh UUID: only this call wrote it. botocore re-sent the
+                # transaction after a timeout, and the first attempt had committed (an
+                # emulator ignores the ClientRequestToken that makes DynamoDB answer it).
+                return
             raise ConditionFailed() from None
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error

@@ -301,6 +301,9 @@ class Uploads:
             held = jobs.get_idempotency(scope)
             if held is None or now >= held.expires_at:
                 continue  # freed or expired meanwhile: take it
+            if held.job_id == job.job_id:
+                # Our own transaction: it committed, and botocore re-sent it after a timeout.
+                return Accepted(job)
             replayed = self._replay(held, fingerprint, job.owner)
             if replayed is not None:
                 return replayed

@@ -55,7 +55,17 @@ def test_create_then_get_round_trips_every_field(store):
 def test_create_is_conditional_on_the_id_being_new(store):
     store.create(new_job(), QUOTA)
     with pytest.raises(ConditionFailed):
-        store.create(new_job(), QUOTA)
+        store.create(dataclasses.replace(new_job(), owner="bob"), QUOTA)
+    assert store.get(new_job().job_id).owner == "alice"
+
+
+def test_creating_the_identical_job_again_is_a_retry_that_had_landed(store):
+    """botocore re-sends a transaction after a timeout; when the first attempt committed,
+    the retry must not turn the accepted upload into an error, nor take a second slot."""
+    store.create(new_job(), QUOTA)
+    store.create(new_job(), QUOTA)
+    assert store.get(new_job().job_id) == new_job()
+    assert store.active_jobs("alice") == {new_job().job_id}
 
 
 def test_get_of_unknown_job_is_none(store):

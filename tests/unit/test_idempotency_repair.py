@@ -164,3 +164,25 @@ def test_a_transaction_conflict_replays_the_concurrent_requests_job(use_cases):
     accepted = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
     assert accepted.replayed and accepted.job.job_id == "7b0e9c5e-2f4a-4d1b-9c8e-1a2b3c4d5e6f"
     assert len(store.items) == 1
+
+
+def test_a_keyed_create_that_landed_but_answered_as_taken_is_this_requests_own(use_cases):
+    """botocore re-sends the transaction after a timeout; the first attempt had committed, so
+    the retry finds the key held by this very job. That is the first request, not a replay:
+    the original is stored and the key stays with the job (never freed as "doomed")."""
+    jobs = use_cases.ctx.jobs
+    real = jobs.create_with_key
+    calls = []
+
+    def landed_then_taken(job, record, now, quota):
+        calls.append(job.job_id)
+        if len(calls) == 1:
+            real(job, record, now, quota)
+        raise IdempotencyKeyTaken()
+
+    jobs.create_with_key = landed_then_taken
+    accepted = use_cases.uploads.accept_upload("alice", jpeg(), "key-1")
+    assert not accepted.replayed and calls == [accepted.job.job_id]
+    assert use_cases.ctx.objects.objects[accepted.job.original_key][0] == jpeg()
+    assert jobs.get_idempotency(accepted.job.idempotency_scope).job_id == accepted.job.job_id
+    assert deliver(use_cases) == ["ready"]
