@@ -112,8 +112,8 @@ def local_runner(aws_endpoint: str | None = None, **settings: str):
     api_port, web_port = free_port(), free_port()
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
-    env = dict(os.environ, API_PORT=str(api_port), WEB_PORT=str(web_port), PYTHONUNBUFFERED="1",
-               OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000", **push_ports(), **settings)
+    env = {**os.environ, "API_PORT": str(api_port), "WEB_PORT": str(web_port), "PYTHONUNBUFFERED": "1",
+           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **push_ports(), **settings}
     env.pop("AWS_ENDPOINT_URL", None)
     if aws_endpoint is None:
         aws_port = free_port()
