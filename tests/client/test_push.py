@@ -2,6 +2,8 @@
 runner, its push gateway reached through a proxy the tests can cut."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from image_jobs import Client, PushUnavailable
+from image_jobs import Client, Job, PushUnavailable
 from tests.client.conftest import token_for
 from tests.conftest import ROOT
 from tests.images import jpeg
@@ -91,14 +93,21 @@ def test_twenty_concurrent_uploads_over_one_socket_bring_every_status_of_every_j
 
 def test_a_cut_socket_is_reconnected_and_a_get_brings_what_it_missed(runner, owner, push_proxy):
     with Client(runner.api, token_for(owner), max_attempts=30) as client:
-        jobs = [client.upload(jpeg()) for _ in range(5)]
+        # Direct uploads wait for their file: nothing happens to these jobs until it is sent.
+        files = [jpeg(400 + i, 300) for i in range(5)]
+        jobs = [Job._accepted(client, client.request("POST", "/api/v1/uploads", json={
+            "content_type": "image/jpeg", "size": len(data), "method": "PUT",
+            "sha256": base64.b64encode(hashlib.sha256(data).digest()).decode()})) for data in files]
+        assert {job.status for job in jobs} == {"awaiting_upload"}
         watching = Watching(client, jobs)
         watching.connected()
         push_proxy.down()  # every socket cut, new ones refused
         try:
-            for job in jobs:  # every job ends while the watch has no socket
+            for job, data in zip(jobs, files):  # every job ends while the watch has no socket
+                client.resume(job, data)
                 with Client(runner.api, token_for(owner)) as other:
                     assert other.job(job.job_id).wait(deadline=90).ready
+            assert watching.watch.connects == 1 and not any(job.ready for job in jobs)
         finally:
             push_proxy.up()
         watching.thread.join(90)

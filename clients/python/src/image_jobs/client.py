@@ -118,15 +118,18 @@ class Client:
         when all are finished. PushUnavailable where the service has no push."""
         return Watch(self, jobs, deadline=deadline, stop=stop)
 
-    def _push_hub(self) -> Optional[Hub]:
+    def _push_hub(self, end: Optional[float] = None) -> Optional[Hub]:
         """The client's one push socket for Job.wait(push=True), opened on first use;
-        None where it cannot be (the waits then poll)."""
+        None where it cannot be, or not before `end` on the client's clock (the waits then poll)."""
         with self._hub_lock:
             if self._hub is None:
                 self._hub = Hub(self)
             hub = self._hub
         # A hub that failed stays failed: this client polls from then on.
-        return hub if hub.ready(OPEN_TIMEOUT * self.max_attempts) else None
+        timeout = OPEN_TIMEOUT * self.max_attempts
+        if end is not None:
+            timeout = max(0.0, min(timeout, end - self.clock()))
+        return hub if hub.ready(timeout) else None
 
     def upload(self, source: Source, *, content_type: Optional[str] = None,
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,

@@ -261,7 +261,8 @@ class Job:
             return self
         c = self._client
         end = None if deadline is None else c.clock() + deadline
-        hub = c._push_hub() if push else None
+        # No push for a deadline already over: the wait ends as a poll's would, at once.
+        hub = c._push_hub(end) if push and (end is None or end > c.clock()) else None
         if hub is not None:
             try:
                 return hub.wait(self, end, stop, on_status, c.clock)

@@ -68,10 +68,16 @@ class Watch:
             self.add(job)
 
     def add(self, job: Union[Job, str]) -> Job:
-        """Watch one more job (from any thread); the object that will be updated."""
+        """Watch one more job (from any thread): this object is updated from now on, given
+        the newer state if the watch already held one for its id."""
         job = self._client.job(job) if isinstance(job, str) else job
         with self._lock:
-            return self._jobs.setdefault(job.job_id, job)
+            known = self._jobs.get(job.job_id)
+            if known is not None and known is not job and known.status is not None and (
+                    job.status is None or self._newer(job, None, known.status, known._etag)):
+                job._from_push(known.raw, known._etag)
+            self._jobs[job.job_id] = job
+        return job
 
     def close(self) -> None:
         """End the iteration (from any thread) and the socket."""
