@@ -127,3 +127,33 @@ def local_runner(aws_endpoint: str | None = None, **settings: str):
                  output=proc.output, backend="embedded" if aws_endpoint is None else "localstack")
     if not proc.stop():
         pytest.fail("local runner did not stop on SIGTERM")
+
+
+# The stacks the local runner selects: the embedded moto, LocalStack, and the embedded stack
+# with its storage events through RabbitMQ (QUEUE_BACKEND=amqp, the bridge in MinIO's shape).
+BACKENDS = ("embedded", "localstack", "amqp")
+
+
+@contextlib.contextmanager
+def runner_on(backend: str, request, **settings: str):
+    """local_runner on one of BACKENDS; `request` is the fixture's, for the session's
+    LocalStack. RabbitMQ must be up at 127.0.0.1:5672 (a loud failure, never a skip)."""
+    if backend == "localstack":
+        with local_runner(aws_endpoint=request.getfixturevalue("localstack").endpoint, **settings) as started:
+            yield started
+        return
+    if backend == "amqp":
+        import uuid
+
+        from tests.faults.conftest import AMQP_URL, rabbit_up, wait_for_broker
+
+        if not rabbit_up():
+            pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (`rabbitmq-server -detached`)")
+        wait_for_broker()
+        names = uuid.uuid4().hex[:10]
+        settings = {"QUEUE_BACKEND": "amqp", "AMQP_URL": AMQP_URL, "AMQP_BRIDGE": "1",
+                    "AMQP_EXCHANGE": f"x-{names}", "AMQP_QUEUE": f"q-{names}",
+                    "AMQP_ROUTING_KEY": f"k-{names}", **settings}
+    with local_runner(**settings) as started:
+        started.backend = backend
+        yield started

@@ -1,15 +1,28 @@
 """The page's one push socket (web/js/push.js): cards learn every change from it without
-polling, and poll as before when it is refused or closes, re-reading by GET after a reconnect."""
+polling, and poll as before when it is refused or closes, re-reading by GET after a reconnect.
+On every backend: the embedded stack, LocalStack, and the AMQP path."""
 from __future__ import annotations
 
 import json
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.browser.photos import landscape
 from tests.browser.test_page import READY_TIMEOUT, card, open_page, pick
 from tests.conftest import free_port
+from tests.local_runner import BACKENDS, runner_on
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def runner(request):
+    """The session's embedded runner, and runners on LocalStack and on the AMQP path."""
+    if request.param == "embedded":
+        yield request.getfixturevalue("embedded_runner")
+        return
+    with runner_on(request.param, request) as started:
+        yield started
+
 
 PUSH = re.compile(r"^ws://127\.0\.0\.1:\d+/?$")  # the runner's push gateway
 

@@ -17,11 +17,32 @@ import pytest
 
 from image_jobs import Client, Job, PushUnavailable
 from tests.client.conftest import token_for
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 from tests.images import jpeg
-from tests.local_runner import dedicated_runner
+from tests.local_runner import BACKENDS, dedicated_runner, runner_on
+from tests.proxy import TcpProxy
 
 CLI = Path(sys.executable).with_name("image-jobs")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def stack(request):
+    """A runner on each backend, its push gateway behind a proxy of its own."""
+    proxy = TcpProxy(free_port())
+    with runner_on(request.param, request, PUSH_PORT=str(proxy.target[1]),
+                   PUSH_URL=f"ws://127.0.0.1:{proxy.port}") as started:
+        yield started, proxy
+    proxy.down()
+
+
+@pytest.fixture(scope="module")
+def runner(stack):
+    return stack[0]
+
+
+@pytest.fixture(scope="module")
+def push_proxy(stack):
+    return stack[1]
 ORDER = ["queued", "processing", "ready"]
 
 
@@ -174,3 +195,16 @@ def test_the_cli_waits_for_many_files_over_one_socket(runner, owner, push_proxy,
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count(": ready ") == 6
     assert push_proxy.accepted == accepted + 1
+
+
+def test_a_job_whose_messages_are_all_lost_is_still_learnt_by_a_get_when_quiet(runner, owner, monkeypatch):
+    """A message may be lost with the socket still open (the service sheds fan-out under
+    load): a job quiet for QUIET_SECONDS is read by GET."""
+    import image_jobs.push as push
+
+    monkeypatch.setattr(push, "QUIET_SECONDS", 0.5)
+    monkeypatch.setattr(push.Watch, "_take", lambda self, frame: None)  # every message lost
+    with Client(runner.api, token_for(owner)) as client:
+        jobs = [client.upload(jpeg()) for _ in range(2)]
+        finished = [job for job in client.watch(jobs, deadline=60)]
+        assert all(job.ready for job in jobs) and {j.job_id for j in finished if j.ready} == {j.job_id for j in jobs}

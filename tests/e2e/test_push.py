@@ -18,29 +18,16 @@ from websockets.sync.client import connect
 from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, mint_token
 from tests.e2e.test_images_api import SECRET, headers
 from tests.images import jpeg
-from tests.local_runner import local_runner
+from tests.local_runner import BACKENDS, runner_on
 
 
-@pytest.fixture(scope="module", params=["embedded", "localstack", "amqp"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def runner(request):
-    """The e2e runners (tests/e2e/conftest.py), and one whose storage events go through
-    RabbitMQ (QUEUE_BACKEND=amqp, the bridge in MinIO's shape), as the local runner selects it."""
+    """The session's embedded runner, and runners on LocalStack and on the AMQP path."""
     if request.param == "embedded":
         yield request.getfixturevalue("embedded_runner")
         return
-    if request.param == "localstack":
-        with local_runner(aws_endpoint=request.getfixturevalue("localstack").endpoint) as started:
-            yield started
-        return
-    from tests.faults.conftest import AMQP_URL, rabbit_up, wait_for_broker
-
-    if not rabbit_up():
-        pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (`rabbitmq-server -detached`)")
-    wait_for_broker()
-    names = uuid.uuid4().hex[:10]
-    with local_runner(QUEUE_BACKEND="amqp", AMQP_URL=AMQP_URL, AMQP_BRIDGE="1", AMQP_EXCHANGE=f"x-{names}",
-                      AMQP_QUEUE=f"q-{names}", AMQP_ROUTING_KEY=f"k-{names}") as started:
-        started.backend = "amqp"
+    with runner_on(request.param, request) as started:
         yield started
 
 

@@ -10,6 +10,10 @@ const LABELS = { awaiting_upload: "awaiting upload" };
 // The placeholder is decoded this small (the longer side) and scaled up: it is a blur.
 const PLACEHOLDER_SIDE = 32;
 const SOURCE_TYPES = ["image/avif", "image/webp"];
+// With the push socket open, an unfinished job with no news for this long is read by GET: a
+// message may be lost without the socket closing. The schedule's longest wait, so that a card
+// never learns later than polling would.
+const QUIET_MS = 15_000;
 
 export class JobCard {
   // saved: {jobId, name, size, startedAt} of a job made before a reload, to resume polling.
@@ -111,6 +115,7 @@ export class JobCard {
     try {
       const answer = await this.api.getJob(this.jobId, this.controller.signal);
       this.pushed(answer.body, answer.etag);
+      this.quiet();
     } catch (error) {
       if (error.name === "AbortError") return;
       if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);
@@ -128,6 +133,14 @@ export class JobCard {
     if (!this.push.newer(this, job.status, etag)) return;
     this.etag = etag;
     this.show(job);
+    this.quiet();
+  }
+
+  // Reads the job again after QUIET_MS without news while the socket is open.
+  quiet() {
+    clearTimeout(this.quietTimer);
+    if (TERMINAL.has(this.job?.status)) return;
+    this.quietTimer = setTimeout(() => { if (this.push?.open) this.pushOpened(); }, QUIET_MS);
   }
 
   async cancel() {
@@ -156,6 +169,7 @@ export class JobCard {
     }
     this.store.forget(this);
     this.push?.forget(this);
+    clearTimeout(this.quietTimer);
     this.element.remove();
     clearInterval(this.ticker);
   }

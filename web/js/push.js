@@ -78,6 +78,7 @@ export class PushChannel {
     const known = this.latest.get(card.jobId);
     if (known) card.pushed(known.job, known.etag);
     if (this.open && since !== this.opened) card.pushOpened();
+    else card.quiet();
   }
 
   forget(card) {

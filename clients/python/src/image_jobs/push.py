@@ -31,6 +31,10 @@ BACKOFF_MAX = 30.0
 OPEN_TIMEOUT = 10.0
 # A blocked receive wakes this often to look at the caller's stop event and deadline.
 RECV_SLICE = 0.25
+# An unfinished job with no news for this long is read by GET: a message may be lost without
+# the socket dropping (the service sheds fan-out under load), and a push client should never
+# learn later than one polling on the contract's schedule, whose longest wait this is.
+QUIET_SECONDS = 15.0
 # A job's status never moves back along this order (a re-claim stays `processing` and raises
 # the attempt): a GET answer, which has no sequence, still orders against the messages.
 _STEP = {"awaiting_upload": 0, "queued": 1, "processing": 2, "ready": 3, "failed": 3, "cancelled": 3}
@@ -43,7 +47,7 @@ def _step(status: object) -> Optional[int]:
 class Watch:
     """Updates of `jobs` (Job objects or ids), or of all the owner's jobs when None, as Job
     objects: iterate it. Each job is one object, updated in place and yielded whenever it
-    shows a newer state. With jobs named, the iteration ends once all are finished; with
+    shows a newer state; one without news for QUIET_SECONDS is read by GET. With jobs named, the iteration ends once all are finished; with
     None it runs until close(). `deadline` (seconds) and `stop` end it early too.
     PushUnavailable when the service has no push, or `client.max_attempts` connects in a
     row fail; Unauthorized when the token is refused.
@@ -61,6 +65,7 @@ class Watch:
         self._stop = stop or threading.Event()
         self._on_connect = on_connect
         self._socket: Optional[ClientConnection] = None
+        self._news: Dict[str, float] = {}  # job id -> when, on the client's clock, it last changed
         self.connects = 0  # sockets opened so far
         self.received = 0  # messages about the jobs watched
         self.dropped = 0  # of those, dropped as older than, or the same as, the state held
@@ -154,11 +159,15 @@ class Watch:
                 raise errors.ConnectionFailed(f"push connect: {exc!r}") from exc
         raise errors.error_for(401, None)
 
-    def _reread(self) -> Iterator[Job]:
-        """GET every unfinished job known: its changes while no socket was open are lost."""
+    def _reread(self, quiet: Optional[float] = None) -> Iterator[Job]:
+        """GET every unfinished job known (with `quiet`, those without news for that long):
+        its changes while no socket was open are lost."""
+        now = self._client.clock()
         with self._lock:
-            todo = [job for job in self._jobs.values() if not job.finished]
+            todo = [job for job in self._jobs.values() if not job.finished and (
+                quiet is None or now - self._news.setdefault(job.job_id, now) >= quiet)]
         for job in todo:
+            self._news[job.job_id] = now
             before = job._etag
             try:
                 job.refresh()
@@ -174,6 +183,7 @@ class Watch:
             try:
                 frame = socket.recv(timeout=RECV_SLICE)
             except TimeoutError:
+                yield from self._reread(QUIET_SECONDS)
                 continue
             job = self._take(frame)
             if job is not None:
@@ -203,6 +213,7 @@ class Watch:
                 return None
             if isinstance(sequence, int):
                 self._sequence[job_id] = sequence
+            self._news[job_id] = self._client.clock()
             job._from_push(body, etag if isinstance(etag, str) else None)
         return job
 
