@@ -196,8 +196,10 @@ def get_wait_latencies(api: str, store: DynamoJobStore, images: list[bytes], own
 def push_rows(images: list[bytes], jobs: int) -> list[tuple]:
     """(sockets, who else, mode, n, median ms, p95 ms) per row, all on one runner with push."""
     push_port, management_port = free_port(), free_port()
+    # 100 sockets of one owner: past the default cap of connections per owner (10).
     runner, api, aws = start_runner(LOCAL_COMPONENTS="api,worker,sweeper,push", PUSH_PORT=str(push_port),
-                                    PUSH_MANAGEMENT_PORT=str(management_port))
+                                    PUSH_MANAGEMENT_PORT=str(management_port),
+                                    MAX_PUSH_CONNECTIONS_PER_OWNER="200")
     store = DynamoJobStore(Settings().table, "us-east-1", aws)
     url = f"ws://127.0.0.1:{push_port}"
     rows = []
