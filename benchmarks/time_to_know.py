@@ -10,7 +10,13 @@ record (finished_at, to the microsecond, on this machine's clock). A tight poll 
 the same moment less exactly, and twenty of them (50 GETs a second each) load the two cores
 they measure; the record costs nothing.
 
-    python benchmarks/time_to_know.py [--rounds 6] [--concurrency 1,20]
+and the push client (`push_rows`): the SDK's watch over one WebSocket, from the status
+change in the record (`created_at` for `queued`, `finished_at` for `ready`) to the message
+at the client, with 1 and with 100 sockets connected (the other 99 of the same owner, so
+that every change goes to 100 connections, or of other owners), beside get-wait on the
+same runner.
+
+    python benchmarks/time_to_know.py [--rounds 6] [--concurrency 1,20] [--push-jobs 30]
 
 At concurrency C, C clients (each its own owner, as C phones are) upload at once; the modes
 take turns, batch by batch, on one runner. Target: a waiting client knows within 50 ms of the
@@ -28,6 +34,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,11 +50,12 @@ MODES = ("schedule", "get-wait", "post-wait")
 TERMINAL = {"ready", "failed", "cancelled"}
 
 
-def start_runner() -> tuple[subprocess.Popen, str, str]:
+def start_runner(**extra: str) -> tuple[subprocess.Popen, str, str]:
     api_port, aws_port = free_port(), free_port()
     log = Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
     env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOG_FILE=str(log),
                LOCAL_COMPONENTS="api,worker,sweeper", PYTHONUNBUFFERED="1")
+    env.update(extra)
     env.pop("AWS_ENDPOINT_URL", None)
     out = open(log.with_suffix(".out"), "w")
     runner = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env, stdout=out,
@@ -91,11 +99,162 @@ def run(api: str, store: DynamoJobStore, images: list[bytes], concurrency: int,
     return found
 
 
+# -- the push client ------------------------------------------------------------------------
+def token_of(owner: str) -> str:
+    return mint_token(owner, Settings().jwt_secret, 3600, int(time.time()))
+
+
+class Listeners:
+    """`count` more sockets on the push URL, each reading and dropping what it gets, in one
+    asyncio thread (cheap beside 99 SDK threads, so the machine measures the fan-out)."""
+
+    def __init__(self, url: str, owners: list[str]):
+        import asyncio
+
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop = None
+        self.messages = 0
+        threading.Thread(target=self._loop.run_until_complete, args=(self._main(url, owners),),
+                         daemon=True).start()
+        if not self._ready.wait(60):
+            raise RuntimeError("the listeners did not connect")
+
+    async def _main(self, url: str, owners: list[str]) -> None:
+        import asyncio
+
+        from websockets.asyncio.client import connect
+
+        self._stop = asyncio.Event()
+        sockets = [await connect(url, subprotocols=["image-jobs.v1", "bearer." + token_of(o)])
+                   for o in owners]
+        tasks = [asyncio.create_task(self._drain(s)) for s in sockets]
+        self._ready.set()
+        await self._stop.wait()
+        for s in sockets:
+            await s.close()
+        for t in tasks:
+            t.cancel()
+
+    async def _drain(self, socket) -> None:
+        async for _ in socket:
+            self.messages += 1
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+
+
+def push_latencies(api: str, store: DynamoJobStore, images: list[bytes], owner: str,
+                   jobs: int) -> list[tuple[Optional[float], float]]:
+    """[(queued: record -> message s, ready: record -> message s)] of `jobs` uploads, one at
+    a time, by one client whose watch of all its jobs is its only socket. queued None: its
+    message came after `processing`'s (two senders) and was dropped as older."""
+    arrived: dict[tuple[str, str], float] = {}
+    with Client(api, token_of(owner)) as client:
+        watch = client.watch()
+
+        def follow() -> None:
+            for job in watch:
+                arrived.setdefault((job.job_id, job.status), time.time())
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        while watch.connects < 1:
+            time.sleep(0.01)
+        ids = []
+        for i in range(jobs):
+            job = client.upload(images[i % len(images)], content_type="image/jpeg")
+            ids.append(job.job_id)
+            deadline = time.monotonic() + 120
+            while (job.job_id, "ready") not in arrived:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no ready message for {job.job_id}")
+                time.sleep(0.002)
+        watch.close()
+    found = []
+    for job_id in ids:
+        record = store.get(job_id)
+        queued = arrived.get((job_id, "queued"))
+        found.append((None if queued is None else queued - record.created_at.timestamp(),
+                      arrived[job_id, "ready"] - record.finished_at.timestamp()))
+    return found
+
+
+def get_wait_latencies(api: str, store: DynamoJobStore, images: list[bytes], owner: str,
+                       jobs: int) -> list[float]:
+    """ready: record -> the held GET's answer at the client, for the same kind of upload."""
+    found = []
+    with Client(api, token_of(owner)) as client:
+        for i in range(jobs):
+            job = client.upload(images[i % len(images)], content_type="image/jpeg")
+            job.wait(deadline=120)
+            known = time.time()
+            found.append(known - store.get(job.job_id).finished_at.timestamp())
+    return found
+
+
+def push_rows(images: list[bytes], jobs: int) -> list[tuple]:
+    """(sockets, who else, mode, n, median ms, p95 ms) per row, all on one runner with push."""
+    push_port, management_port = free_port(), free_port()
+    # 100 sockets of one owner: past the default cap of connections per owner (10).
+    runner, api, aws = start_runner(LOCAL_COMPONENTS="api,worker,sweeper,push", PUSH_PORT=str(push_port),
+                                    PUSH_MANAGEMENT_PORT=str(management_port),
+                                    MAX_PUSH_CONNECTIONS_PER_OWNER="200")
+    store = DynamoJobStore(Settings().table, "us-east-1", aws)
+    url = f"ws://127.0.0.1:{push_port}"
+    rows = []
+
+    def row(sockets: int, others: str, mode: str, seconds: list[float]) -> None:
+        rows.append((sockets, others, mode, len(seconds), statistics.median(seconds) * 1000,
+                     percentile(seconds, 95) * 1000))
+
+    try:
+        push_latencies(api, store, images, "push-warm-up", 2)
+        row(1, "-", "get-wait ready", get_wait_latencies(api, store, images, "push-get-wait", jobs))
+        found = push_latencies(api, store, images, "push-alone", jobs)
+        row(1, "-", "push queued", [q for q, _ in found if q is not None])
+        row(1, "-", "push ready", [r for _, r in found])
+        for others, owners in (("same owner", ["push-crowd"] * 99),
+                               ("other owners", [f"push-other-{i}" for i in range(99)])):
+            listeners = Listeners(url, owners)
+            try:
+                found = push_latencies(api, store, images, "push-crowd", jobs)
+            finally:
+                listeners.close()
+            row(100, others, "push queued", [q for q, _ in found if q is not None])
+            row(100, others, "push ready", [r for _, r in found])
+    finally:
+        runner.terminate()
+        runner.wait(30)
+    return rows
+
+
+def print_push_rows(rows: list[tuple], images: list[bytes]) -> None:
+    print()
+    print(f"Push: status change in the record to the message at the client, {len(images[0]) / 1e6:.1f} MB "
+          f"JPEGs, one upload at a time, embedded stack, {os.cpu_count()} cores (shared, loaded)")
+    print(f"{'sockets':>7} {'others':>12} {'client':>15} {'n':>4} {'median ms':>9} {'p95 ms':>7} {'ratio':>6}")
+    reference = next(r[4] for r in rows if r[2] == "get-wait ready")
+    for sockets, others, mode, n, median, p95 in rows:
+        print(f"{sockets:>7} {others:>12} {mode:>15} {n:>4} {median:>9.1f} {p95:>7.1f} "
+              f"{median / reference if reference else float('nan'):>6.2f}")
+    print("queued: created_at to the message; ready: finished_at to the message (get-wait: to the held "
+          "GET's answer); ratio: median against get-wait ready's. 100 sockets: 99 more connected, of "
+          "the uploader's owner (each change goes to all 100) or of other owners. queued's n is below the "
+          "uploads' when a queued message came after processing's and was dropped as older.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6, help="batches per mode and concurrency")
     parser.add_argument("--concurrency", default="1,20")
+    parser.add_argument("--push-jobs", type=int, default=30, help="uploads per push row (0: none)")
+    parser.add_argument("--push-only", action="store_true", help="only the push rows")
     args = parser.parse_args()
+    # Push measures record -> message, which no image size changes: small photos keep it short.
+    push_images = [photo_like(1200, 900, seed) for seed in range(3)]
+    if args.push_only:
+        return print_push_rows(push_rows(push_images, args.push_jobs), push_images)
     images = [photo_like(4000, 3000, seed) for seed in range(3)]  # 12 MP, under 4 MiB
     runner, api, aws = start_runner()
     store = DynamoJobStore(Settings().table, "us-east-1", aws)
@@ -126,6 +285,8 @@ def main() -> None:
     print("visible: upload start to `ready` written (median); known: to the client holding it; late: "
           "known - visible per job; ratio: median of known / visible per job. Target: get-wait and "
           "post-wait late <= 50 ms, ratio <= 1.25")
+    if args.push_jobs:
+        print_push_rows(push_rows(push_images, args.push_jobs), push_images)
 
 
 if __name__ == "__main__":

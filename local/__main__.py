@@ -269,7 +269,8 @@ def _start_page(settings, runner, log):
     try:
         page = PageServer(HOST, port, f"http://{HOST}:{runner.api_port}/api/v1", settings.presign_endpoint_url,
                           settings.jwt_secret, runner.web_subject, settings.max_upload_bytes,
-                          settings.multipart_min_bytes, tuple(fmt.value for fmt in settings.enabled_formats))
+                          settings.multipart_min_bytes, tuple(fmt.value for fmt in settings.enabled_formats),
+                          push_url=settings.push_url or None)
     except OSError as error:
         log.warning("web_page_not_started", port=port, error=error.strerror,
                     hint="set WEB_PORT to a free port")

@@ -34,13 +34,13 @@ class PageServer:
 
     def __init__(self, host: str, port: int, api_url: str, storage_url: str | None,
                  jwt_secret: str, subject: str, max_upload_bytes: int, multipart_min_bytes: int,
-                 formats: tuple[str, ...] = ()):
+                 formats: tuple[str, ...] = (), push_url: str | None = None):
         def config() -> dict:
             token = mint_token(subject, jwt_secret, TOKEN_TTL_SECONDS, int(time.time()))
             return {"api": api_url, "token": token, "max_upload_bytes": max_upload_bytes,
                     "multipart_min_bytes": multipart_min_bytes, "formats": list(formats)}
 
-        handler = partial(_Handler, config=config, csp=_csp(api_url, storage_url),
+        handler = partial(_Handler, config=config, csp=_csp(api_url, storage_url, push_url),
                           directory=str(WEB_ROOT))
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
@@ -60,11 +60,13 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _csp(api_url: str, storage_url: str | None) -> str:
-    """Scripts only from here; network only to the API and storage (presigned URLs)."""
+def _csp(api_url: str, storage_url: str | None, push_url: str | None = None) -> str:
+    """Scripts only from here; network only to the API, storage (presigned URLs) and the
+    push socket."""
     storage = _origin(storage_url) if storage_url else "https:"
+    push = f" {_origin(push_url)}" if push_url else ""
     return (f"default-src 'self'; script-src 'self'; style-src 'self'; "
-            f"connect-src 'self' {_origin(api_url)} {storage}; img-src 'self' {storage} blob: data:; "
+            f"connect-src 'self' {_origin(api_url)} {storage}{push}; img-src 'self' {storage} blob: data:; "
             f"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
 
 

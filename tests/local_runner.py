@@ -124,8 +124,8 @@ def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings:
     api_port, web_port = free_port(), free_port()
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
-    env = dict(os.environ, API_PORT=str(api_port), WEB_PORT=str(web_port), PYTHONUNBUFFERED="1",
-               OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000", **push_ports(), **settings)
+    env = {**os.environ, "API_PORT": str(api_port), "WEB_PORT": str(web_port), "PYTHONUNBUFFERED": "1",
+           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **push_ports(), **settings}
     env.pop("AWS_ENDPOINT_URL", None)
     if aws_endpoint is None:
         aws_port = free_port()
@@ -169,3 +169,38 @@ def _delete_topology(env: dict[str, str]) -> None:
             channel.exchange_delete(exchange)
     finally:
         connection.close()
+
+
+# The stacks the local runner selects: the embedded moto, LocalStack, the embedded stack with
+# its storage events through RabbitMQ (QUEUE_BACKEND=amqp, the bridge in MinIO's shape), and
+# Ceph's RADOS Gateway notifying RabbitMQ itself (STORAGE=rgw).
+BACKENDS = ("embedded", "localstack", "amqp", "rgw")
+
+
+@contextlib.contextmanager
+def runner_on(backend: str, request, **settings: str):
+    """local_runner on one of BACKENDS; `request` is the fixture's, for the session's
+    LocalStack. RabbitMQ must be up at 127.0.0.1:5672 (a loud failure, never a skip)."""
+    if backend == "localstack":
+        with local_runner(aws_endpoint=request.getfixturevalue("localstack").endpoint, **settings) as started:
+            yield started
+        return
+    if backend == "rgw":
+        with local_runner(storage="rgw", **settings) as started:
+            yield started
+        return
+    if backend == "amqp":
+        import uuid
+
+        from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker
+
+        if not rabbit_up():
+            pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 (`rabbitmq-server -detached`)")
+        wait_for_broker()
+        names = uuid.uuid4().hex[:10]
+        settings = {"QUEUE_BACKEND": "amqp", "AMQP_URL": AMQP_URL, "AMQP_BRIDGE": "1",
+                    "AMQP_EXCHANGE": f"x-{names}", "AMQP_QUEUE": f"q-{names}",
+                    "AMQP_ROUTING_KEY": f"k-{names}", **settings}
+    with local_runner(**settings) as started:
+        started.backend = backend
+        yield started

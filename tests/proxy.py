@@ -22,6 +22,7 @@ class TcpProxy:
         self.dropped = 0  # answers cut so far by drop_answers()
         self.bytes_up = 0  # bytes the clients sent through to the target, requests' heads included
         self.pause = 0.0  # seconds after each chunk sent up: a slow uplink, so a send takes a while
+        self.accepted = 0  # connections taken so far
         self.up()
 
     def up(self) -> None:
@@ -69,6 +70,7 @@ class TcpProxy:
                 client.close()
                 continue
             with self._lock:
+                self.accepted += 1
                 self._conns += [client, upstream]
                 drop, self._to_drop = self._to_drop > 0, max(0, self._to_drop - 1)
             threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()

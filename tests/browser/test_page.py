@@ -36,6 +36,14 @@ def card(page, name):
     return page.locator("li.job", has=page.locator(".name", has_text=name))
 
 
+def without_push(page, runner):
+    """For the tests of polling: GET /push says this service has none (tests/browser/test_push.py
+    has the page with push)."""
+    page.route(f"{runner.api}/api/v1/push", lambda route: route.fulfill(
+        status=200, json={"url": None, "protocols": ["image-jobs.v1", "bearer.<token>"]},
+        headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "no-store"}))
+
+
 def api_get(runner, job_id):
     """The job as the page's owner ("web", the runner's WEB_SUBJECT default) sees it."""
     token = mint_token("web", SETTINGS.jwt_secret, 600, int(time.time()))
@@ -156,6 +164,7 @@ def test_polls_are_held_and_a_server_that_does_not_hold_gets_the_contracts_sched
             "Access-Control-Expose-Headers": "Location,Retry-After,ETag,Preference-Applied"})
 
     page.route(f"{runner.api}/api/v1/image-jobs/*", answer)
+    without_push(page, runner)
     open_page(page, runner)
     accepted = []
     page.on("response", lambda r: urlsplit(r.url).path == "/api/v1/images" and accepted.append(time.monotonic()))
@@ -175,6 +184,7 @@ def test_polls_are_held_and_a_server_that_does_not_hold_gets_the_contracts_sched
 def test_the_page_holds_at_most_four_polls_at_once_and_learns_at_once(page, runner):
     """Six photos: at most four held polls are open at once (a browser has six connections
     per origin over HTTP/1.1), and every photo still ends ready."""
+    without_push(page, runner)
     open_page(page, runner)
     held, peak = set(), [0]
 

@@ -8,14 +8,25 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.http.auth import mint_token
+from tests.conftest import free_port
 from tests.local_runner import local_runner
+from tests.proxy import TcpProxy
 
 
 @pytest.fixture(scope="package")
-def runner():
+def push_proxy() -> TcpProxy:
+    """Between the SDK and the runner's push gateway (GET /push names it), so that a test can
+    cut every socket and refuse new ones (down), then let them in again (up)."""
+    return TcpProxy(free_port())
+
+
+@pytest.fixture(scope="package")
+def runner(push_proxy):
     """The e2e suite's runner, but ended with this package so it never idles beside the next."""
-    with local_runner() as started:
+    with local_runner(PUSH_PORT=str(push_proxy.target[1]),
+                      PUSH_URL=f"ws://127.0.0.1:{push_proxy.port}") as started:
         yield started
+    push_proxy.down()
 
 
 def token_for(owner: str, ttl: int = 3600) -> str:

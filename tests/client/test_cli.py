@@ -165,8 +165,8 @@ def test_ctrl_c_while_waiting_exits_130_and_says_how_to_resume(runner, owner, tm
 
     (tmp_path / "a.jpg").write_bytes(jpeg())
     env = {**os.environ, "IMAGE_JOBS_URL": runner.api, "IMAGE_JOBS_TOKEN": token_for(owner)}
-    # --no-waits: the contract's schedule, so the job is still queued when Ctrl-C comes.
-    process = subprocess.Popen([str(CLI), "upload", "a.jpg", "--wait", "--no-waits"], cwd=tmp_path, env=env,
+    # --no-waits --no-push: the contract's schedule, so the job is still queued when Ctrl-C comes.
+    process = subprocess.Popen([str(CLI), "upload", "a.jpg", "--wait", "--no-waits", "--no-push"], cwd=tmp_path, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     deadline = time.monotonic() + 30

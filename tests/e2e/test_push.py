@@ -1,11 +1,14 @@
 """Push through a real WebSocket against the local runner (local/push_gateway.py playing API
 Gateway, the app's own handlers, the real worker and table): a bad token is refused at
-connect, only the owner's jobs arrive, and every status of an upload arrives in order."""
+connect, only the owner's jobs arrive, and every status of an upload arrives in order; the
+SDK's watch too. On every backend: the embedded stack, LocalStack, and the AMQP path."""
 from __future__ import annotations
 
 import contextlib
 import json
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -15,6 +18,17 @@ from websockets.sync.client import connect
 from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, mint_token
 from tests.e2e.test_images_api import SECRET, headers
 from tests.images import jpeg
+from tests.local_runner import BACKENDS, runner_on
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def runner(request):
+    """The session's embedded runner, and runners on LocalStack and on the AMQP path."""
+    if request.param == "embedded":
+        yield request.getfixturevalue("embedded_runner")
+        return
+    with runner_on(request.param, request) as started:
+        yield started
 
 
 def push_url(runner) -> str:
@@ -115,3 +129,37 @@ def test_past_the_owners_cap_a_connect_is_refused_with_429_until_one_closes(runn
                 assert still.response.status_code == 429
                 assert time.monotonic() < deadline, "the closed connection was never forgotten"
                 time.sleep(0.2)
+
+
+def test_the_sdk_watch_brings_every_status_of_twenty_uploads_over_one_socket(runner):
+    from image_jobs import Client
+
+    owner = f"push-sdk-{uuid.uuid4().hex[:8]}"
+    with Client(runner.api, mint_token(owner, SECRET, 600, int(time.time()))) as client:
+        watch = client.watch()  # every job of the owner
+        updates: list[tuple[str, str]] = []
+
+        def follow():
+            for job in watch:
+                updates.append((job.job_id, job.status))
+                if len({j for j, s in updates if s == "ready"}) == 20:
+                    return
+
+        with ThreadPoolExecutor(21) as pool:
+            following = pool.submit(follow)
+            try:
+                deadline = time.monotonic() + 20
+                while watch.connects < 1:
+                    assert time.monotonic() < deadline and not following.done(), "the watch did not connect"
+                    time.sleep(0.05)
+                jobs = list(pool.map(lambda _: client.upload(jpeg()), range(20)))
+                following.result(timeout=120)
+            finally:
+                watch.close()
+        assert watch.connects == 1 and watch.received >= 60, (runner.backend, watch.received)
+        for job in jobs:
+            statuses = [s for j, s in updates if j == job.job_id]
+            assert statuses[-1] == "ready" and statuses == sorted(statuses, key=ORDER.index), statuses
+
+
+ORDER = ["queued", "processing", "ready"]

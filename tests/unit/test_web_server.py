@@ -57,3 +57,14 @@ def test_tokens_are_fresh_on_each_load(server):
     first = requests.get(server.url + "config.json", timeout=5).json()["token"]
     time.sleep(1.1)
     assert requests.get(server.url + "config.json", timeout=5).json()["token"] != first
+
+
+def test_the_policy_lets_the_page_reach_the_push_socket_and_nothing_more():
+    page = PageServer("127.0.0.1", 0, "http://127.0.0.1:8000/api/v1", "http://127.0.0.1:4566",
+                      SECRET, "web", 4 * 1024 * 1024, 16 * 1024 * 1024, push_url="ws://127.0.0.1:8001")
+    page.start()
+    try:
+        csp = requests.get(page.url, timeout=5).headers["Content-Security-Policy"]
+    finally:
+        page.stop()
+    assert "connect-src 'self' http://127.0.0.1:8000 http://127.0.0.1:4566 ws://127.0.0.1:8001;" in csp

@@ -1,4 +1,5 @@
-// One photo on the page: its upload, its job's status (polled), and its buttons.
+// One photo on the page: its upload, its job's status (from the page's push socket while it
+// is open, else polled), and its buttons.
 import { ProblemError } from "./api.js";
 import { decode } from "./blurhash.js";
 import { HOLD_SECONDS, MIN_HELD_MS, STOP_HTTP, TERMINAL, holds, pollDelay, sleep } from "./poll.js";
@@ -9,12 +10,20 @@ const LABELS = { awaiting_upload: "awaiting upload" };
 // The placeholder is decoded this small (the longer side) and scaled up: it is a blur.
 const PLACEHOLDER_SIDE = 32;
 const SOURCE_TYPES = ["image/avif", "image/webp"];
+// With the push socket open, an unfinished job with no news for this long is read by GET: a
+// message may be lost without the socket closing. The schedule's longest wait, so that a card
+// never learns later than polling would.
+const QUIET_MS = 15_000;
 
 export class JobCard {
   // saved: {jobId, name, size, startedAt} of a job made before a reload, to resume polling.
-  constructor(template, api, store, saved = {}) {
+  // push: the page's PushChannel (push.js), or null.
+  constructor(template, api, store, saved = {}, push = null) {
     this.api = api;
     this.store = store;
+    this.push = push;
+    this.etag = null; // the state shown, as its ETag
+    this.polling = new AbortController(); // stops the polling alone, when the socket opens
     this.element = template.content.firstElementChild.cloneNode(true);
     this.$ = (selector) => this.element.querySelector(selector);
     this.jobId = saved.jobId || null;
@@ -26,6 +35,7 @@ export class JobCard {
     this.$(".cancel").addEventListener("click", () => this.cancel());
     this.$(".delete").addEventListener("click", () => this.remove());
     this.render(saved.jobId ? "checking" : "uploading");
+    if (this.jobId) this.push?.watch(this);
   }
 
   async upload(file) {
@@ -34,6 +44,7 @@ export class JobCard {
     this.render("uploading");
     const progress = this.$("progress");
     progress.hidden = false;
+    const since = this.push?.open ? this.push.opened : null;
     try {
       const accepted = await this.api.upload(file, {
         signal: this.controller.signal,
@@ -42,6 +53,7 @@ export class JobCard {
           this.jobId = created.body.job_id;
           this.store.save(this);
           this.show(created.body);
+          this.push?.watch(this, since);
         },
       });
       progress.hidden = true;
@@ -56,26 +68,27 @@ export class JobCard {
   // Polls the job until it is finished, per CONTRACT.md "How a client polls": each poll asks
   // to be held until the job changes (Prefer: wait) while one of the page's held slots is
   // free, and goes again at once after a held answer; otherwise it waits as scheduled.
+  // Not while the push socket is open: it brings the changes, and pushClosed() polls again.
   async track(firstRetryAfter = null) {
-    const { signal } = this.controller;
+    const signal = AbortSignal.any([this.controller.signal, this.polling.signal]);
     const deadline = Date.now() + DEADLINE_MS;
     let release = holds.take();
     let wait = release || firstRetryAfter === null ? 0 : pollDelay(0, firstRetryAfter);
-    let etag = null;
     for (let poll = 1; ; poll++) {
       try {
         await sleep(wait, signal);
+        if (this.push?.open) return release?.();
         release = release || holds.take();
         const asked = Date.now();
         const before = this.job?.status;
         let answer;
         try {
-          answer = await this.api.getJob(this.jobId, signal, { waitSeconds: release ? HOLD_SECONDS : 0, etag });
+          answer = await this.api.getJob(this.jobId, signal, { waitSeconds: release ? HOLD_SECONDS : 0, etag: this.etag });
         } finally {
           release?.();
           release = null;
         }
-        etag = answer.etag;
+        this.etag = answer.etag;
         this.show(answer.body);
         if (TERMINAL.has(answer.body.status)) return;
         const news = answer.body.status !== before || Date.now() - asked >= MIN_HELD_MS;
@@ -91,6 +104,43 @@ export class JobCard {
         return;
       }
     }
+  }
+
+  // The push socket opened: stop polling, and read the job once, since what changed while it
+  // was down was never sent.
+  async pushOpened() {
+    if (!this.jobId || TERMINAL.has(this.job?.status)) return;
+    this.polling.abort();
+    this.polling = new AbortController();
+    try {
+      const answer = await this.api.getJob(this.jobId, this.controller.signal);
+      this.pushed(answer.body, answer.etag);
+      this.quiet();
+    } catch (error) {
+      if (error.name === "AbortError") return;
+      if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);
+      setTimeout(() => this.pushOpened(), pollDelay(1, error.retryAfter));
+    }
+  }
+
+  // The socket closed: poll until it is back.
+  pushClosed() {
+    if (this.jobId && !TERMINAL.has(this.job?.status)) this.track();
+  }
+
+  // A state from the socket (or the re-read after it opened), unless older than the one shown.
+  pushed(job, etag) {
+    if (!this.push.newer(this, job.status, etag)) return;
+    this.etag = etag;
+    this.show(job);
+    this.quiet();
+  }
+
+  // Reads the job again after QUIET_MS without news while the socket is open.
+  quiet() {
+    clearTimeout(this.quietTimer);
+    if (TERMINAL.has(this.job?.status)) return;
+    this.quietTimer = setTimeout(() => { if (this.push?.open) this.pushOpened(); }, QUIET_MS);
   }
 
   async cancel() {
@@ -118,6 +168,8 @@ export class JobCard {
       }
     }
     this.store.forget(this);
+    this.push?.forget(this);
+    clearTimeout(this.quietTimer);
     this.element.remove();
     clearInterval(this.ticker);
   }

@@ -2,6 +2,7 @@
 import { Api } from "./api.js";
 import { Auth, loadConfig } from "./auth.js";
 import { JobCard } from "./card.js";
+import { PushChannel } from "./push.js";
 
 // The jobs of this page, kept across reloads so that polling resumes from the job id alone.
 class JobStore {
@@ -45,17 +46,19 @@ async function main() {
     formats: config.formats });
   describe(who, auth);
 
+  const push = new PushChannel(api); // one socket for every card; cards poll while it is down
+  push.start();
   const store = new JobStore(auth.api);
   const list = $("#jobs");
   const template = $("#job-template");
   for (const saved of store.all().reverse()) {
-    const card = new JobCard(template, api, store, saved);
+    const card = new JobCard(template, api, store, saved, push);
     list.append(card.element);
     card.track();
   }
 
   const add = (files) => {
-    const cards = files.map(() => new JobCard(template, api, store));
+    const cards = files.map(() => new JobCard(template, api, store, {}, push));
     list.prepend(...cards.map((card) => card.element)); // newest first, in the order picked
     cards.forEach((card, i) => card.upload(files[i]));
   };

@@ -34,6 +34,7 @@ from .errors import (  # noqa: E402
     MethodNotAllowed,
     InternalError,
     ConnectionFailed,
+    PushUnavailable,
     UnexpectedResponse,
     StorageError,
     JobNotReady,
@@ -44,6 +45,7 @@ from .errors import (  # noqa: E402
     ERRORS_BY_CODE,
 )
 from .job import TERMINAL, Job, JobError, Rendition, Status, Variant  # noqa: E402
+from .push import Watch  # noqa: E402
 
 __all__ = [
     "Client",
@@ -53,6 +55,7 @@ __all__ = [
     "Status",
     "TERMINAL",
     "Variant",
+    "Watch",
     "DEFAULT_URL",
     "DEFAULT_DIRECT_THRESHOLD",
     "ERRORS_BY_CODE",
@@ -79,6 +82,7 @@ __all__ = [
     "MethodNotAllowed",
     "InternalError",
     "ConnectionFailed",
+    "PushUnavailable",
     "UnexpectedResponse",
     "StorageError",
     "JobNotReady",

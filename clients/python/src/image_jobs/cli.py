@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     waiting.add_argument("--no-waits", action="store_true",
                          help="poll on the contract's schedule only, never asking the server to hold "
                               "a request (Prefer: wait): for proxies that cut idle connections")
+    waiting.add_argument("--no-push", action="store_true",
+                         help="follow jobs by polling only, not over the push WebSocket (one "
+                              "socket for every job, falling back to polling where there is none)")
 
     parser = argparse.ArgumentParser(prog="image-jobs", parents=[common], description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -229,7 +232,8 @@ def _run(args: argparse.Namespace, names: List[str],
                 progress.update(task, state=job.status or "")
                 if args.wait:
                     remaining = None if end is None else max(0.0, end - time.monotonic())
-                    job.wait(remaining, on_status=lambda j: progress.update(task, state=j.status), stop=stop)
+                    job.wait(remaining, on_status=lambda j: progress.update(task, state=j.status), stop=stop,
+                             push=not args.no_push)
                     if job.ready and args.out:
                         progress.update(task, state="downloading")
                         outcome.saved = job.download(args.out, stems[index], format=(_formats(args) or [None])[0])

@@ -19,6 +19,7 @@ import httpx
 
 from . import __version__, errors, polling
 from .job import Job, Status
+from .push import OPEN_TIMEOUT, Hub, Watch
 from .sniff import OCTET_STREAM, guess_type
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -77,6 +78,8 @@ class Client:
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(
             timeout=timeout, headers={"User-Agent": f"image-jobs-client/{__version__}"})
+        self._hub: Optional[Hub] = None
+        self._hub_lock = threading.Lock()
         read = self._http.timeout.read
         # A held answer must arrive within the read timeout, with time to spare.
         self.hold_seconds = polling.MAX_HOLD_SECONDS if read is None else max(0, min(
@@ -84,6 +87,8 @@ class Client:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
+        if self._hub is not None:
+            self._hub.close()
         if self._owns_http:
             self._http.close()
 
@@ -103,6 +108,28 @@ class Client:
         if "://" in ref or ref.startswith("/"):
             return Job(self, self.url(ref))
         return Job(self, self.url(f"{API_ROOT}/image-jobs/{quote(ref, safe='')}"))
+
+    def watch(self, jobs: Optional[Sequence[Union[Job, str]]] = None, *,
+              deadline: Optional[float] = None, stop: Optional[threading.Event] = None) -> Watch:
+        """The updates of `jobs` (Job objects or ids; None: every job of the owner) over one
+        WebSocket, as Job objects updated in place: `for job in client.watch(jobs): ...`.
+        Reconnects after a drop and re-reads the unfinished jobs by GET, so no change is
+        missed; a state older than one already yielded is dropped. With jobs named, it ends
+        when all are finished. PushUnavailable where the service has no push."""
+        return Watch(self, jobs, deadline=deadline, stop=stop)
+
+    def _push_hub(self, end: Optional[float] = None) -> Optional[Hub]:
+        """The client's one push socket for Job.wait(push=True), opened on first use;
+        None where it cannot be, or not before `end` on the client's clock (the waits then poll)."""
+        with self._hub_lock:
+            if self._hub is None:
+                self._hub = Hub(self)
+            hub = self._hub
+        # A hub that failed stays failed: this client polls from then on.
+        timeout = OPEN_TIMEOUT * self.max_attempts
+        if end is not None:
+            timeout = max(0.0, min(timeout, end - self.clock()))
+        return hub if hub.ready(timeout) else None
 
     def upload(self, source: Source, *, content_type: Optional[str] = None,
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,

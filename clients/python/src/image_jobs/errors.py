@@ -141,6 +141,11 @@ class ConnectionFailed(ImageJobsError):
     """The API or storage could not be reached, after the allowed retries."""
 
 
+class PushUnavailable(ImageJobsError):
+    """No push here (the stage has none, or its socket would not open after the allowed
+    tries): follow jobs by polling, as Job.wait(push=True) then does by itself."""
+
+
 class UnexpectedResponse(ImageJobsError):
     """A success status with a body that is not what the contract promises."""
 

@@ -236,8 +236,12 @@ class Job:
 
     def wait(self, deadline: Optional[float] = None,
              on_status: Optional[Callable[["Job"], Any]] = None, *,
-             stop: Optional[threading.Event] = None) -> "Job":
+             stop: Optional[threading.Event] = None, push: bool = False) -> "Job":
         """Poll until the job is ready, failed or cancelled, and return it.
+
+        `push`: learn the changes from the client's one push socket instead (shared by every
+        wait of the client, docs/contract.md "Push"), one GET once it is open; where the
+        service has no push, or the socket is lost for good, the wait goes on by polling.
 
         With the client's `waits` (the default), every poll asks the server to hold it until
         the job changes (`Prefer: wait`, naming the last state seen in `If-None-Match`), so
@@ -257,6 +261,13 @@ class Job:
             return self
         c = self._client
         end = None if deadline is None else c.clock() + deadline
+        # No push for a deadline already over: the wait ends as a poll's would, at once.
+        hub = c._push_hub(end) if push and (end is None or end > c.clock()) else None
+        if hub is not None:
+            try:
+                return hub.wait(self, end, stop, on_status, c.clock)
+            except errors.PushUnavailable:
+                pass  # polled from here on, as if push had never been asked for
         if c.waits:
             delay = 0.0  # a held poll: the server waits, not us
         else:
@@ -323,6 +334,14 @@ class Job:
         self._retry_at = None if seconds is None else self._client.clock() + seconds
         self._etag = response.headers.get("etag")
         self._held = "preference-applied" in response.headers
+        return self
+
+    def _from_push(self, body: Dict[str, Any], etag: Optional[str]) -> "Job":
+        """A push message's state: the body GET would answer, with its ETag."""
+        self._data = body
+        self._etag = etag
+        self._retry_at = None
+        self._held = False
         return self
 
     def _with_answer(self, response: httpx.Response) -> "Job":
