@@ -413,15 +413,20 @@ class PushConnections(Protocol):
     unavailable. An entry whose connection closed without a disconnect is forgotten when a
     send finds it gone, or with its item's time."""
 
-    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
-        """Record the connection, kept at least until `until` (past API Gateway's 2 hours),
-        unless the owner has `limit` others already, across every instance: then
-        PushConnectionsFull, and nothing recorded. Adding a recorded one again succeeds."""
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int,
+            opened_at: Optional[datetime] = None) -> None:
+        """Record the connection (opened at `opened_at`), kept at least until `until` (past
+        API Gateway's 2 hours), unless the owner has `limit` others already, across every
+        instance: then PushConnectionsFull, and nothing recorded. Adding a recorded one again
+        succeeds."""
         ...
 
-    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
+    def remove(self, connection_id: str, owner: Optional[str] = None,
+               opened_before: Optional[datetime] = None) -> None:
         """Forget the connection. Idempotent. With `owner` (a send found it gone), it leaves
-        the owner's connections even if its own entry has expired already."""
+        the owner's connections even if its own entry has expired already. With
+        `opened_before`, a connection opened at or after it is kept: a send finds a
+        connection gone until its connect has returned."""
         ...
 
     def of_owner(self, owner: str) -> list[str]:

@@ -509,10 +509,11 @@ class FakeWaitSlots:
 
 
 class FakePushConnections:
-    """PushConnections in memory: connection id -> (owner, until)."""
+    """PushConnections in memory: connection id -> (owner, until), and when each opened."""
 
     def __init__(self):
         self.connections: dict[str, tuple[str, datetime]] = {}
+        self.opened: dict[str, Optional[datetime]] = {}
         self._lock = threading.Lock()
         self.down = False
 
@@ -520,7 +521,8 @@ class FakePushConnections:
         if self.down:
             raise TransientError("push connections unavailable")
 
-    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int,
+            opened_at: Optional[datetime] = None) -> None:
         from chalicelib.domain.errors import PushConnectionsFull
 
         with self._lock:
@@ -529,11 +531,17 @@ class FakePushConnections:
             if len(others) >= limit:
                 raise PushConnectionsFull(owner)
             self.connections[connection_id] = (owner, until)
+            self.opened[connection_id] = opened_at
 
-    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
+    def remove(self, connection_id: str, owner: Optional[str] = None,
+               opened_before: Optional[datetime] = None) -> None:
         with self._lock:
             self._check()
+            opened = self.opened.get(connection_id)
+            if opened_before is not None and opened is not None and opened >= opened_before:
+                return
             self.connections.pop(connection_id, None)
+            self.opened.pop(connection_id, None)
 
     def of_owner(self, owner: str) -> list[str]:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.expressions.condition import size
 from pynamodb.models import Model
@@ -35,6 +35,7 @@ class OwnerConnectionsItem(Model):
 class ConnectionItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     owner = UnicodeAttribute()
+    opened_at = UTCDateTimeAttribute(null=True)  # null: recorded before it was kept
     expires_at = TTLAttribute()
 
 
@@ -49,9 +50,11 @@ class DynamoPushConnections:
         SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
                          **settings).serve(self._owners, self._connections)
 
-    def add(self, owner: str, connection_id: str, until: datetime, limit: int) -> None:
+    def add(self, owner: str, connection_id: str, until: datetime, limit: int,
+            opened_at: Optional[datetime] = None) -> None:
         o = self._owners
-        item = self._connections(CONNECTION_PREFIX + connection_id, owner=owner, expires_at=until)
+        item = self._connections(CONNECTION_PREFIX + connection_id, owner=owner, opened_at=opened_at,
+                                 expires_at=until)
         try:
             # The owner's entry last: a connection the set names always has its owner item.
             item.save()
@@ -67,13 +70,16 @@ class DynamoPushConnections:
             self._forget_item(item)
             raise PushConnectionsFull(owner) from None
 
-    def remove(self, connection_id: str, owner: Optional[str] = None) -> None:
-        o = self._owners
+    def remove(self, connection_id: str, owner: Optional[str] = None,
+               opened_before: Optional[datetime] = None) -> None:
         try:
             try:
                 item = self._connections.get(CONNECTION_PREFIX + connection_id, consistent_read=True)
             except DoesNotExist:
                 item = None
+            if (item is not None and opened_before is not None and item.opened_at is not None
+                    and item.opened_at >= opened_before):
+                return  # still opening
             owner = item.owner if item is not None else owner
             if owner is not None:
                 self._leave_set(owner, connection_id)

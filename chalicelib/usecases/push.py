@@ -14,7 +14,7 @@ import json
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Callable, Optional
 
@@ -27,6 +27,9 @@ from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
 
 log = get_logger("push")
+# How long a new connection may still be opening: the connect function's timeout
+# (.chalice/config.json). Until $connect returns, a send finds the connection gone.
+OPENING_SECONDS = 10
 
 
 def message(job: Job, urls: Optional[Urls]) -> str:
@@ -51,9 +54,11 @@ class Push:
         (MAX_PUSH_CONNECTIONS_PER_OWNER); TransientError when it cannot be recorded: refuse
         it, since it would receive nothing."""
         ctx = self._ctx
-        until = ctx.clock() + timedelta(seconds=ctx.settings.push_connection_seconds)
+        now = ctx.clock()
+        until = now + timedelta(seconds=ctx.settings.push_connection_seconds)
         try:
-            ctx.push_connections.add(owner, connection_id, until, ctx.settings.max_push_connections_per_owner)
+            ctx.push_connections.add(owner, connection_id, until, ctx.settings.max_push_connections_per_owner,
+                                     opened_at=now)
         except PushConnectionsFull:
             self.refused(Refusal.FULL)
             raise
@@ -97,7 +102,10 @@ class Push:
                 sent += 1
             except ConnectionGone:
                 gone += 1
-                self._forget(connection_id, job.owner)
+                # Gone until its connect returns, too: one that opened just now is kept (the
+                # client re-reads by GET once open, so this message is not missed).
+                self._forget(connection_id, job.owner,
+                             opened_before=ctx.clock() - timedelta(seconds=OPENING_SECONDS))
             except Exception:
                 failed += 1
                 log.warning("push_send_failed", job_id=job.job_id, connection_id=connection_id)
@@ -127,9 +135,10 @@ class Push:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
             return sum(pool.map(lambda changes: sum(self.publish(job) for job in changes), by_job.values()))
 
-    def _forget(self, connection_id: str, owner: Optional[str] = None) -> None:
+    def _forget(self, connection_id: str, owner: Optional[str] = None,
+                opened_before: Optional[datetime] = None) -> None:
         try:
-            self._ctx.push_connections.remove(connection_id, owner)
+            self._ctx.push_connections.remove(connection_id, owner, opened_before)
         except Exception:
             # Its item's time removes it, or the next send that finds it gone.
             log.warning("push_connection_not_forgotten", connection_id=connection_id)

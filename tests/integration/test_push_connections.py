@@ -43,6 +43,19 @@ def test_a_refused_connection_leaves_nothing_behind(registry):
     assert registry.of_owner("alice") == ["a0"]
 
 
+def test_a_connection_opened_since_the_cutoff_is_kept_and_an_older_one_forgotten(registry):
+    opened = UNTIL - timedelta(hours=2)
+    registry.add("alice", "new", UNTIL, 3, opened_at=opened)
+    registry.add("alice", "old", UNTIL, 3, opened_at=opened - timedelta(seconds=30))
+    registry.add("alice", "unknown", UNTIL, 3)  # recorded before the time was kept
+    cutoff = opened - timedelta(seconds=10)
+    for connection_id in ("new", "old", "unknown"):
+        registry.remove(connection_id, "alice", opened_before=cutoff)
+    assert registry.of_owner("alice") == ["new"]
+    registry.remove("new", "alice")  # no cutoff: a disconnect forgets it whatever its age
+    assert registry.of_owner("alice") == []
+
+
 def test_racing_connects_never_pass_the_cap(registry):
     accepted, barrier = [], threading.Barrier(8)
 

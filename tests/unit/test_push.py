@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from chalicelib.http import auth, prefer, views
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.push import Fanout, PushingJobStore, Refusal
+from chalicelib.usecases.push import OPENING_SECONDS, Fanout, PushingJobStore, Refusal
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, ListMetrics
 from tests.images import jpeg
 
@@ -87,11 +88,42 @@ def test_a_gone_connection_is_forgotten_and_counted_and_the_others_still_get_it(
     use_cases.push.connect("alice", "dead")
     use_cases.push.connect("alice", "alive")
     use_cases.ctx.push_sender.gone.add("dead")
+    use_cases.ctx.clock.advance(OPENING_SECONDS + 1)  # both have opened
     use_cases.uploads.accept_upload("alice", jpeg(64, 64))
     assert fanout.drain()
     assert use_cases.ctx.push_connections.of_owner("alice") == ["alive"]
     assert len(received(use_cases, "alive")) == 1
     assert metrics.total(Metric.PUSH_GONE) == 1 and metrics.total(Metric.PUSH_MESSAGES) == 1
+
+
+def test_a_connection_still_opening_is_kept_when_a_send_finds_it_gone():
+    """API Gateway answers Gone until $connect has returned: a change in that moment must not
+    make the service forget a connection that opens a moment later (it would get nothing)."""
+    use_cases, fanout, _ = world()
+    use_cases.push.connect("alice", "new")
+    sender = use_cases.ctx.push_sender
+    sender.gone.add("new")
+    use_cases.ctx.clock.advance(OPENING_SECONDS - 1)
+    use_cases.uploads.accept_upload("alice", jpeg(64, 64))
+    assert fanout.drain()
+    assert use_cases.ctx.push_connections.of_owner("alice") == ["new"]
+    sender.gone.discard("new")  # open now
+    use_cases.uploads.accept_upload("alice", jpeg(64, 64))
+    assert fanout.drain()
+    assert len(received(use_cases, "new")) == 1
+    # Gone once it has had time to open: forgotten.
+    sender.gone.add("new")
+    use_cases.ctx.clock.advance(2)
+    use_cases.uploads.accept_upload("alice", jpeg(64, 64))
+    assert fanout.drain()
+    assert use_cases.ctx.push_connections.of_owner("alice") == []
+
+
+def test_opening_lasts_as_long_as_the_connect_function_may_run():
+    config = json.loads((Path(__file__).resolve().parents[2] / ".chalice" / "config.json").read_text())
+    timeouts = [stage["lambda_functions"]["websocket_connect"]["lambda_timeout"]
+                for stage in config["stages"].values() if "websocket_connect" in stage.get("lambda_functions", {})]
+    assert timeouts and max(timeouts) <= OPENING_SECONDS
 
 
 def test_a_disconnect_forgets_the_connection():
@@ -248,9 +280,10 @@ def test_a_fanout_writes_its_messages_gone_and_latency_as_metric_lines():
     use_cases.push.connect("alice", "alive")
     use_cases.push.connect("alice", "dead")
     use_cases.ctx.push_sender.gone.add("dead")
-    job = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+    use_cases.ctx.clock.advance(OPENING_SECONDS + 1)  # both have opened
+    changed = use_cases.ctx.clock() - timedelta(seconds=0.25)
+    job = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=changed, updated_at=changed,
               expires_at=START + timedelta(days=1), original_key="originals/j1")
-    use_cases.ctx.clock.advance(0.25)
     assert use_cases.push.publish(job) == 1
     (line,) = [json.loads(line) for line in metrics.lines if "PushMessages" in line]
     units = {m["Name"]: m["Unit"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
@@ -267,9 +300,11 @@ def test_a_gone_connection_leaves_its_owners_set_even_when_its_own_entry_has_exp
     registry = use_cases.ctx.push_connections
     calls = []
     remove = registry.remove
-    registry.remove = lambda cid, owner=None: (calls.append((cid, owner)), remove(cid, owner))
+    registry.remove = lambda cid, owner=None, opened_before=None: (calls.append((cid, owner)),
+                                                                   remove(cid, owner, opened_before))
     use_cases.push.connect("alice", "dead")
     use_cases.ctx.push_sender.gone.add("dead")
+    use_cases.ctx.clock.advance(OPENING_SECONDS + 1)
     job = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
               expires_at=START + timedelta(days=1), original_key="originals/j1")
     use_cases.push.publish(job)
