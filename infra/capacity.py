@@ -472,7 +472,7 @@ def main() -> int:
 
 
 
-# -- waits (Prefer: wait, docs/scale.md §7) ----------------------------------------------------
+# -- waits (Prefer: wait, docs/scale.md §8) ----------------------------------------------------
 # A waiting client holds one API request from its first held poll (or its upload's answer)
 # until the job is terminal: about the pipeline's time in the cloud. Held requests read the
 # job on chalicelib/usecases/waits.py's schedule and take and give back one slot (2 WRU).
@@ -485,15 +485,24 @@ def held_seconds_per_image() -> float:
     return NOTIFY_SECONDS + mean_worker_seconds()
 
 
-def reads_while_held(seconds: float) -> int:
-    """Consistent reads a request held `seconds` makes: the schedule, step by step."""
+def reads_while_held(queued: float, processing: float) -> int:
+    """Consistent reads a request held through a job `queued` seconds in the queue, then
+    `processing` seconds in the worker, makes: the schedule of each status, step by step."""
+    from chalicelib.domain.jobs import JobStatus
     from chalicelib.usecases.waits import step_after
 
-    held, reads = 0.0, 0
-    while held < seconds:
-        held += step_after(held)
-        reads += 1
+    reads = 0
+    for status, seconds in ((JobStatus.QUEUED, queued), (JobStatus.PROCESSING, processing)):
+        age = 0.0
+        while age < seconds:
+            age += step_after(status, age)
+            reads += 1
     return reads
+
+
+def reads_per_held_image() -> int:
+    """A held request follows its job through the notification's delay, then the worker's time."""
+    return reads_while_held(NOTIFY_SECONDS, mean_worker_seconds())
 
 
 def wait_usage(images_per_day: float, burst: float = DESIGN_BURST) -> list[Usage]:
@@ -502,7 +511,7 @@ def wait_usage(images_per_day: float, burst: float = DESIGN_BURST) -> list[Usage
     avg = images_per_day / DAY * WAIT_SHARE
     top = avg / WAIT_SHARE * burst * WAIT_SHARE
     hold = held_seconds_per_image()
-    reads = reads_while_held(hold)
+    reads = reads_per_held_image()
     return [
         Usage("API concurrency held by waits", "1,000 per account (Lambda, shared)",
               avg * hold, top * hold, LAMBDA_ACCOUNT_CONCURRENCY, "concurrent"),
@@ -518,7 +527,7 @@ def wait_report() -> str:
 
     hold = held_seconds_per_image()
     s = Settings()
-    lines = [f"waits: a held request lasts {hold:.2f} s an image ({reads_while_held(hold)} consistent "
+    lines = [f"waits: a held request lasts {hold:.2f} s an image ({reads_per_held_image()} consistent "
              f"reads, {WAIT_SLOT_WCU} WRU for its slot); one owner holds at most {s.max_waits_per_owner}, "
              f"each at most {s.max_wait_seconds} s"]
     for per_day in (1_000_000, 10_000_000, 100_000_000):

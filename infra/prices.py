@@ -166,7 +166,7 @@ def waits_per_1000(images_per_day: float) -> list[Line]:
     month = images_per_day * MONTH_DAYS
     hold = cap.held_seconds_per_image()
     held_gbs = hold * API_MEMORY_GB
-    reads = cap.reads_while_held(hold)
+    reads = cap.reads_per_held_image()
     polls_saved = cap.POLLS_PER_IMAGE - 1  # the held poll replaces the schedule's polls
     lines = [
         Line("Lambda API, held", f"{held_gbs:.3f} GB-s", marginal(held_gbs, month, LAMBDA_GB_SECOND)),

@@ -1,9 +1,9 @@
 """Waits (RFC 7240 `Prefer: wait`): hold a read until the job changes, so a client learns its
 result when it exists instead of at its next poll.
 
-The held request reads the job again on a schedule (consistent reads, fast at first, then
-backing off): the one way that works on every backend and across instances, with nothing new
-to deploy. A wait is a courtesy: refused, never an error, when the owner already holds its
+The held request reads the job again on a schedule (consistent reads, fastest while the job
+is processing, backing off the longer it keeps its status): the one way that works on every
+backend and across instances, with nothing new to deploy. A wait is a courtesy: refused, never an error, when the owner already holds its
 share of waits, when the service is loaded, or when the invocation has too little time left.
 """
 from __future__ import annotations
@@ -25,23 +25,26 @@ from chalicelib.usecases.context import Context
 
 log = get_logger("waits")
 
-# Seconds between reads while held: quick while a fast job is likely to finish, then slower,
-# so a long wait costs few reads (docs/scale.md counts them).
-_FAST_STEP, _FAST_FOR = 0.04, 2.0
-_SLOW_STEPS = (0.1, 0.25, 0.5, 1.0)
-_SLOW_AFTER = (4.0, 8.0, 12.0)
+# Seconds between reads while held, by the status the job has and how long it has had it
+# (step, until that many seconds in the status), then the last step. A processing job is
+# about to be ready: read it fastest, since each step's half is what a client learns late.
+# A queued one can only be claimed first, so its reads can be slower. A job long in its
+# status is in no hurry: its reads back off, and a long wait costs few (docs/scale.md §8).
+_STEPS = {
+    JobStatus.PROCESSING: ((0.02, 2.0), (0.1, 4.0), (0.25, 8.0), (0.5, 12.0)),
+    JobStatus.QUEUED: ((0.04, 2.0), (0.1, 4.0), (0.25, 8.0), (0.5, 12.0)),
+}
+_LAST_STEP = 1.0
 # How long a wait that saw `cancelled` looks for the delete that may follow it.
 _SETTLE_STEP, _SETTLE_READS = 0.1, 5
 
 
-def step_after(held: float) -> float:
-    """Seconds to sleep before the next read, `held` seconds into the wait."""
-    if held < _FAST_FOR:
-        return _FAST_STEP
-    for limit, step in zip(_SLOW_AFTER, _SLOW_STEPS):
-        if held < limit:
+def step_after(status: JobStatus, age: float) -> float:
+    """Seconds to sleep before the next read of a job that has had `status` for `age` seconds."""
+    for step, until in _STEPS.get(status, _STEPS[JobStatus.QUEUED]):
+        if age < until:
             return step
-    return _SLOW_STEPS[-1]
+    return _LAST_STEP
 
 
 @dataclass(frozen=True)
@@ -125,24 +128,32 @@ class Waits:
     def _follow(self, job: Job, ends: float, done: Callable[[Job], bool]) -> Job:
         """Read the job on the schedule until `done` or `ends`; the job as last read. A job
         deleted meanwhile ends the wait with JobNotFound, as a GET would."""
-        started = self._monotonic()
-        current = job
+        current, since = job, self._since(job)
         while True:
-            left = ends - self._monotonic()
+            now = self._monotonic()
+            left = ends - now
             if left <= 0:
                 return current
-            self._sleep(min(step_after(self._monotonic() - started), left))
+            self._sleep(min(step_after(current.status, now - since), left))
             try:
                 read = self._ctx.jobs.get(job.job_id)
             except TransientError:
                 continue  # a slow read only shortens the wait; the answer is the last read
             if read is None or read.owner != job.owner:
                 raise JobNotFound()
+            if read.version != current.version:
+                since = self._since(read)
             current = read
             if current.status is JobStatus.CANCELLED:
                 return self._unless_deleted(current)
             if current.status.terminal or done(current):
                 return current
+
+    def _since(self, job: Job) -> float:
+        """The moment, on this wait's clock, the job took its status: its record's last write
+        (on the writer's clock; a skew between the two only shifts the schedule)."""
+        age = (self._ctx.clock() - job.updated_at).total_seconds()
+        return self._monotonic() - max(age, 0.0)
 
     def _unless_deleted(self, cancelled: Job) -> Job:
         """A DELETE cancels the job before it removes it: look a few times more, so that a

@@ -72,7 +72,7 @@ def test_a_held_read_returns_on_the_status_change_not_at_the_deadline():
     time.at.append((0.3, move(ctx, job.job_id, JobStatus.PROCESSING, 1)))
     held = waits.hold_until_changed(job, 20)
     assert held.job.status is JobStatus.PROCESSING and held.applied == 20
-    assert 0.3 <= time.now < 0.3 + step_after(0.3) + 1e-9  # the next read after the change
+    assert 0.3 <= time.now < 0.3 + step_after(JobStatus.QUEUED, 0.3) + 1e-9  # the next read after the change
     assert sum(v for n, d, v in metrics.points() if n == Metric.WAITS_HELD and not d) == 1
     assert ctx.wait_slots.held["alice"] == {}  # the slot is given back
 
@@ -94,6 +94,61 @@ def test_reads_are_fast_at_first_then_back_off():
     assert time.sleeps[-2] == 1.0  # the slowest step, near the end of a long wait
     last_ten_seconds = [s for s, t in zip(time.sleeps, _elapsed(time.sleeps)) if t >= 10]
     assert len(last_ten_seconds) <= 12  # not one read per 40 ms throughout
+
+
+def test_a_processing_job_is_read_fastest_so_its_result_is_known_soonest():
+    ctx, waits, time, _ = world()
+    job = queued_job(ctx)
+    time.at.append((0.15, move(ctx, job.job_id, JobStatus.PROCESSING, 1)))
+    time.at.append((0.41, move(ctx, job.job_id, JobStatus.READY)))
+    held = waits.hold_until_finished(job, 10)
+    assert held.job.status is JobStatus.READY and 0.41 <= time.now <= 0.41 + step_after(JobStatus.PROCESSING, 0.3)
+    assert step_after(JobStatus.PROCESSING, 0.3) < step_after(JobStatus.QUEUED, 0.3)
+
+
+def test_the_schedule_counts_from_when_the_job_took_its_status_not_from_the_wait():
+    ctx, waits, time, _ = world()
+    # Processing for 5 s already (its record says so): a slow job, read at the slower step.
+    job = dataclasses.replace(queued_job(ctx), status=JobStatus.PROCESSING, attempt=1,
+                              updated_at=NOW - timedelta(seconds=5))
+    ctx.jobs.items[job.job_id] = job
+    time.at.append((3.0, move(ctx, job.job_id, JobStatus.READY)))
+    waits.hold_until_changed(job, 20)
+    assert time.sleeps[0] == step_after(JobStatus.PROCESSING, 5.0) > step_after(JobStatus.PROCESSING, 0)
+    # Queued for 3 s, then claimed (the claim writes the record): fast reads again.
+    job = dataclasses.replace(job, status=JobStatus.QUEUED, attempt=0, updated_at=NOW - timedelta(seconds=3))
+    ctx.jobs.items[job.job_id] = job
+    started = time.now
+    time.at.append((started + 1.0, claim(ctx, job.job_id)))
+    time.at.append((started + 1.5, move(ctx, job.job_id, JobStatus.READY)))
+    time.sleeps.clear()
+    assert waits.hold_until_finished(job, 20).job.status is JobStatus.READY
+    assert time.sleeps[0] == step_after(JobStatus.QUEUED, 3.0) > step_after(JobStatus.PROCESSING, 0)
+    assert time.sleeps[-1] == step_after(JobStatus.PROCESSING, 0)
+    assert time.now - started <= 1.5 + step_after(JobStatus.PROCESSING, 0)
+
+
+def claim(ctx, job_id):
+    def action():
+        job = ctx.jobs.items[job_id]
+        ctx.jobs.items[job_id] = dataclasses.replace(job, status=JobStatus.PROCESSING, attempt=1,
+                                                     updated_at=ctx.clock())
+    return action
+
+
+def test_the_capacity_model_counts_the_reads_a_held_request_makes():
+    from infra import capacity as cap
+
+    ctx, waits, time, _ = world()
+    job = queued_job(ctx)
+    queued, processing = cap.NOTIFY_SECONDS, cap.mean_worker_seconds()
+    time.at.append((queued, claim(ctx, job.job_id)))
+    time.at.append((queued + processing, move(ctx, job.job_id, JobStatus.READY)))
+    reads = []
+    get = ctx.jobs.get
+    ctx.jobs.get = lambda job_id: reads.append(job_id) or get(job_id)
+    assert waits.hold_until_finished(job, 20).job.status is JobStatus.READY
+    assert abs(len(reads) - cap.reads_per_held_image()) <= 2  # a step's rounding at each status
 
 
 def _elapsed(sleeps):
