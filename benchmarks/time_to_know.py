@@ -25,7 +25,9 @@ moment `ready` is visible, a ratio <= 1.25 against it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +35,8 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
@@ -50,9 +54,9 @@ MODES = ("schedule", "get-wait", "post-wait")
 TERMINAL = {"ready", "failed", "cancelled"}
 
 
-def start_runner(**extra: str) -> tuple[subprocess.Popen, str, str]:
+def start_runner(log: Optional[Path] = None, **extra: str) -> tuple[subprocess.Popen, str, str]:
     api_port, aws_port = free_port(), free_port()
-    log = Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
+    log = log or Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
     env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), LOG_FILE=str(log),
                LOCAL_COMPONENTS="api,worker,sweeper", PYTHONUNBUFFERED="1")
     env.update(extra)
@@ -80,10 +84,20 @@ def known_after(mode: str, api: str, owner: str, data: bytes) -> tuple[str, floa
         return job.job_id, wall, time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One job, in seconds from its upload's start: until the client held its terminal status,
+    and until the worker stamped it ready (finished_at, just before its write)."""
+
+    job_id: str
+    wall: float  # the upload's start, on the wall clock
+    known: float
+    finished: float
+
+
 def run(api: str, store: DynamoJobStore, images: list[bytes], concurrency: int,
-        rounds: int) -> dict[str, list[tuple[float, float]]]:
-    """mode -> [(seconds to know, seconds until ready was visible)] per job."""
-    found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+        rounds: int) -> dict[str, list[Sample]]:
+    found: dict[str, list[Sample]] = {mode: [] for mode in MODES}
     counter = iter(range(10**9))
     lock = threading.Lock()
     with ThreadPoolExecutor(concurrency) as pool:
@@ -94,8 +108,8 @@ def run(api: str, store: DynamoJobStore, images: list[bytes], concurrency: int,
                         n = next(counter)
                     return known_after(mode, api, f"phone-{n}", images[(round_ + i) % len(images)])
                 for job_id, wall, known in pool.map(one, range(concurrency)):
-                    visible = store.get(job_id).finished_at.timestamp() - wall
-                    found[mode].append((known, visible))
+                    finished = store.get(job_id).finished_at.timestamp() - wall
+                    found[mode].append(Sample(job_id, wall, known, finished))
     return found
 
 
@@ -244,6 +258,73 @@ def print_push_rows(rows: list[tuple], images: list[bytes]) -> None:
           "uploads' when a queued message came after processing's and was dropped as older.")
 
 
+def written_at(log: Path) -> dict[str, float]:
+    """job id -> wall clock of the worker's `job_ready` line, logged as its write returned: at or
+    just after the moment a reader could see `ready` (finished_at is just before it)."""
+    written = {}
+    for line in log.read_text().splitlines():
+        if '"job_ready"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        stamp = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+        written[entry["job_id"]] = stamp.timestamp()
+    return written
+
+
+# -- where the cores went: the runner's processes, by part, and the whole machine ---------------
+def cpu_seconds(runner_pid: int) -> dict[str, float]:
+    """CPU seconds so far of each part of the stack (its processes and reaped children), of
+    this process (the clients), and of the machine (every process, other users' included)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parts: dict[str, float] = {}
+
+    def walk(pid: int, part: Optional[str]) -> None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                        for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            return  # it ended meanwhile
+        if part is None:  # a child of the runner names its part; the runner's own are resizes
+            part = ("moto (DynamoDB, S3, SQS)" if "moto_server" in cmdline else
+                    "API (chalice local)" if "chalice_local" in cmdline else "resize children")
+        fields = stat[stat.rindex(")") + 2:].split()
+        parts[part] = parts.get(part, 0.0) + sum(int(f) for f in fields[11:15]) / tick  # u, s, cu, cs
+        for child in children:
+            walk(child, part if pid != runner_pid else None)
+
+    walk(runner_pid, "runner (worker loop, sweeper)")
+    own = os.times()
+    parts["clients (this process)"] = own.user + own.system
+    busy = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    parts["machine"] = (sum(busy) - busy[3] - busy[4]) / tick  # all but idle and iowait
+    return parts
+
+
+def cores_used(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    return {part: (after[part] - before.get(part, 0.0)) / seconds for part in after}
+
+
+def lateness_rows(concurrency: int, found: dict[str, list[Sample]], written: dict[str, float]) -> list[tuple]:
+    rows = []
+    for mode in MODES:
+        samples = found[mode]
+        late = [s.known - s.finished for s in samples]
+        after_write = [s.known - (written[s.job_id] - s.wall) for s in samples if s.job_id in written]
+        rows.append((concurrency, mode, len(samples), statistics.median(s.finished for s in samples) * 1000,
+                     statistics.median(s.known for s in samples) * 1000,
+                     percentile([s.known for s in samples], 95) * 1000,
+                     statistics.median(late) * 1000, percentile(late, 95) * 1000,
+                     statistics.median(after_write) * 1000 if after_write else float("nan"),
+                     percentile(after_write, 95) * 1000 if after_write else float("nan"),
+                     statistics.median(s.known / s.finished for s in samples)))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6, help="batches per mode and concurrency")
@@ -251,40 +332,47 @@ def main() -> None:
     parser.add_argument("--push-jobs", type=int, default=30, help="uploads per push row (0: none)")
     parser.add_argument("--push-only", action="store_true", help="only the push rows")
     args = parser.parse_args()
+    # A stopped benchmark stops its runner too (the finally below), not only itself.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Push measures record -> message, which no image size changes: small photos keep it short.
     push_images = [photo_like(1200, 900, seed) for seed in range(3)]
     if args.push_only:
         return print_push_rows(push_rows(push_images, args.push_jobs), push_images)
     images = [photo_like(4000, 3000, seed) for seed in range(3)]  # 12 MP, under 4 MiB
-    runner, api, aws = start_runner()
+    log = Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
+    runner, api, aws = start_runner(log)
     store = DynamoJobStore(Settings().table, "us-east-1", aws)
+    found, cores = {}, {}
     try:
         known_after("post-wait", api, "warm-up", images[0])
-        rows = []
         for concurrency in (int(c) for c in args.concurrency.split(",")):
             rounds = args.rounds if concurrency == 1 else max(1, args.rounds // 3)
-            found = run(api, store, images, concurrency, rounds)
-            for mode in MODES:
-                known = [k for k, _ in found[mode]]
-                visible = [v for _, v in found[mode]]
-                late = [k - v for k, v in found[mode]]
-                rows.append((concurrency, mode, len(known), statistics.median(visible) * 1000,
-                             statistics.median(known) * 1000, percentile(known, 95) * 1000,
-                             statistics.median(late) * 1000, percentile(late, 95) * 1000,
-                             statistics.median(k / v for k, v in found[mode])))
+            before, started = cpu_seconds(runner.pid), time.monotonic()
+            found[concurrency] = run(api, store, images, concurrency, rounds)
+            cores[concurrency] = cores_used(before, cpu_seconds(runner.pid), time.monotonic() - started)
     finally:
         runner.terminate()
         runner.wait(30)
+    written = written_at(log)
     print(f"Time to know, 12 MP JPEGs ({len(images[0]) / 1e6:.1f}-{max(map(len, images)) / 1e6:.1f} MB), "
-          f"embedded stack, {os.cpu_count()} cores")
+          f"embedded stack, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"{'at once':>7} {'client':>10} {'n':>4} {'visible ms':>10} {'known ms':>9} {'p95':>7} "
-          f"{'late ms':>8} {'p95':>7} {'ratio':>6}")
-    for concurrency, mode, n, visible, median, p95, late, late95, ratio in rows:
-        print(f"{concurrency:>7} {mode:>10} {n:>4} {visible:>10.0f} {median:>9.0f} {p95:>7.0f} "
-              f"{late:>8.0f} {late95:>7.0f} {ratio:>6.2f}")
-    print("visible: upload start to `ready` written (median); known: to the client holding it; late: "
-          "known - visible per job; ratio: median of known / visible per job. Target: get-wait and "
-          "post-wait late <= 50 ms, ratio <= 1.25")
+          f"{'late ms':>8} {'p95':>7} {'after write':>11} {'p95':>7} {'ratio':>6}")
+    for concurrency, found_at in found.items():
+        for row in lateness_rows(concurrency, found_at, written):
+            c, mode, n, visible, median, p95, late, late95, after_write, after95, ratio = row
+            print(f"{c:>7} {mode:>10} {n:>4} {visible:>10.0f} {median:>9.0f} {p95:>7.0f} "
+                  f"{late:>8.0f} {late95:>7.0f} {after_write:>11.0f} {after95:>7.0f} {ratio:>6.2f}")
+    print("visible: upload start to `ready` stamped (finished_at, median); known: to the client holding it; "
+          "late: known - visible per job; after write: known - the worker's job_ready line (its write "
+          "returned), median and p95; ratio: median of known / visible per job. Target: get-wait and post-wait "
+          "late <= 50 ms, ratio <= 1.25")
+    print()
+    parts = sorted({p for c in cores.values() for p in c if p != "machine"}, key=lambda p: -cores[max(cores)][p])
+    print(f"{'cores busy, over the whole block':<34}" + "".join(f"{f'{c} at once':>12}" for c in cores))
+    for part in parts + ["machine"]:
+        print(f"{part:<34}" + "".join(f"{cores[c].get(part, 0.0):>12.2f}" for c in cores))
+    print(f"(machine: every process on the {os.cpu_count()} cores, other users' included)")
     if args.push_jobs:
         print_push_rows(push_rows(push_images, args.push_jobs), push_images)
 
