@@ -3,8 +3,9 @@ result when it exists instead of at its next poll.
 
 The held request reads the job again on a schedule (consistent reads, fastest while the job
 is processing, backing off the longer it keeps its status): the one way that works on every
-backend and across instances, with nothing new to deploy. A wait is a courtesy: refused, never an error, when the owner already holds its
-share of waits, when the service is loaded, or when the invocation has too little time left.
+backend and across instances, with nothing new to deploy. A wait is a courtesy: refused,
+never an error, when the owner already holds its share of waits, when the service is loaded,
+or when the invocation has too little time left.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ log = get_logger("waits")
 # Seconds between reads while held, by the status the job has and how long it has had it
 # (step, until that many seconds in the status), then the last step. A processing job is
 # about to be ready: read it fastest, since each step's half is what a client learns late.
-# A queued one can only be claimed first, so its reads can be slower. A job long in its
+# A queued one can only be claimed first (a step shorter than the worker's time, so the fast
+# reads begin before the result; awaiting_upload reads as queued). A job long in its
 # status is in no hurry: its reads back off, and a long wait costs few (docs/scale.md §8).
 _STEPS = {
     JobStatus.PROCESSING: ((0.02, 2.0), (0.1, 4.0), (0.25, 8.0), (0.5, 12.0)),
