@@ -161,7 +161,7 @@ def runner_at(aws: str):
     """What tests.e2e's s3() needs of a runner."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(aws=aws)
+    return SimpleNamespace(aws=aws, s3=aws)  # s3: the storage endpoint, on the embedded stack the same
 
 
 def test_a_stop_during_a_put_ends_it_at_once_and_resume_sends_the_file_again(runner, owner):
