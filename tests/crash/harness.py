@@ -13,7 +13,9 @@ builds it on moto's server for a representative subset.
 """
 from __future__ import annotations
 
+import itertools
 import threading
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -178,8 +180,13 @@ class World:
         self.queue = FakeQueue(self.clock)
         self.jobs = jobs if jobs is not None else RecordingJobStore()
         self.objects = FakeObjectStore(self.clock, on_created=self._notify)
+        # Job ids in a fixed sequence: a job's shard, so the sweep's calls and their indices,
+        # are the same in every run and every process (pytest-xdist collects the crash points
+        # in each of its processes, and they must agree; a failing point's id is the same
+        # when it is run again).
+        ids = itertools.count(1)
         self.use_cases = UseCases(Context(
-            settings=self.settings, clock=self.clock,
+            settings=self.settings, clock=self.clock, new_id=lambda: str(uuid.UUID(int=next(ids), version=4)),
             jobs=injector.wrap("jobs", self.jobs), objects=injector.wrap("objects", self.objects),
             publisher=injector.wrap("queue", self.queue), backlog=injector.wrap("queue", self.queue),
         ))
