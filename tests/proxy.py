@@ -34,7 +34,8 @@ class TcpProxy:
         threading.Thread(target=self._accept, args=(server,), daemon=True).start()
 
     def down(self) -> None:
-        server, self._server = self._server, None
+        with self._lock:
+            server, self._server = self._server, None
         if server is not None:
             # shutdown() wakes the thread blocked in accept(); close() alone would leave the
             # kernel's listening socket accepting until that call returned.
@@ -70,6 +71,12 @@ class TcpProxy:
                 client.close()
                 continue
             with self._lock:
+                if self._server is not server:
+                    # Cut while this one was being connected: down() has already cleared the
+                    # connections it knew, so this one must not live through the outage.
+                    client.close()
+                    upstream.close()
+                    return
                 self.accepted += 1
                 self._conns += [client, upstream]
                 drop, self._to_drop = self._to_drop > 0, max(0, self._to_drop - 1)
