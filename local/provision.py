@@ -111,10 +111,7 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
         {
             "QueueArn": queue_arn,
             "Events": [qc["Event"]],
-            "Filter": {"Key": {"FilterRules": [
-                {"Name": rule["Name"], "Value": rule["Value"]}
-                for rule in qc["Filter"]["S3Key"]["Rules"]
-            ]}},
+            "Filter": _key_filter(qc),
         }
         for qc in notification["QueueConfigurations"]
     ]}
@@ -150,14 +147,19 @@ def provision_rgw(settings: Settings, sqs, s3, sns, dynamodb, persistent: bool,
     s3.put_bucket_notification_configuration(Bucket=settings.bucket, NotificationConfiguration={
         "TopicConfigurations": [
             {"Id": f"originals-{n}", "TopicArn": topic_arn, "Events": [qc["Event"]],
-             "Filter": {"Key": {"FilterRules": [{"Name": rule["Name"], "Value": rule["Value"]}
-                                                for rule in qc["Filter"]["S3Key"]["Rules"]]}}}
+             "Filter": _key_filter(qc)}
             for n, qc in enumerate(bucket_props["NotificationConfiguration"]["QueueConfigurations"])
         ]})
     (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
     _ensure_table(dynamodb, settings.table, table_props)
     return Stack(settings.bucket, settings.table, None, None, None,
                  webhook_url, webhook_arn, webhook_dlq_url)
+
+
+def _key_filter(configuration: dict) -> dict:
+    """A template notification's key filter (CloudFormation's S3Key.Rules) as S3's API takes it."""
+    return {"Key": {"FilterRules": [{"Name": rule["Name"], "Value": rule["Value"]}
+                                    for rule in configuration["Filter"]["S3Key"]["Rules"]]}}
 
 
 def rgw_topic_attributes(settings: Settings, persistent: bool) -> dict[str, str]:

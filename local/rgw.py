@@ -25,11 +25,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from local.services import stop, wait_for_port
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw")
 COMMANDS = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph")
@@ -67,16 +68,10 @@ def free_port() -> int:
 
 
 def _wait_for_port(port: int, timeout: float, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RgwError(f"{process.args[0]} exited with {process.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RgwError(f"{process.args[0]} does not listen on 127.0.0.1:{port} after {timeout:.0f} s")
+    try:
+        wait_for_port("127.0.0.1", port, timeout, process)
+    except (RuntimeError, TimeoutError) as error:
+        raise RgwError(str(error)) from None
 
 
 # Each setting here is one that a one-machine cluster needs (../shared/notes in the issue):
@@ -185,7 +180,7 @@ class RgwCluster:
         _wait_for_port(self.port, START_TIMEOUT, self.daemons["rgw"])
 
     def stop_gateway(self) -> None:
-        _stop(self.daemons.pop("rgw", None))
+        stop(self.daemons.pop("rgw", None))
 
     def restart_gateway(self) -> None:
         self.stop_gateway()
@@ -200,7 +195,7 @@ class RgwCluster:
 
     def stop(self) -> None:
         for name in ("rgw", "osd", "mon"):
-            _stop(self.daemons.pop(name, None))
+            stop(self.daemons.pop(name, None))
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -213,17 +208,6 @@ def _die_with_parent() -> None:
     import signal
 
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)
-
-
-def _stop(process: Optional[subprocess.Popen], timeout: float = 10) -> None:
-    if process is None or process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def main(argv: list[str]) -> int:
