@@ -6,9 +6,10 @@ The app's own handlers run for each connect and disconnect, given events in API 
 shape; a connect is refused with the status the handler answers, before any upgrade, as
 API Gateway does. The API has no $default route, so a client's message runs nothing: it is
 answered with the error frame API Gateway sends when no route matches (`no_route`), and the
-connection stays open; ping frames are answered with pong. A send is handed to the connection and answered at once, never waiting
-for the client to read it, so a slow client delays no one: past `MAX_PENDING` unsent
-messages its connection is closed (API Gateway drops such a client too).
+connection stays open; ping frames are answered with pong. A send is handed to the
+connection and answered at once, never waiting for the client to read it, so a slow client
+delays no one: past `MAX_PENDING` unsent messages its connection is closed (API Gateway
+drops such a client too).
 """
 from __future__ import annotations
 

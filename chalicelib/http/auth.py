@@ -44,7 +44,9 @@ def cognito_owner(claims: Mapping[str, Any], settings: Settings) -> str:
     subject. Its signature, issuer and times are checked before (the authorizer, or
     verify_cognito_token). A rule for service routes (an access token with their scope)
     belongs here, beside this one."""
-    if claims.get("token_use") != "id" or claims.get("aud") not in settings.cognito_app_clients:
+    audience = claims.get("aud")  # Cognito's is one string; a list is no ID token of ours
+    ours = isinstance(audience, str) and audience in settings.cognito_app_clients
+    if claims.get("token_use") != "id" or not ours:
         raise Unauthorized("The bearer token is not an ID token of this app")
     return _owner(claims.get("sub"))
 

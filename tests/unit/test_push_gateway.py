@@ -25,8 +25,8 @@ def test_a_clients_messages_run_nothing_and_are_answered_as_api_gateway_answers_
             return answer
         return run
 
-    gateway = PushGateway("127.0.0.1", free_port(), free_port(),
-                          handler("$connect", {"statusCode": 200, "headers": {"Sec-WebSocket-Protocol": "image-jobs.v1"}}),
+    accepted = {"statusCode": 200, "headers": {"Sec-WebSocket-Protocol": "image-jobs.v1"}}
+    gateway = PushGateway("127.0.0.1", free_port(), free_port(), handler("$connect", accepted),
                           handler("$disconnect"))
     gateway.start()
     try:
