@@ -277,7 +277,8 @@ def measure(root: Path, image: Path, rounds: int, cold: int) -> dict:
         pythons = {"packaged": stack.packaged_python(root), "dev venv": sys.executable}
         colds = {(mode, where): [stack.run_child(
                      SCRIPT, root, ["cold", runner.aws_url, token, result["job_id"], "bench"],
-                     {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL, "COGNITO_APP_CLIENT_IDS": COGNITO_CLIENT,
+                     {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL,
+                      "COGNITO_APP_CLIENT_IDS": COGNITO_CLIENT,
                       "LOCAL_RUNNER": "1" if mode == "jwt" else ""}, python=python)
                      for _ in range(cold)]
                  for mode in COLD_MODES for where, python in pythons.items()}
