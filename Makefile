@@ -53,6 +53,7 @@ deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deplo
 	# stage now (exit 3: the stage changed), and a second deploy carries them.
 	$(STAGE_CONFIG) --changed-exit-code 3 || { [ $$? = 3 ] && $(MAKE) --no-print-directory chalice-deploy STAGE=$(STAGE); }
 	$(PY) -m infra.gateway_responses $(STAGE)
+	$(PY) -m infra.stream_source $(STAGE)
 
 chalice-deploy:
 	# Chalice caches the package by a hash of the tree; bytecode goes into that package, and

@@ -11,7 +11,7 @@ import threading
 from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Response
 
 from chalicelib.config import Settings
-from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, TransientError, Unauthorized
+from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, RateLimited, TransientError, Unauthorized
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
@@ -267,7 +267,8 @@ if settings.serves_push:
     @app.on_ws_connect()
     def push_connect(event):
         """Refused (401) unless the subprotocols carry a good token; 429 past the owner's
-        connections; 503 when it cannot be recorded, since it would receive nothing."""
+        request rate or connections; 503 when it cannot be recorded, since it would receive
+        nothing."""
         from chalicelib.usecases.push import Refusal
 
         headers = {k.lower(): v for k, v in (event.to_dict().get("headers") or {}).items()}
@@ -278,15 +279,17 @@ if settings.serves_push:
             return Response(body="", status_code=401)
         try:
             use_cases().push.connect(owner, event.connection_id)
+        except RateLimited as limited:
+            return Response(body="", status_code=429, headers={"Retry-After": str(limited.retry_after)})
         except PushConnectionsFull:
             return Response(body="", status_code=429)
         except TransientError:
             return Response(body="", status_code=503)
         return Response(body="", status_code=200, headers={"Sec-WebSocket-Protocol": auth.PUSH_PROTOCOL})
 
-    @app.on_ws_message()
-    def push_message(event):
-        """Clients have nothing to say: the channel only pushes."""
+    # No $default route (no @app.on_ws_message): clients have nothing to say, and with no
+    # route to match API Gateway answers a client's message itself with an error frame and
+    # runs no function (docs/contract.md "Push"), so no message costs a run.
 
     @app.on_ws_disconnect()
     def push_disconnect(event):
@@ -296,9 +299,14 @@ if settings.serves_push:
 if settings.push_stream_arn:
     @app.on_dynamodb_record(stream_arn=settings.push_stream_arn, batch_size=100, starting_position="LATEST")
     def push_job_changes(event):
-        """The table's stream: every job it moved, to its owner's connections. Never raises,
-        or Lambda would hold the shard's later changes back behind a retry."""
-        use_cases().push.publish_changes(event.to_dict().get("Records", []))
+        """The table's stream: every job it moved, to its owner's connections, within the
+        function's time budget (what does not fit is dropped and counted: push is best-effort
+        and clients re-read by GET). Never raises nor times out, or Lambda would retry the
+        batch and hold the shard's later changes back (the event source's retries, bisection
+        and record age are set by infra/stream_source.py)."""
+        correlation.begin(correlation.of_context(event.context))
+        with deadline.function_invocation(event.context, settings.push_stream_timeout_seconds, settings):
+            use_cases().push.publish_changes(event.to_dict().get("Records", []))
 
 
 # Last, so that it covers every route declared above: 405 with Allow (chalicelib/http/methods.py).

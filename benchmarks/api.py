@@ -56,6 +56,7 @@ COLD_MODES = {"cognito": "as on Lambda: API Gateway checked the token",
 ENVIRONMENTS = {"packaged": "with only the Lambda package's libraries",
                 "dev venv": "in the dev venv (for comparison: moto's extras too)"}
 COGNITO_POOL = "arn:aws:cognito-idp:us-east-1:000000000000:userpool/us-east-1_bench"
+COGNITO_CLIENT = "bench-app"
 # No worker finishes the POSTed jobs, and one owner makes every request: lift the per-owner
 # limits, which would otherwise answer 429 after 20 jobs or 40 requests.
 UNLIMITED = {"MAX_ACTIVE_JOBS": "1000000", "OWNER_REQUESTS_PER_SECOND": "1000000", "OWNER_BURST": "1000000"}
@@ -253,7 +254,8 @@ def cold_child(root: str, aws_url: str, token: str, job_id: str, owner: str) -> 
     mark("import app")
     app.use_cases()
     mark("build")
-    claims = {"sub": owner} if app.settings.auth_mode == "cognito" else None
+    claims = ({"sub": owner, "token_use": "id", "aud": COGNITO_CLIENT}
+              if app.settings.auth_mode == "cognito" else None)
     response = app.app(get_event(app.settings.route_prefix, job_id, token, claims), None)
     mark("first GET")
     assert response["statusCode"] == 200 and '"ready"' in response["body"], response
@@ -276,6 +278,7 @@ def measure(root: Path, image: Path, rounds: int, cold: int) -> dict:
         colds = {(mode, where): [stack.run_child(
                      SCRIPT, root, ["cold", runner.aws_url, token, result["job_id"], "bench"],
                      {"AUTH_MODE": mode, "COGNITO_USER_POOL_ARN": COGNITO_POOL,
+                      "COGNITO_APP_CLIENT_IDS": COGNITO_CLIENT,
                       "LOCAL_RUNNER": "1" if mode == "jwt" else ""}, python=python)
                      for _ in range(cold)]
                  for mode in COLD_MODES for where, python in pythons.items()}

@@ -55,6 +55,7 @@ def build(work: Path) -> tuple[Path, Path]:
 
 def cold(base: str, package: Path, runner: stack.Runner, token: str, job_id: str) -> list:
     env = {**os.environ, **stack.AWS_ENV, "AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": api.COGNITO_POOL,
+           "COGNITO_APP_CLIENT_IDS": api.COGNITO_CLIENT,
            "LOCAL_RUNNER": "", "PYTHONPATH": str(package), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([base, "-s", "-B", str(api.SCRIPT), "--child", str(package), "cold",
                            runner.aws_url, token, job_id, "bench"],

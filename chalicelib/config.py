@@ -66,6 +66,9 @@ class Settings:
     lambda_function_name: Optional[str] = None
     # The user pool whose tokens API Gateway's authorizer accepts (auth_mode "cognito" only).
     cognito_user_pool_arn: Optional[str] = None
+    # This app's clients of that pool, comma-separated (the stack's UserPoolClientId): only
+    # their ID tokens name an owner, on REST and at push connect (http/auth.py cognito_owner).
+    cognito_app_client_ids: str = ""
     # Where the app's routes live. API Gateway puts its stage name first in every URL, so the
     # cloud stages (stage "api") route under /v1 and clients still see /api/v1/... as here.
     route_prefix: str = "/api/v1"
@@ -87,6 +90,7 @@ class Settings:
     worker_timeout_seconds: int = 60
     sweep_timeout_seconds: int = 50
     webhook_function_timeout_seconds: int = 30
+    push_stream_timeout_seconds: int = 60
     max_attempts: int = 3
     upload_url_ttl_seconds: int = 900
     # Direct uploads of at least this many bytes may go in parts (method "multipart"), each
@@ -252,6 +256,10 @@ class Settings:
         if self.auth_mode == "cognito" and not self.cognito_user_pool_arn:
             raise ValueError("AUTH_MODE=cognito needs COGNITO_USER_POOL_ARN, a stack output: "
                              "run python -m infra.stage_config <stage> (docs/deploy.md)")
+        if self.auth_mode == "cognito" and not self.cognito_app_clients:
+            raise ValueError("AUTH_MODE=cognito needs COGNITO_APP_CLIENT_IDS, a stack output "
+                             "(UserPoolClientId): without it no token names an owner; run "
+                             "python -m infra.stage_config <stage> (docs/deploy.md)")
         if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
             raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
                              f"got {self.route_prefix!r}")
@@ -306,6 +314,10 @@ class Settings:
             raise ValueError(f"DECODE_MEMORY_MB ({self.decode_memory_mb}) and the worker's own "
                              f"{WORKER_OWN_MB} MB do not fit the function's memory ({memory} MB): "
                              "lower DECODE_MEMORY_MB or give the worker function more memory")
+
+    @property
+    def cognito_app_clients(self) -> frozenset[str]:
+        return frozenset(c.strip() for c in self.cognito_app_client_ids.split(",") if c.strip())
 
     @property
     def serves_push(self) -> bool:

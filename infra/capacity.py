@@ -589,10 +589,10 @@ def push_change_seconds() -> float:
 
 def stream_records_per_image() -> float:
     """The stream carries every write of the table: the job's (a creation's transaction writes
-    2 items at 2 units each), the owner's request rate (one an API request; with push the upload
-    and a discovery a session), and the registry's."""
+    2 items at 2 units each), the owner's request rate (one an API request; with push the upload,
+    and a discovery and the connect itself a session), and the registry's."""
     job_writes = per_image("wcu", polls=0) - 2
-    requests = 1 + push_connects_per_image()
+    requests = 1 + 2 * push_connects_per_image()
     return job_writes + requests * RATE_LIMIT_WRU_PER_REQUEST + push_connects_per_image() * 3
 
 

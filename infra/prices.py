@@ -231,7 +231,8 @@ def push_per_1000(images_per_day: float) -> list[Line]:
     changes = cap.push_messages_per_image()
     fanout_gbs = changes * cap.push_change_seconds() * cap.PUSH_FUNCTION_GB
     invocations = 2 * connects + cap.stream_invocations_per_image(images_per_day)
-    wru = connects * (cap.PUSH_CONNECT_WRU + cap.PUSH_DISCONNECT_WRU + cap.RATE_LIMIT_WRU_PER_REQUEST)
+    # The owner's request rate: the discovery GET's take and the connect's own.
+    wru = connects * (cap.PUSH_CONNECT_WRU + cap.PUSH_DISCONNECT_WRU + 2 * cap.RATE_LIMIT_WRU_PER_REQUEST)
     rru = connects * (cap.PUSH_DISCONNECT_RRU + 1) + changes * cap.PUSH_CHANGE_RRU
     discovery = connects * (marginal(1, month, API_GATEWAY_REST) + LAMBDA_REQUEST)
     lines = [

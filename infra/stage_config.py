@@ -40,6 +40,8 @@ OUTPUT_SETTINGS = {
     "WebhookDeadLetterQueueName": "webhook_dlq_name",
     "MetricsService": "metrics_service",
     "UserPoolArn": "cognito_user_pool_arn",
+    # Whose ID tokens name an owner (chalicelib/http/auth.py cognito_owner).
+    "UserPoolClientId": "cognito_app_client_ids",
     # The bucket's CORS origin, so that the API answers the same page (docs/web.md).
     "WebOrigin": "cors_allow_origin",
     # The app refuses a retention the bucket's lifecycle would cut short.
@@ -55,6 +57,7 @@ FUNCTION_TIMEOUTS = {
     "sweep": "sweep_timeout_seconds",
     "sweep_orphans": "orphan_sweep_timeout_seconds",
     "deliver_webhook": "webhook_function_timeout_seconds",
+    "push_job_changes": "push_stream_timeout_seconds",
 }
 # The outputs the policy names, beside those above.
 POLICY_OUTPUTS = ("ImagesBucketArn", "JobsTableArn", "EventsQueueArn", "DeadLetterQueueArn",

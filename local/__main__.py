@@ -296,7 +296,7 @@ def _start_push(runner, application):
     from local.push_gateway import PushGateway
 
     gateway = PushGateway(HOST, runner.push_port, runner.push_management_port, application.push_connect,
-                          application.push_disconnect, application.push_message)
+                          application.push_disconnect)
     gateway.start()
     return gateway
 

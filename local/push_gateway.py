@@ -4,9 +4,12 @@ Two ports: the WebSocket one clients connect to, and the management API that
 PostToConnection (app.websocket_api.send, or chalicelib/adapters/apigw_push.py) posts to.
 The app's own handlers run for each connect and disconnect, given events in API Gateway's
 shape; a connect is refused with the status the handler answers, before any upgrade, as
-API Gateway does. A send is handed to the connection and answered at once, never waiting
-for the client to read it, so a slow client delays no one: past `MAX_PENDING` unsent
-messages its connection is closed (API Gateway drops such a client too).
+API Gateway does. The API has no $default route, so a client's message runs nothing: it is
+answered with the error frame API Gateway sends when no route matches (`no_route`), and the
+connection stays open; ping frames are answered with pong. A send is handed to the
+connection and answered at once, never waiting for the client to read it, so a slow client
+delays no one: past `MAX_PENDING` unsent messages its connection is closed (API Gateway
+drops such a client too).
 """
 from __future__ import annotations
 
@@ -33,16 +36,21 @@ MAX_PENDING = 256
 _SEQUENCE = itertools.count()
 
 
+def no_route(cid: str) -> str:
+    """What API Gateway sends back for a message that matches no route when there is no
+    $default route: no function runs, the connection stays open."""
+    return json.dumps({"message": "Forbidden", "connectionId": cid, "requestId": connection_id()})
+
+
 def connection_id() -> str:
     """API Gateway's are 16 characters of base64-ish text, e.g. `L0SM9cOFvHcCIhw=`."""
     return secrets.token_urlsafe(12)
 
 
 class PushGateway:
-    def __init__(self, host: str, port: int, management_port: int,
-                 connect: Callable, disconnect: Callable, message: Optional[Callable] = None):
+    def __init__(self, host: str, port: int, management_port: int, connect: Callable, disconnect: Callable):
         self.host, self.port, self.management_port = host, port, management_port
-        self._connect, self._disconnect, self._message = connect, disconnect, message
+        self._connect, self._disconnect = connect, disconnect
         self._connections: dict[str, ServerConnection] = {}
         self._pending: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -84,7 +92,7 @@ class PushGateway:
             await self._stop
 
     # -- the WebSocket side ---------------------------------------------------------------
-    def _event(self, route: str, connection: str, headers: Optional[Headers] = None, body=None) -> dict:
+    def _event(self, route: str, connection: str, headers: Optional[Headers] = None) -> dict:
         context = {"routeKey": route, "eventType": {"$connect": "CONNECT", "$disconnect": "DISCONNECT"}
                    .get(route, "MESSAGE"), "connectionId": connection, "domainName": f"{self.host}:{self.port}",
                    "stage": STAGE, "apiId": API_ID, "requestId": str(next(_SEQUENCE)),
@@ -93,8 +101,6 @@ class PushGateway:
         if headers is not None:
             event["headers"] = {k: v for k, v in headers.raw_items()}
             event["multiValueHeaders"] = {k: headers.get_all(k) for k in headers}
-        if body is not None:
-            event["body"] = body
         return event
 
     async def _on_connect(self, connection: ServerConnection, request: Request) -> Optional[Response]:
@@ -118,10 +124,8 @@ class PushGateway:
             self._connections[cid] = connection
             self._pending[cid] = 0
         try:
-            async for frame in connection:
-                if self._message is not None:
-                    await self._loop.run_in_executor(None, self._message,
-                                                     self._event("$default", cid, body=frame), None)
+            async for _ in connection:
+                await connection.send(no_route(cid))
         except Exception:
             pass
         finally:

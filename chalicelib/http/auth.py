@@ -29,10 +29,26 @@ def _jwt():
 
 def owner_of(headers: Mapping[str, str], context: Mapping[str, Any], settings: Settings) -> str:
     if settings.auth_mode == "cognito":
-        # API Gateway's Cognito authorizer already checked the token; it passes the claims.
+        # API Gateway's Cognito authorizer already checked the signature, issuer, expiry and
+        # token_use "id" (no OAuth scopes on the routes); it passes the claims.
         claims = (context or {}).get("authorizer", {}).get("claims", {})
-        return _owner(claims.get("sub"))
+        return cognito_owner(claims, settings)
     return verify_token(_bearer(headers), settings.jwt_secret)
+
+
+def cognito_owner(claims: Mapping[str, Any], settings: Settings) -> str:
+    """The one rule of which Cognito tokens name an owner, on every route and at push connect
+    (docs/contract.md "Who is asking"): an ID token (`token_use` "id", as API Gateway's
+    authorizer takes when a route names no OAuth scope) of one of this app's clients
+    (`aud` in COGNITO_APP_CLIENT_IDS; the authorizer takes any client of the pool), with a
+    subject. Its signature, issuer and times are checked before (the authorizer, or
+    verify_cognito_token). A rule for service routes (an access token with their scope)
+    belongs here, beside this one."""
+    audience = claims.get("aud")  # Cognito's is one string; a list is no ID token of ours
+    ours = isinstance(audience, str) and audience in settings.cognito_app_clients
+    if claims.get("token_use") != "id" or not ours:
+        raise Unauthorized("The bearer token is not an ID token of this app")
+    return _owner(claims.get("sub"))
 
 
 def _owner(subject: Any) -> str:
@@ -66,7 +82,7 @@ def push_owner(subprotocols: Any, settings: Settings) -> str:
     if PUSH_PROTOCOL not in offered or len(tokens) != 1 or not tokens[0]:
         raise Unauthorized(f"Offer the subprotocols {PUSH_PROTOCOL} and {BEARER_PROTOCOL}<token>")
     if settings.auth_mode == "cognito":
-        return verify_cognito_token(tokens[0], settings.cognito_user_pool_arn)
+        return verify_cognito_token(tokens[0], settings)
     return verify_token(tokens[0], settings.jwt_secret)
 
 
@@ -75,21 +91,26 @@ def _signing_keys(jwks_url: str):
     return _jwt().PyJWKClient(jwks_url, cache_keys=True)
 
 
-def verify_cognito_token(token: str, user_pool_arn: str) -> str:
-    """What API Gateway's Cognito authorizer checks on the REST API, done by hand: WebSocket
-    APIs take no Cognito authorizer. The pool's signing keys are fetched once per instance."""
-    jwt = _jwt()
+def cognito_issuer(user_pool_arn: str) -> str:
     region, pool_id = user_pool_arn.split(":")[3], user_pool_arn.rsplit("/", 1)[-1]
-    issuer = f"https://cognito-idp.{region}.amazonaws.com/{pool_id}"
+    return f"https://cognito-idp.{region}.amazonaws.com/{pool_id}"
+
+
+def verify_cognito_token(token: str, settings: Settings) -> str:
+    """What API Gateway's Cognito authorizer checks on the REST API (the pool's RS256
+    signature, its issuer, expiry and not-before), done by hand since WebSocket APIs take no
+    Cognito authorizer, then the same `cognito_owner` rule as every route. The pool's signing
+    keys are fetched once per instance."""
+    jwt = _jwt()
+    issuer = cognito_issuer(settings.cognito_user_pool_arn)
     try:
         key = _signing_keys(issuer + "/.well-known/jwks.json").get_signing_key_from_jwt(token).key
+        # The audience is cognito_owner's to check, with the token's use.
         claims = jwt.decode(token, key, algorithms=["RS256"], issuer=issuer,
-                            options={"require": ["sub", "exp", "iss"], "verify_aud": False})
+                            options={"require": ["sub", "exp", "iss", "token_use"], "verify_aud": False})
     except jwt.PyJWTError:
         raise Unauthorized("The bearer token is invalid or expired") from None
-    if claims.get("token_use") not in ("id", "access"):
-        raise Unauthorized("The bearer token is invalid or expired")
-    return _owner(claims["sub"])
+    return cognito_owner(claims, settings)
 
 
 def verify_token(token: str, secret: str) -> str:

@@ -110,8 +110,9 @@ def has_time_for(calls: int) -> bool:
 
 
 @contextmanager
-def invocation(seconds: float, limits: SdkLimits) -> Iterator[Budget]:
-    budget = Budget(seconds, limits.attempt_seconds)
+def invocation(seconds: float, limits: SdkLimits,
+               monotonic: Callable[[], float] = time.monotonic) -> Iterator[Budget]:
+    budget = Budget(seconds, limits.attempt_seconds, monotonic)
     token = _current.set(budget)
     try:
         yield budget

@@ -80,4 +80,4 @@ class UseCases:
     def push(self) -> Push:
         from chalicelib.usecases.push import Push
 
-        return Push(self.ctx, self.manage.urls)
+        return Push(self.ctx, self.manage.urls, self.admission)

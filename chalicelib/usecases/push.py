@@ -10,6 +10,7 @@ local runner, on every backend) `PushingJobStore`, which offers each status writ
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import queue
 import threading
@@ -18,11 +19,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Callable, Optional
 
-from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, TransientError
+from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, RateLimited, TransientError
 from chalicelib.domain.jobs import Job
 from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
+from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
+from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
 
@@ -40,20 +43,29 @@ class Refusal(StrEnum):
     """Why a connect was refused (the metric's Reason; the contract's status beside each)."""
 
     UNAUTHORIZED = "unauthorized"   # 401: no good token offered
+    RATE = "rate"                   # 429: past the owner's request rate (a connect is a request)
     FULL = "full"                   # 429: the owner's cap of open connections
     UNAVAILABLE = "unavailable"     # 503: the connection could not be recorded
 
 
 class Push:
-    def __init__(self, ctx: Context, urls: Callable[[Job], Optional[Urls]]):
+    def __init__(self, ctx: Context, urls: Callable[[Job], Optional[Urls]], admission: Admission):
         self._ctx = ctx
         self._urls = urls
+        self._admission = admission
 
     def connect(self, owner: str, connection_id: str) -> None:
-        """Record an accepted connection. PushConnectionsFull past the owner's cap
+        """Record an accepted connection. RateLimited past the owner's request rate, which a
+        connect takes from as a request does (it costs a function run, table writes and a
+        draw on the account's new-connection rate); PushConnectionsFull past the owner's cap
         (MAX_PUSH_CONNECTIONS_PER_OWNER); TransientError when it cannot be recorded: refuse
         it, since it would receive nothing."""
         ctx = self._ctx
+        try:
+            self._admission.check_rate(owner)
+        except RateLimited:
+            self.refused(Refusal.RATE)
+            raise
         now = ctx.clock()
         until = now + timedelta(seconds=ctx.settings.push_connection_seconds)
         try:
@@ -79,8 +91,14 @@ class Push:
 
     def publish(self, job: Job) -> int:
         """Send the job's state to every connection of its owner, never another's; the
-        connections a send finds closed are forgotten. Returns the messages handed over."""
+        connections a send finds closed are forgotten. Returns the messages handed over.
+        Within the invocation's time budget: a read or send that no longer fits is not
+        started, and the messages left are counted as failures."""
         ctx = self._ctx
+        if not deadline.has_time_for(1):
+            ctx.metrics.emit({Metric.PUSH_FAILURES: 1})  # its connections are not even read
+            self._out_of_time(job, 1)
+            return 0
         try:
             connections = ctx.push_connections.of_owner(job.owner)
         except Exception:
@@ -96,7 +114,10 @@ class Push:
             ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
             return 0
         sent = failed = gone = 0
-        for connection_id in connections:
+        for n, connection_id in enumerate(connections):
+            if not deadline.has_time_for(1):
+                failed += self._out_of_time(job, len(connections) - n)  # counted below
+                break
             try:
                 ctx.push_sender.send(connection_id, body)
                 sent += 1
@@ -132,8 +153,22 @@ class Push:
         threads = min(self._ctx.settings.push_send_threads, len(by_job))
         if threads <= 1:
             return sum(self.publish(job) for job in jobs)
+
+        def publish_in_order(changes: list[Job]) -> int:
+            return sum(self.publish(job) for job in changes)
+
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
-            return sum(pool.map(lambda changes: sum(self.publish(job) for job in changes), by_job.values()))
+            # Each thread runs in a copy of this one's context: the time budget goes with it.
+            done = [pool.submit(contextvars.copy_context().run, publish_in_order, changes)
+                    for changes in by_job.values()]
+            return sum(future.result() for future in done)
+
+    @staticmethod
+    def _out_of_time(job: Job, messages: int) -> int:
+        """Messages the invocation has no time left for are dropped, never waited for: the
+        function's timeout would fail the whole batch, and Lambda retry it."""
+        log.warning("push_out_of_time", job_id=job.job_id, messages=messages)
+        return messages
 
     def _forget(self, connection_id: str, owner: Optional[str] = None,
                 opened_before: Optional[datetime] = None) -> None:

@@ -26,7 +26,7 @@ STAGE = "dev"
 REGION = "us-east-1"
 # The functions of a cloud stage: their keys in lambda_functions of .chalice/config.json.
 FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans", "deliver_webhook",
-             "push_job_changes", "websocket_connect", "websocket_message", "websocket_disconnect"}
+             "push_job_changes", "websocket_connect", "websocket_disconnect"}
 # What Chalice deploys: app.py, chalicelib/ and requirements.txt, with .chalice/config.json.
 DEPLOYED = ("app.py", "chalicelib", "requirements.txt")
 

@@ -19,8 +19,7 @@ MAX_UNZIPPED = 250 * 1024 * 1024
 
 
 # Chalice names a WebSocket handler's function by its route, not by the handler.
-WEBSOCKET_FUNCTIONS = {"push_connect": "websocket_connect", "push_message": "websocket_message",
-                       "push_disconnect": "websocket_disconnect"}
+WEBSOCKET_FUNCTIONS = {"push_connect": "websocket_connect", "push_disconnect": "websocket_disconnect"}
 
 
 def functions(sam: dict) -> dict[str, dict]:
@@ -237,14 +236,16 @@ def test_functions_get_the_stages_memory_timeout_and_environment(packaged):
         assert properties.get("ReservedConcurrentExecutions") == wanted.get("reserved_concurrency"), name
 
 
-def test_the_websocket_api_routes_connect_messages_and_disconnect_to_the_push_handlers(packaged):
+def test_the_websocket_api_routes_connect_and_disconnect_to_the_push_handlers_and_no_message(packaged):
+    """No $default route: a client's message matches no route, so API Gateway answers it with
+    an error frame itself and no function runs (docs/contract.md "Push")."""
     resources = packaged.sam["Resources"]
     assert resources["WebsocketAPI"]["Properties"]["ProtocolType"] == "WEBSOCKET"
     routes = {r["Properties"]["RouteKey"]: r["Properties"]["Target"]["Fn::Join"][1][1]["Ref"]
               for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Route"}
-    assert routes == {"$connect": "WebsocketConnectAPIIntegration", "$default": "WebsocketMessageAPIIntegration",
-                      "$disconnect": "WebsocketDisconnectAPIIntegration"}
-    for kind in ("Connect", "Message", "Disconnect"):
+    assert routes == {"$connect": "WebsocketConnectAPIIntegration", "$disconnect": "WebsocketDisconnectAPIIntegration"}
+    assert "WebsocketMessage" not in resources
+    for kind in ("Connect", "Disconnect"):
         integration = resources[f"Websocket{kind}APIIntegration"]["Properties"]
         assert integration["IntegrationType"] == "AWS_PROXY"
         assert integration["IntegrationUri"]["Fn::Sub"][1] == {"WebsocketHandler": {"Ref": f"Websocket{kind}"}}
@@ -262,6 +263,29 @@ def test_push_follows_the_stacks_table_stream_one_shard_batch_at_a_time(packaged
     # From now on (an old change is no news), and no waiting for a batch to fill.
     assert properties["StartingPosition"] == "LATEST" and properties["MaximumBatchingWindowInSeconds"] == 0
     assert properties["BatchSize"] == 100
+
+
+def test_the_stream_sources_retries_are_set_in_the_packaged_template_and_cfn_lint_takes_them(packaged, tmp_path):
+    """Chalice sets no retry behaviour on the stream's event source: infra/stream_source.py
+    writes it into the packaged template (and sets it on the deployed mapping after `chalice
+    deploy`). Lambda's defaults would retry a failed batch until its records age out (a day)."""
+    import subprocess
+
+    from infra.stream_source import STREAM_SOURCE
+
+    template = tmp_path / "sam.json"
+    shutil.copy2(packaged.project / "out" / "sam.json", template)
+    subprocess.run([sys.executable, "-m", "infra.stream_source", "dev", "--template", str(template)],
+                   cwd=ROOT, check=True, capture_output=True)
+    sam = json.loads(template.read_text())
+    ((_, event),) = functions(sam)["push_job_changes"]["Events"].items()
+    assert {k: event["Properties"][k] for k in STREAM_SOURCE} == {
+        "MaximumRetryAttempts": 2, "BisectBatchOnFunctionError": True, "MaximumRecordAgeInSeconds": 300}
+    assert event["Properties"]["BatchSize"] == 100  # the rest as Chalice made it
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), "--format", "parseable", str(template)],
+                            capture_output=True, text=True, timeout=120)
+    assert [line for line in result.stdout.splitlines() if line.strip() and "'ApiHandler'" not in line] == []
 
 
 def test_every_function_knows_this_websocket_apis_urls_and_only_it_may_post(packaged):

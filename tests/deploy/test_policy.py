@@ -382,7 +382,7 @@ def test_logs_only_for_the_stages_own_functions(outputs):
     for function in ("image-jobs-dev", "image-jobs-dev-handle_object_created", "image-jobs-dev-sweep",
                      "image-jobs-dev-sweep_orphans", "image-jobs-dev-deliver_webhook",
                      "image-jobs-dev-push_job_changes", "image-jobs-dev-websocket_connect",
-                     "image-jobs-dev-websocket_message", "image-jobs-dev-websocket_disconnect"):
+                     "image-jobs-dev-websocket_disconnect"):
         assert fnmatch.fnmatchcase(f"arn:aws:logs:us-east-1:123456789012:log-group:/aws/lambda/{function}:log-stream:x", resource)
 
 

@@ -78,6 +78,9 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
     assert settings.orphan_sweep_timeout_seconds == functions["sweep_orphans"]["lambda_timeout"]
     assert settings.webhook_function_timeout_seconds == functions["deliver_webhook"]["lambda_timeout"]
+    assert settings.push_stream_timeout_seconds == functions["push_job_changes"]["lambda_timeout"]
+    # Only this app's clients' ID tokens name an owner (chalicelib/http/auth.py cognito_owner).
+    assert settings.cognito_app_clients == {outputs["UserPoolClientId"]}
     assert settings.bucket_lifecycle_days == int(outputs["ObjectExpirationDays"])
     assert settings.metrics_service == outputs["MetricsService"]
     assert settings.webhook_queue_name == outputs["WebhookQueueName"]
@@ -110,7 +113,7 @@ def test_before_the_first_deploy_push_has_its_stream_but_no_url_and_no_connectio
     config_path.write_text(json.dumps(stale))
     config_path, policy_path = write_stage(project, "dev", outputs)
     env, sids = _push_of(config_path, policy_path)
-    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"]}
+    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"], "PUSH_STREAM_TIMEOUT_SECONDS": "60"}
     assert sids == {"PushStream", "PushStreamList"}
     assert Settings(push_stream_arn=env["PUSH_STREAM_ARN"]).serves_push
 
@@ -126,7 +129,7 @@ def test_after_the_first_deploy_push_publishes_that_apis_url_and_may_post_to_it_
     assert main(args) == 3  # Chalice recorded the WebSocket API: deploy again with its URL
     assert main(args) == 0
     env, sids = _push_of(project / ".chalice" / "config.json", project / ".chalice" / "policy-dev.json")
-    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"],
+    assert env == {"PUSH_STREAM_ARN": outputs["JobsTableStreamArn"], "PUSH_STREAM_TIMEOUT_SECONDS": "60",
                    "PUSH_URL": "wss://w9x8y7z6v5.execute-api.us-east-1.amazonaws.com/api",
                    "PUSH_MANAGEMENT_URL": "https://w9x8y7z6v5.execute-api.us-east-1.amazonaws.com/api"}
     assert sids == {"PushStream", "PushStreamList", "PushConnections"}

@@ -10,6 +10,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import jwt
 import pytest
 import requests
 from websockets.exceptions import InvalidStatus
@@ -18,7 +19,7 @@ from websockets.sync.client import connect
 from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, mint_token
 from tests.e2e.test_images_api import SECRET, headers
 from tests.images import jpeg
-from tests.local_runner import BACKENDS, runner_on
+from tests.local_runner import BACKENDS, dedicated_runner, runner_on
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -57,15 +58,63 @@ def messages_until(socket, done, timeout=30.0) -> list[dict]:
     return found
 
 
-@pytest.mark.parametrize("token", [
+# The tokens the runner's routes refuse (tests/unit/test_auth.py; the cloud's Cognito table is
+# tests/unit/test_cognito_tokens.py), refused at connect alike.
+BAD_TOKENS = [
     "not-a-jwt",
     mint_token("alice", SECRET, -60, int(time.time())),                            # expired
     mint_token("alice", "a-secret-that-is-not-the-runners-0123456789", 600, int(time.time())),  # foreign
-])
-def test_a_bad_token_is_refused_at_connect(runner, token):
+    jwt.encode({"sub": "alice", "exp": int(time.time()) + 600}, None, algorithm="none"),
+    jwt.encode({"exp": int(time.time()) + 600}, SECRET, algorithm="HS256"),       # no subject
+    jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"),                      # no expiry
+]
+
+
+@pytest.mark.parametrize("token", BAD_TOKENS)
+def test_a_bad_token_is_refused_at_connect_as_on_every_route(runner, token):
     with pytest.raises(InvalidStatus) as refused:
         open_socket(runner, token=token)
     assert refused.value.response.status_code == 401
+    r = requests.get(f"{runner.api}/api/v1/push", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert r.status_code == 401
+
+
+def test_a_clients_messages_are_answered_by_the_gateway_and_the_socket_stays_open(runner):
+    """No $default route: each message is answered with API Gateway's no-route frame (which
+    clients ignore: it has no `type`), runs nothing, and pushes keep coming."""
+    with open_socket(runner, "push-chatty") as socket:
+        for n in range(300):
+            socket.send(json.dumps({"type": "keepalive"}) if n % 2 else "hello?")
+        answers = [json.loads(socket.recv(timeout=30)) for _ in range(300)]
+        assert {a["message"] for a in answers} == {"Forbidden"} and all("type" not in a for a in answers)
+        socket.ping().wait(10)
+        r = requests.post(f"{runner.api}/api/v1/images", data=jpeg(), timeout=30,
+                          headers=headers("push-chatty", **{"Content-Type": "image/jpeg"}))
+        assert r.status_code == 202, r.text
+        mine = messages_until(socket, lambda found: any(m["job"]["status"] == "ready" for m in found))
+        assert {m["job"]["job_id"] for m in mine} == {r.json()["job_id"]}
+
+
+def test_connects_take_from_the_owners_request_rate_as_its_requests_do():
+    """One token churning connect/disconnect cycles: past the owner's rate (a burst of 10,
+    then 1 a second) a connect is refused with 429 before any upgrade, and the owner's
+    routes find the rate spent too; another owner connects."""
+    with dedicated_runner(LOCAL_COMPONENTS="api,push", OWNER_REQUESTS_PER_SECOND="1", OWNER_BURST="10") as api:
+        r = requests.get(f"{api}/api/v1/push", headers=headers("churner"), timeout=10)
+        url, token = r.json()["url"], mint_token("churner", SECRET, 600, int(time.time()))
+        codes = []
+        for _ in range(40):
+            try:
+                with connect(url, subprotocols=[PUSH_PROTOCOL, BEARER_PROTOCOL + token], open_timeout=10):
+                    codes.append(101)
+            except InvalidStatus as refused:
+                codes.append(refused.response.status_code)
+        assert set(codes) == {101, 429} and codes[:9] == [101] * 9, codes
+        assert codes.count(429) >= 10, codes
+        assert requests.get(f"{api}/api/v1/push", headers=headers("churner"), timeout=10).status_code == 429
+        other = mint_token("patient", SECRET, 600, int(time.time()))
+        with connect(url, subprotocols=[PUSH_PROTOCOL, BEARER_PROTOCOL + other], open_timeout=10) as socket:
+            assert socket.subprotocol == PUSH_PROTOCOL
 
 
 def test_no_token_at_all_is_refused_at_connect(runner):

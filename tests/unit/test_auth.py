@@ -45,8 +45,8 @@ def test_wrong_secret_expired_no_sub_and_alg_none_are_refused():
 
 
 def test_cognito_mode_reads_the_authorizers_claims():
-    settings = Settings(auth_mode="cognito")
-    context = {"authorizer": {"claims": {"sub": "c0ffee"}}}
+    settings = Settings(auth_mode="cognito", cognito_app_client_ids="app")
+    context = {"authorizer": {"claims": {"sub": "c0ffee", "token_use": "id", "aud": "app"}}}
     assert owner_of({}, context, settings) == "c0ffee"
     with pytest.raises(Unauthorized):
         owner_of(bearer("anything"), {}, settings)
@@ -60,6 +60,7 @@ def test_a_subject_past_the_bound_is_unauthorized_in_both_modes():
     assert owner_of(bearer(mint_token(longest, SECRET, 60, now)), {}, SETTINGS) == longest
     with pytest.raises(Unauthorized):
         owner_of(bearer(mint_token(over, SECRET, 60, now)), {}, SETTINGS)
-    cognito = Settings(auth_mode="cognito")
+    cognito = Settings(auth_mode="cognito", cognito_app_client_ids="app")
+    claims = {"sub": "x" * (MAX_SUBJECT_BYTES + 1), "token_use": "id", "aud": "app"}
     with pytest.raises(Unauthorized):
-        owner_of({}, {"authorizer": {"claims": {"sub": "x" * (MAX_SUBJECT_BYTES + 1)}}}, cognito)
+        owner_of({}, {"authorizer": {"claims": claims}}, cognito)

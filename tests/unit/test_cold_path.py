@@ -50,7 +50,7 @@ jobs.items[job.job_id] = job.ready(now, {name: shown(name) for name in Rendition
 cloud = os.environ["AUTH_MODE"] == "cognito"
 # In the cloud API Gateway has checked the token and passes its claims.
 token = "checked-by-api-gateway" if cloud else mint_token("alice", app.settings.jwt_secret, 60, int(time.time()))
-claims = {"authorizer": {"claims": {"sub": "alice"}}} if cloud else {}
+claims = {"authorizer": {"claims": {"sub": "alice", "token_use": "id", "aud": "app"}}} if cloud else {}
 
 
 def event(method, resource, path, params=None, body=None, content_type=None):
@@ -82,7 +82,8 @@ def first_get_then_post(auth_mode: str) -> dict:
     from tests.images import jpeg
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), AUTH_MODE=auth_mode,
-               COGNITO_USER_POOL_ARN="arn:aws:cognito-idp:us-east-1:000000000000:userpool/us-east-1_test")
+               COGNITO_USER_POOL_ARN="arn:aws:cognito-idp:us-east-1:000000000000:userpool/us-east-1_test",
+               COGNITO_APP_CLIENT_IDS="app")
     done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, input=jpeg(),
                           capture_output=True, check=True)
     return json.loads(done.stdout.decode().strip().splitlines()[-1])

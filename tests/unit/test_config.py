@@ -55,7 +55,7 @@ def test_the_default_secret_serves_the_local_runner_only():
     assert Settings.from_environ({"LOCAL_RUNNER": "1"}).jwt_secret == "dev-secret-change-me"
     assert Settings.from_environ(SECRET).jwt_secret == SECRET["AUTH_JWT_SECRET"]
     # Cognito checks tokens at the gateway: the app's secret is never used there.
-    Settings.from_environ({"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:x"})
+    Settings.from_environ({"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:x", "COGNITO_APP_CLIENT_IDS": "c"})
 
 
 def test_the_runner_marker_is_refused_inside_lambda():
@@ -136,7 +136,8 @@ def test_the_local_runner_refuses_to_start_on_a_bad_setting_before_serving_anyth
 
 def test_the_events_queue_keeps_its_old_names_as_aliases():
     """A stage deployed before the events queue had one name still carries JOBS_QUEUE/JOBS_DLQ."""
-    base = {"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:aws:cognito-idp:us-east-1:1:userpool/p"}
+    base = {"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:aws:cognito-idp:us-east-1:1:userpool/p",
+            "COGNITO_APP_CLIENT_IDS": "c"}
     old = Settings.from_environ({**base, "JOBS_QUEUE": "q-old", "JOBS_DLQ": "d-old"})
     assert old.events_queue_name == "q-old" and old.events_dlq_name == "d-old"
     new = Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "q"})

@@ -331,3 +331,76 @@ def test_a_streams_batch_sends_different_jobs_side_by_side_and_each_jobs_changes
     for n in range(8):
         statuses = [m["job"]["status"] for m in received(use_cases, "slow") if m["job"]["job_id"] == f"j{n}"]
         assert statuses == ["queued", "processing"]
+
+
+def test_a_connect_takes_from_the_owners_request_rate_that_rest_requests_take_from_too():
+    """One token churning connects (each a function run, table writes and a draw on the
+    account's new-connection rate) meets the same per-owner rate, in the shared bucket, as
+    its REST requests: 429 at connect past it, and another owner is never refused for it."""
+    from chalicelib.domain.errors import RateLimited
+    from tests.fakes import FakeRateStore
+
+    metrics = ListMetrics()
+    ctx = Context(settings=Settings(bucket="images", push_url="ws://push", owner_requests_per_second=1, owner_burst=5),
+                  jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
+                  push_connections=FakePushConnections(), push_sender=FakePushSender(), rates=FakeRateStore())
+    use_cases = UseCases(ctx)
+    accepted = refused = 0
+    for n in range(2000):  # connect, disconnect, again
+        try:
+            use_cases.push.connect("churner", f"c{n}")
+            use_cases.push.disconnect(f"c{n}")
+            accepted += 1
+        except RateLimited as limited:
+            assert limited.retry_after >= 1
+            refused += 1
+    assert accepted == 5 and refused == 1995
+    assert ctx.push_connections.of_owner("churner") == []
+    with pytest.raises(RateLimited):  # the connects spent the REST requests' rate too
+        use_cases.admission.check_rate("churner")
+    use_cases.push.connect("bob", "b1")
+    assert ("PushRefused", {"Reason": "rate"}, 1.0) in metrics.points()
+    assert metrics.total(Metric.PUSH_CONNECTS) == 6
+    # ...and the REST requests spend the connects' rate.
+    for _ in range(4):
+        use_cases.admission.check_rate("carol")
+    use_cases.push.connect("carol", "c-last")
+    with pytest.raises(RateLimited):
+        use_cases.push.connect("carol", "c-over")
+
+
+def test_a_streams_batch_ends_within_its_time_budget_however_slow_the_gateway():
+    """A management API at 1 s a send: a batch of 100 changes to an owner with 10 connections
+    is 1,000 sends, far past the function's 60 s. Within the invocation's budget the sends it
+    has no time for are dropped and counted, never waited for, and nothing raises: a batch
+    that failed or timed out would be retried and hold the shard's later changes back."""
+    import threading
+
+    from chalicelib.runtime import deadline
+
+    use_cases, _, metrics = world(trigger_on_writes=False)
+    use_cases.ctx.job_changes = DynamoJobChanges()
+    for n in range(10):
+        use_cases.push.connect("alice", f"c{n}")
+    use_cases.ctx.clock.advance(OPENING_SECONDS + 1)
+    now, lock = [0.0], threading.Lock()
+    sender = use_cases.ctx.push_sender
+    real_send = sender.send
+
+    def one_second_a_send(connection_id, message):
+        with lock:
+            now[0] += 1.0
+        real_send(connection_id, message)
+
+    sender.send = one_second_a_send
+    records = [{"eventName": "INSERT", "dynamodb": {"NewImage": _image(Job(
+        job_id=f"j{n}", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
+        expires_at=START + timedelta(days=1), original_key=f"originals/j{n}"))}} for n in range(100)]
+    limits = deadline.SdkLimits.for_settings(use_cases.ctx.settings)
+    with deadline.invocation(60, limits, monotonic=lambda: now[0]):
+        sent = use_cases.push.publish_changes(records)  # on the send threads, as in Lambda
+    assert now[0] < 60 - deadline.SAFETY_SECONDS
+    assert 0 < sent < 60
+    reached = {m["job"]["job_id"] for n in range(10) for m in received(use_cases, f"c{n}")}
+    # Counted: each message not sent to a connection read, each change whose were not read.
+    assert metrics.total(Metric.PUSH_FAILURES) >= 100 - len(reached)
