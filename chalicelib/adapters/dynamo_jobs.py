@@ -443,30 +443,6 @@ class DynamoJobStore:
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
 
-    def add_missing_sweep_keys(self) -> int:
-        """Give every job item written before `sweep_key` (stored shape 1) its key, so that
-        the sweep index holds it: once, when a table of the first release is upgraded
-        (docs/deploy.md). A Scan of the whole table: never on a schedule. Each write is
-        conditional on the status the scan read and on the key still missing; returns how
-        many it wrote."""
-        m = self._model
-        written = 0
-        try:
-            missing = m.scan(m.pk.startswith(JOB_PREFIX) & m.sweep_key.does_not_exist(),
-                             attributes_to_get=["pk", "status"])
-            for item in missing:
-                job_id = item.pk[len(JOB_PREFIX):]
-                try:
-                    self._write(lambda: m(item.pk).update(
-                        actions=[m.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
-                        condition=(m.status == item.status) & m.sweep_key.does_not_exist()))
-                except ConditionFailed:
-                    continue  # written meanwhile, by a status change that set it
-                written += 1
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
-        return written
-
     def move(self, job: Job, from_status: JobStatus) -> None:
         item = self._to_item(job)
         self._write(lambda: item.save(condition=self._model.status == from_status.value))
@@ -542,3 +518,27 @@ class DynamoJobStore:
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # a seam: tests stub the pause between retries
 
+
+def add_missing_sweep_keys(model: type[JobItem]) -> int:
+    """Give every job item written before `sweep_key` (stored shape 1) its key, so that the
+    sweep index holds it: once, when a table of the first release is upgraded
+    (infra/upgrade_records.py, docs/deploy.md). A Scan of the whole table, so an operator's
+    step and never a function's (the stage policy allows no Scan). Each write is conditional
+    on the status the scan read and on the key still missing; returns how many it wrote."""
+    written = 0
+    try:
+        for item in model.scan(model.pk.startswith(JOB_PREFIX) & model.sweep_key.does_not_exist(),
+                               attributes_to_get=["pk", "status"]):
+            job_id = item.pk[len(JOB_PREFIX):]
+            try:
+                model(item.pk).update(
+                    actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
+                    condition=(model.status == item.status) & model.sweep_key.does_not_exist())
+            except PynamoDBException as error:
+                if not condition_failed(error):
+                    raise
+                continue  # written meanwhile, by a status change that set it
+            written += 1
+    except PynamoDBException as error:
+        raise TransientError("job table unavailable") from error
+    return written

@@ -34,6 +34,10 @@ SHAPES = {
        "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`",
 }
 
+# The oldest shape a record can still have, so the oldest still read (docs/architecture.md
+# says when it may rise); each shape from it to SHAPE_VERSION has its fixture folder.
+OLDEST_READ = 1
+
 # The renditions of shapes 1 and 2, each in an attribute of its own name.
 _SINGLE_RENDITIONS = ("display", "thumb")
 

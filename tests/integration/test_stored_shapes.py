@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobFinished, JobNotFound
 from chalicelib.domain.jobs import JobStatus
@@ -256,10 +255,14 @@ def test_the_orphan_scan_deletes_no_object_a_record_names(world):
 
 def test_the_sweeper_keeps_live_jobs_and_removes_expired_ones_with_their_objects(world):
     if world.recorded.version < 2:
-        # What the upgrade from a table of the first release does once (docs/deploy.md).
-        store = world.use_cases.ctx.jobs
-        assert isinstance(store, DynamoJobStore)
-        assert store.add_missing_sweep_keys() == len(world.recorded.jobs())
+        # What the upgrade of a table of the first release runs once (docs/deploy.md).
+        from infra import upgrade_records
+
+        s = world.settings
+        command = [s.table, "--region", s.region, "--endpoint-url", s.endpoint_url]
+        assert upgrade_records.main(command) == 0
+        model = upgrade_records.make_job_model(s.table, s.region, s.endpoint_url)
+        assert upgrade_records.add_missing_sweep_keys(model) == 0  # a second run writes nothing
     sweeper = world.use_cases.sweeper
     sweeper.sweep()
     assert set(world.recorded.objects) <= world.stored(), "the sweeper deleted objects of live jobs"
