@@ -28,6 +28,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from chalicelib.adapters import dynamo_shapes
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
@@ -52,9 +53,10 @@ BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
 UNPROCESSED_RETRIES = 5
-# What the orphan scan reads of a job (JobObjects). The renditions map is read whole (its
-# names are the table's): its sizes add a few bytes, no capacity (a read is charged by item).
-_OBJECT_FIELDS = ("pk", "status", "attempt", "original_key", "renditions")
+# What the orphan scan reads of a job (JobObjects): every attribute that names an object in
+# any shape a record can still have. The renditions are read whole (their names are the
+# table's): their sizes add a few bytes, no capacity (a read is charged by item).
+_OBJECT_FIELDS = ("pk", "status", "attempt", *dynamo_shapes.OBJECT_ATTRIBUTES)
 
 
 class RenditionAttribute(MapAttribute):
@@ -102,7 +104,18 @@ def _stored(r: Rendition) -> dict:
 
 
 class JobItem(Model):
-    """Unbound: bind_models() gives a subclass bound to a table and endpoint."""
+    """Unbound: bind_models() gives a subclass bound to a table and endpoint.
+
+    Written in the shape dynamo_shapes.SHAPE_VERSION names; read in any shape a record can
+    still have: every read (get, query, batch get, an update's answer, a stream image)
+    reaches one of the two methods below, which upgrade the raw item first."""
+
+    @classmethod
+    def from_raw_data(cls, data):
+        return super().from_raw_data(data if data is None else dynamo_shapes.upgrade(data))
+
+    def deserialize(self, attribute_values):
+        return super().deserialize(dynamo_shapes.upgrade(attribute_values))
 
     pk = UnicodeAttribute(hash_key=True)
     owner = UnicodeAttribute()
@@ -505,3 +518,27 @@ class DynamoJobStore:
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # a seam: tests stub the pause between retries
 
+
+def add_missing_sweep_keys(model: type[JobItem]) -> int:
+    """Give every job item written before `sweep_key` (stored shape 1) its key, so that the
+    sweep index holds it: once, when a table of the first release is upgraded
+    (infra/upgrade_records.py, docs/deploy.md). A Scan of the whole table, so an operator's
+    step and never a function's (the stage policy allows no Scan). Each write is conditional
+    on the status the scan read and on the key still missing; returns how many it wrote."""
+    written = 0
+    try:
+        for item in model.scan(model.pk.startswith(JOB_PREFIX) & model.sweep_key.does_not_exist(),
+                               attributes_to_get=["pk", "status"]):
+            job_id = item.pk[len(JOB_PREFIX):]
+            try:
+                model(item.pk).update(
+                    actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
+                    condition=(model.status == item.status) & model.sweep_key.does_not_exist())
+            except PynamoDBException as error:
+                if not condition_failed(error):
+                    raise
+                continue  # written meanwhile, by a status change that set it
+            written += 1
+    except PynamoDBException as error:
+        raise TransientError("job table unavailable") from error
+    return written

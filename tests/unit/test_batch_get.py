@@ -52,7 +52,8 @@ def test_unprocessed_keys_are_asked_again_after_a_pause(store):
     assert store.pauses == [0.1, 0.2]  # growing
     # Strongly consistent, as get(), and only the fields the orphan scan uses.
     assert all(consistent for _, consistent, _ in asked)
-    assert asked[0][2] == ["pk", "status", "attempt", "original_key", "renditions"]
+    # (display and thumb: where items of stored shapes 1 and 2 name their renditions)
+    assert asked[0][2] == ["pk", "status", "attempt", "original_key", "renditions", "display", "thumb"]
 
 
 def test_keys_still_unread_after_the_retries_are_an_outage(store):
