@@ -206,6 +206,9 @@ class Settings:
     webhook_retry_delays: str = "5,300,1800,7200,18000,36000,36000"
     # Delivery Lambdas reading the webhook queue at once (the event source's maximum).
     webhook_max_concurrency: int = 5
+    # Deliveries to one receiver (an owner's endpoint) in flight at once, across every delivery
+    # function: fewer than the functions, so that one slow receiver never holds them all.
+    webhook_receiver_slots: int = 2
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
@@ -290,6 +293,9 @@ class Settings:
         if not 2 <= self.webhook_max_concurrency <= 1000:
             raise ValueError("WEBHOOK_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.webhook_max_concurrency}")
+        if not 1 <= self.webhook_receiver_slots < self.webhook_max_concurrency:
+            raise ValueError("WEBHOOK_RECEIVER_SLOTS must be at least 1 and below WEBHOOK_MAX_CONCURRENCY "
+                             f"({self.webhook_max_concurrency}), got {self.webhook_receiver_slots}")
         try:
             delays = self.webhook_delays
         except ValueError:
