@@ -339,7 +339,7 @@ def simulate_slow(bounded: bool, backlog: int, slow: float, overhead: float) -> 
     return dict(bob=receiver.delivered[bob.job_id] - 1.0,
                 alice_last=max(receiver.delivered[j] for j in alice_jobs),
                 runs=runs[0], most=receiver.most_in_flight.get("alice", 0), functions=functions,
-                slots=settings.webhook_receiver_slots)
+                slots=settings.receiver_slots)
 
 
 def slow_rows(backlog: int, slow: float, overhead: float) -> None:

@@ -21,7 +21,7 @@ refuses one event holds back none of the others, and other owners' deliveries ne
 behind either. The body is made at delivery, so its URLs are fresh.
 
 A receiver that answers, however slowly, is bounded too: at most
-Settings.webhook_receiver_slots deliveries to it are in flight at once across every delivery
+Settings.receiver_slots deliveries to it are in flight at once across every delivery
 function (ports.DeliverySlots, in the table), fewer than the functions, so the others stay
 free for other receivers whatever one of them does. An event that finds every slot held is
 deferred, without calling and without spending an attempt, to the receiver's next turn:
@@ -285,7 +285,7 @@ class Webhooks:
         if ctx.delivery_slots is None:
             return UNBOUNDED
         until = now + timedelta(seconds=s.webhook_timeout_seconds) + SLOT_MARGIN
-        return ctx.delivery_slots.take(receiver, holder, until, now, s.webhook_receiver_slots)
+        return ctx.delivery_slots.take(receiver, holder, until, now, s.receiver_slots)
 
     def _give_back(self, receiver: str, slot: int, holder: str, held_seconds: float) -> None:
         if slot == UNBOUNDED:
@@ -300,7 +300,7 @@ class Webhooks:
         likely free (its last hold), and one step after the turns handed out already, a step
         being a hold over the slots, so its backlog comes back at the pace it is taken."""
         ctx, s = self._ctx, self._ctx.settings
-        slots = s.webhook_receiver_slots
+        slots = s.receiver_slots
         try:
             hold = ctx.delivery_slots.recent_hold(receiver, slots)
         except TransientError:

@@ -66,9 +66,9 @@ def hold_all_slots(uc, owner, until_in=timedelta(seconds=10)):
     """Deliveries to `owner`'s receiver in flight elsewhere: every slot taken by another holder."""
     ctx = uc.ctx
     now = ctx.clock()
-    for n in range(ctx.settings.webhook_receiver_slots):
+    for n in range(ctx.settings.receiver_slots):
         assert ctx.delivery_slots.take(f"owner/{owner}", f"elsewhere-{n}", now + until_in, now,
-                                       ctx.settings.webhook_receiver_slots) is not None
+                                       ctx.settings.receiver_slots) is not None
 
 
 def test_a_receiver_with_its_share_in_flight_waits_and_other_owners_are_delivered_at_once(world):
@@ -114,7 +114,7 @@ def test_a_slot_whose_function_died_frees_itself_after_the_attempts_time(world):
 
 def test_deferred_events_come_back_in_turns_spaced_by_the_receivers_pace(world):
     ctx = world.ctx
-    slots = ctx.settings.webhook_receiver_slots
+    slots = ctx.settings.receiver_slots
     for n in range(slots):  # the receiver's last answers took 4 s each
         ctx.delivery_slots.last_held.setdefault("owner/alice", {})[n] = 4.0
     hold_all_slots(world, "alice")
@@ -167,4 +167,7 @@ def test_the_receivers_slots_must_leave_functions_for_everyone_else(slots, concu
         Settings.from_environ({"LOCAL_RUNNER": "1", "WEBHOOK_RECEIVER_SLOTS": str(slots),
                                "WEBHOOK_MAX_CONCURRENCY": str(concurrency)})
     assert Settings.from_environ({"LOCAL_RUNNER": "1", "WEBHOOK_RECEIVER_SLOTS": "4",
-                                  "WEBHOOK_MAX_CONCURRENCY": "5"}).webhook_receiver_slots == 4
+                                  "WEBHOOK_MAX_CONCURRENCY": "5"}).receiver_slots == 4
+    # Unset: 2, and 1 where there are only 2 functions (the dev stage).
+    assert Settings.from_environ({"LOCAL_RUNNER": "1", "WEBHOOK_MAX_CONCURRENCY": "2"}).receiver_slots == 1
+    assert Settings.from_environ({"LOCAL_RUNNER": "1"}).receiver_slots == 2
