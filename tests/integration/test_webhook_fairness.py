@@ -7,13 +7,16 @@ slots in flight."""
 import threading
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from chalicelib.adapters.dynamo_webhooks import DynamoDeliverySlots
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import RetryLater
 from chalicelib.domain.events import ObjectCreated
+from tests.fakes import FakeDeliverySlots
 from tests.images import jpeg
 
 INSTANCES = 4        # delivery functions at once
@@ -130,3 +133,33 @@ def test_a_slow_receiver_holds_only_its_slots_and_another_owners_event_goes_out_
                                 f"{sum(1 for a in alice if a < bob)} of alice's slow answers")
     assert receiver.most_in_flight["alice"] <= SLOTS
     assert len(alice) == BACKLOG, "alice's backlog was not all delivered"
+
+
+NOW = datetime(2026, 12, 1, 10, 0, 0, 417230, tzinfo=timezone.utc)
+LATER = NOW + timedelta(seconds=10)
+
+
+@pytest.fixture(params=["fake", "dynamo"])
+def delivery_slots(request):
+    if request.param == "fake":
+        return FakeDeliverySlots()
+    settings, _, _ = request.getfixturevalue("stack")
+    return DynamoDeliverySlots(settings.table, settings.region, settings.endpoint_url)
+
+
+def test_delivery_slots_count_per_receiver_and_remember_their_last_holds(delivery_slots):
+    slots = delivery_slots
+    assert slots.recent_hold("owner/alice", 2) is None
+    first, second = (slots.take("owner/alice", f"h{i}", LATER, NOW, 2) for i in range(2))
+    assert {first, second} == {0, 1}
+    assert slots.take("owner/alice", "h2", LATER, NOW, 2) is None
+    assert slots.take("owner/bob", "b", LATER, NOW, 2) is not None  # another receiver's own
+    slots.give_back("owner/alice", first, "someone-else", 9.0)  # not its holder: nothing
+    assert slots.take("owner/alice", "h2", LATER, NOW, 2) is None
+    slots.give_back("owner/alice", first, "h0" if first == 0 else "h1", 4.5)
+    slots.give_back("owner/alice", first, "h0" if first == 0 else "h1", 4.5)  # idempotent
+    assert slots.recent_hold("owner/alice", 2) == pytest.approx(4.5)
+    assert slots.take("owner/alice", "h3", LATER, NOW, 2) == first  # free again
+    # A holder that never gave back loses its slot once its time is over.
+    assert slots.take("owner/alice", "h4", LATER + timedelta(seconds=10),
+                      LATER + timedelta(seconds=1), 2) is not None
