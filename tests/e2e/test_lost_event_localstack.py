@@ -12,12 +12,17 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from chalicelib.domain.jobs import JobStatus
 from tests.faults.conftest import World, photo
 
 BIG = photo(6000, 6000, fmt="PNG")  # long enough to be killed in the middle
 
 
+# LocalStack's start (when this test is the first to need it), a minute for the metric to tell,
+# and a loaded machine's sweeps: more than the suite's default 300 s.
+@pytest.mark.timeout(600)
 def test_a_job_whose_worker_died_and_whose_event_was_lost_is_redriven_by_the_sweeper(localstack):
     world = World("sqs", localstack.endpoint)
     sqs, queue_url = world.clients["sqs"], world.stack.queue_url
