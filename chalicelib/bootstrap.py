@@ -10,7 +10,7 @@ from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
-from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX, DynamoDeliverySlots, DynamoWebhookStore
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
@@ -88,6 +88,10 @@ def build_use_cases(settings: Settings) -> UseCases:
                                     connection=pynamodb, prepare_client=guard),
         webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name, settings.webhooks_dlq_name),
         webhook_sender=HttpWebhookSender(),
+        delivery_slots=DynamoDeliverySlots(settings.table, settings.region, settings.endpoint_url, clients,
+                                           connection=pynamodb, prepare_client=guard),
+        webhook_turns=DynamoRateStore(settings.table, settings.region, settings.endpoint_url, clients,
+                                      connection=pynamodb, prepare_client=guard, prefix=TURN_PREFIX),
         wait_slots=DynamoWaitSlots(settings.table, settings.region, settings.endpoint_url, clients,
                                    connection=pynamodb, prepare_client=guard),
         gauges=gauges,

@@ -206,6 +206,10 @@ class Settings:
     webhook_retry_delays: str = "5,300,1800,7200,18000,36000,36000"
     # Delivery Lambdas reading the webhook queue at once (the event source's maximum).
     webhook_max_concurrency: int = 5
+    # Deliveries to one receiver (an owner's endpoint) in flight at once, across every delivery
+    # function: fewer than the functions, so that one slow receiver never holds them all.
+    # Unset: 2, or 1 where there are only 2 functions (receiver_slots).
+    webhook_receiver_slots: Optional[int] = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
@@ -290,6 +294,9 @@ class Settings:
         if not 2 <= self.webhook_max_concurrency <= 1000:
             raise ValueError("WEBHOOK_MAX_CONCURRENCY must be between 2 and 1000, "
                              f"got {self.webhook_max_concurrency}")
+        if not 1 <= self.receiver_slots < self.webhook_max_concurrency:
+            raise ValueError("WEBHOOK_RECEIVER_SLOTS must be at least 1 and below WEBHOOK_MAX_CONCURRENCY "
+                             f"({self.webhook_max_concurrency}), got {self.webhook_receiver_slots}")
         try:
             delays = self.webhook_delays
         except ValueError:
@@ -331,6 +338,13 @@ class Settings:
     @property
     def webhook_delays(self) -> tuple[int, ...]:
         return tuple(int(part) for part in self.webhook_retry_delays.split(","))
+
+    @property
+    def receiver_slots(self) -> int:
+        """WEBHOOK_RECEIVER_SLOTS, or its default."""
+        if self.webhook_receiver_slots is not None:
+            return self.webhook_receiver_slots
+        return min(2, self.webhook_max_concurrency - 1)
 
     @property
     def webhook_attempts(self) -> int:

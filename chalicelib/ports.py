@@ -375,6 +375,27 @@ class WebhookStore(Protocol):
         ...
 
 
+class DeliverySlots(Protocol):
+    """A receiver's deliveries in flight, counted across every delivery function: `slots`
+    slots per receiver (its key: usecases/webhooks.py receiver_key), each held from the
+    moment before the call until it is given back or its `until` passes, so a crashed
+    function's slot frees itself. Safe to call from several threads and processes at once;
+    TransientError when the store is unavailable."""
+
+    def take(self, receiver: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
+        """As WaitSlots.take: a free slot's number for `holder`, or None when all are held."""
+        ...
+
+    def give_back(self, receiver: str, slot: int, holder: str, held_seconds: float) -> None:
+        """Free the slot if `holder` still holds it, and remember how long it was held.
+        Idempotent."""
+        ...
+
+    def recent_hold(self, receiver: str, slots: int) -> Optional[float]:
+        """The mean of the seconds the receiver's slots were last held; None before any."""
+        ...
+
+
 class WebhookQueue(Protocol):
     def send(self, event: WebhookEvent, delay_seconds: int = 0) -> None:
         """Queue `event`; it may arrive sooner than `delay_seconds` (SQS delays at most 15

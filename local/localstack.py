@@ -276,7 +276,10 @@ def environment(port: int, root: Path, installation: Installation, overrides: di
         "GATEWAY_LISTEN": f"{HOST}:{port}",
         "LOCALSTACK_HOST": f"{HOST}:{port}",  # the host in URLs it hands out (queue URLs)
         "SQS_ENDPOINT_STRATEGY": "path",  # queue URLs on that host, not on *.localstack.cloud
-        "SERVICES": "s3,sqs,dynamodb",
+        # CloudWatch: the sweeper reads the events queue's ApproximateAgeOfOldestMessage there
+        # (local/localstack_boot.py publishes it, every SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL s).
+        "SERVICES": "s3,sqs,dynamodb,cloudwatch",
+        "SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL": os.environ.get("SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL", "60"),
         "OVERRIDE_IN_DOCKER": "0",
         "FILESYSTEM_ROOT": str(root),
         "CONFIG_DIR": str(root / "etc" / "localstack" / "conf.d"),  # not ~/.localstack's profiles

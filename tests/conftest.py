@@ -133,7 +133,10 @@ def localstack(tmp_path_factory):
     log = open(tmp_path_factory.mktemp("localstack-log") / "localstack.log", "w+")
     try:
         # What tests/e2e/test_backends.py pins, whatever the caller's environment says.
-        strict = {"S3_SKIP_SIGNATURE_VALIDATION": "0", "DYNAMODB_REMOVE_EXPIRED_ITEMS": "1"}
+        strict = {"S3_SKIP_SIGNATURE_VALIDATION": "0", "DYNAMODB_REMOVE_EXPIRED_ITEMS": "1",
+                  # The queue gauges in CloudWatch every 5 s, not each minute: the sweeper's
+                  # lost-event check sees a queue's oldest message within seconds.
+                  "SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL": "5"}
         instance = start(free_port(), root, install(), overrides=strict, output=log)
         wait_ready(instance, timeout=180)
     except LocalStackError as error:

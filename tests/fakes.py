@@ -508,6 +508,39 @@ class FakeWaitSlots:
                 del mine[slot]
 
 
+class FakeDeliverySlots(FakeWaitSlots):
+    """DeliverySlots in memory: FakeWaitSlots, and each slot's last hold in seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.last_held: dict[str, dict[int, float]] = {}
+        self.most_held: dict[str, int] = {}  # the most slots each receiver held at once
+
+    def take(self, receiver, holder, until, now, slots):
+        slot = super().take(receiver, holder, until, now, slots)
+        with self._lock:
+            if slot is not None:
+                held = sum(1 for _, held_until in self.held[receiver].values() if held_until >= now)
+                self.most_held[receiver] = max(self.most_held.get(receiver, 0), held)
+        return slot
+
+    def give_back(self, receiver, slot, holder, held_seconds=0.0):
+        with self._lock:
+            if self.down:
+                raise TransientError("delivery slots unavailable")
+            mine = self.held.get(receiver, {})
+            if slot in mine and mine[slot][0] == holder:
+                del mine[slot]
+                self.last_held.setdefault(receiver, {})[slot] = held_seconds
+
+    def recent_hold(self, receiver, slots):
+        with self._lock:
+            if self.down:
+                raise TransientError("delivery slots unavailable")
+            held = [v for k, v in self.last_held.get(receiver, {}).items() if k < slots]
+            return sum(held) / len(held) if held else None
+
+
 class FakePushConnections:
     """PushConnections in memory: connection id -> (owner, until), and when each opened."""
 

@@ -36,8 +36,10 @@ class RateItem(Model):
 class DynamoRateStore:
     def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
                  connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
+                 prepare_client: Callable[[Any], Any] = lambda client: client, prefix: str = RATE_PREFIX):
+        """`connection` and `prepare_client` as the job store's (the time budget's limits);
+        `prefix` keeps another bucket's items apart (a webhook receiver's turns)."""
+        self._prefix = prefix
         self._model = bind_model(RateItem, table, region, host, clients, connection or _CONNECTION,
                                  prepare_client)
 
@@ -54,7 +56,7 @@ class DynamoRateStore:
     def _update(self, owner: str, actions: list, condition, latest_full_at: float) -> float:
         m = self._model
         expires = datetime.fromtimestamp(math.ceil(latest_full_at) + _EXPIRY_MARGIN_SECONDS, timezone.utc)
-        item = m(RATE_PREFIX + owner)
+        item = m(self._prefix + owner)
         try:
             item.update(actions=[*actions, m.expires_at.set(expires)], condition=condition)
         except PynamoDBException as error:

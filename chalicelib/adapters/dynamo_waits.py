@@ -36,11 +36,19 @@ class WaitSlotItem(Model):
 
 
 class DynamoWaitSlots:
+    # A subclass counts something else in the same way (adapters/dynamo_webhooks.py).
+    PREFIX = WAIT_PREFIX
+    ITEM: type[Model] = WaitSlotItem
+    ERROR = "wait slots unavailable"
+
     def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
                  connection: Optional[dict] = None,
                  prepare_client: Callable[[Any], Any] = lambda client: client):
-        self._model = bind_model(WaitSlotItem, table, region, host, clients, connection or _CONNECTION,
+        self._model = bind_model(self.ITEM, table, region, host, clients, connection or _CONNECTION,
                                  prepare_client)
+
+    def _key(self, owner: str, slot: int) -> str:
+        return self.PREFIX + f"{owner}#{slot}"
 
     def take(self, owner: str, holder: str, until: datetime, now: datetime, slots: int) -> Optional[int]:
         m = self._model
@@ -48,7 +56,7 @@ class DynamoWaitSlots:
         first = zlib.crc32(holder.encode()) % slots
         for step in range(slots):
             slot = (first + step) % slots
-            item = m(WAIT_PREFIX + f"{owner}#{slot}")
+            item = m(self._key(owner, slot))
             try:
                 item.update(
                     actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
@@ -58,14 +66,14 @@ class DynamoWaitSlots:
             except PynamoDBException as error:
                 if condition_failed(error):
                     continue
-                raise TransientError("wait slots unavailable") from error
+                raise TransientError(self.ERROR) from error
         return None
 
     def give_back(self, owner: str, slot: int, holder: str) -> None:
         m = self._model
         try:
-            m(WAIT_PREFIX + f"{owner}#{slot}").delete(condition=m.holder == holder)
+            m(self._key(owner, slot)).delete(condition=m.holder == holder)
         except PynamoDBException as error:
             if condition_failed(error):
                 return  # taken over after its time ran out, or already given back
-            raise TransientError("wait slots unavailable") from error
+            raise TransientError(self.ERROR) from error

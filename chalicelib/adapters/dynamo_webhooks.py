@@ -1,5 +1,7 @@
 """WebhookStore on DynamoDB through PynamoDB: one item per owner, `webhook#<owner>`, in the
-jobs table (it has no status or sweep_at, so the sweep index never sees it).
+jobs table (it has no status or sweep_at, so the sweep index never sees it). DeliverySlots
+beside it: one item per slot, `deliver#<receiver>#<n>`, taken and given back as the wait
+slots are (adapters/dynamo_waits.py), and TTL removes idle ones.
 
 The signing secret is stored as it is, because signing needs it: the table is encrypted
 at rest (SSESpecification in infra/template.yaml), only the delivery and the registration
@@ -7,18 +9,25 @@ routes read it, and the API shows it only when it is created or rotated.
 """
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Optional
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
+from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
+from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.ports import Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
+DELIVER_PREFIX = "deliver#"
+TURN_PREFIX = "turn#"  # a receiver's deferred events' turns, kept by a DynamoRateStore
+# A given-back slot: free to anyone, whatever their clock says.
+_FREE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_KEEP = timedelta(hours=1)  # an idle slot's item, then TTL deletes it
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 
 
@@ -97,3 +106,43 @@ def _breaker_fields(breaker: Breaker) -> dict[str, Any]:
     """The item's breaker attributes, None for each one a closed breaker leaves out."""
     return {"failing_until": breaker.failing_until, "failures": breaker.failures or None,
             "suspect_event": breaker.suspect_event}
+
+
+class DeliverySlotItem(Model):
+    """Unbound: DynamoDeliverySlots binds a subclass to a table and endpoint."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    holder = UnicodeAttribute(null=True)
+    held_until = UTCDateTimeAttribute()
+    last_held = NumberAttribute(null=True)  # seconds the last holder held it
+    expires_at = TTLAttribute()
+
+
+class DynamoDeliverySlots(DynamoWaitSlots):
+    """DeliverySlots: a slot given back stays as an item marked free, with how long it was
+    held, which paces the receiver's deferred events (usecases/webhooks.py)."""
+
+    PREFIX = DELIVER_PREFIX
+    ITEM = DeliverySlotItem
+    ERROR = "delivery slots unavailable"
+
+    def give_back(self, owner: str, slot: int, holder: str, held_seconds: float = 0.0) -> None:
+        m = self._model
+        try:
+            m(self._key(owner, slot)).update(
+                actions=[m.holder.remove(), m.held_until.set(_FREE), m.last_held.set(round(held_seconds, 3)),
+                         m.expires_at.set(datetime.now(timezone.utc) + _KEEP)],
+                condition=m.holder == holder)
+        except PynamoDBException as error:
+            if condition_failed(error):
+                return  # taken over after its time ran out, or already given back
+            raise TransientError(self.ERROR) from error
+
+    def recent_hold(self, owner: str, slots: int) -> Optional[float]:
+        try:
+            items = list(self._model.batch_get([self._key(owner, slot) for slot in range(slots)],
+                                               consistent_read=True))
+        except PynamoDBException as error:
+            raise TransientError(self.ERROR) from error
+        held = [float(item.last_held) for item in items if item.last_held is not None]
+        return sum(held) / len(held) if held else None

@@ -25,7 +25,7 @@ class SqsEventsQueue:
         self._queue_name = events_queue_name
         self._queue_url = None
         # Where the age of the oldest message comes from when the queue is not empty
-        # (CloudWatch in AWS; emulators have no such metric).
+        # (CloudWatch in AWS and on the host's LocalStack, local/localstack_boot.py; moto has none).
         self._oldest_message = oldest_message
 
     def _url(self) -> str:

@@ -13,6 +13,7 @@ from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
     BacklogGauge,
+    DeliverySlots,
     EventPublisher,
     JobStore,
     JobChanges,
@@ -57,6 +58,10 @@ class Context:
     webhook_queue: Optional[WebhookQueue] = None
     webhook_sender: Optional[WebhookSender] = None
     resolve: Resolver = system_resolver
+    # Each receiver's deliveries in flight, and the turns of its deferred events, shared by
+    # every delivery function; None: deliveries are not bounded per receiver.
+    delivery_slots: Optional[DeliverySlots] = None
+    webhook_turns: Optional[RateStore] = None
     # Held requests per owner (Prefer: wait); None: requests are never held.
     wait_slots: Optional[WaitSlots] = None
     # Push (chalicelib/usecases/push.py): None when the stage has no WebSocket API.

@@ -19,6 +19,14 @@ window grows by the same schedule with each failure in a row, and a delivery clo
 So a dead endpoint costs one short attempt per step, not one per event, a receiver that
 refuses one event holds back none of the others, and other owners' deliveries never queue
 behind either. The body is made at delivery, so its URLs are fresh.
+
+A receiver that answers, however slowly, is bounded too: at most
+Settings.receiver_slots deliveries to it are in flight at once across every delivery
+function (ports.DeliverySlots, in the table), fewer than the functions, so the others stay
+free for other receivers whatever one of them does. An event that finds every slot held is
+deferred, without calling and without spending an attempt, to the receiver's next turn:
+turns are spaced by how long its slots were last held over the slots (ctx.webhook_turns),
+so a backlog comes back about as fast as the receiver takes it, not all at once.
 """
 from __future__ import annotations
 
@@ -57,6 +65,21 @@ SECRET_PREFIX = "whsec_"
 # After a rotation the old secret signs too, for this long: receivers switch over in peace.
 ROTATION_GRACE = timedelta(hours=24)
 USER_AGENT = "image-jobs-webhooks/1"
+# A slot outlives its attempt's timeout by this, for the writes after the answer; then a
+# crashed function's slot frees itself.
+SLOT_MARGIN = timedelta(seconds=5)
+# How far ahead a receiver's turns may be handed out (SQS holds a message back 12 h at most).
+TURNS_AHEAD_SECONDS = 43200
+# A receiver's hold before any was measured: if it is slower, its events come back early and
+# are deferred again at the pace measured by then.
+UNKNOWN_HOLD_SECONDS = 1.0
+UNBOUNDED = -1  # the slot of a delivery when nothing bounds them (ctx.delivery_slots is None)
+
+
+def receiver_key(hook: Webhook) -> str:
+    """What a receiver's slots and turns are counted under. An owner's endpoint is theirs
+    alone; an endpoint shared by owners would be counted under its own key, once."""
+    return "owner/" + hook.owner
 
 
 class Reason(StrEnum):
@@ -208,13 +231,22 @@ class Webhooks:
             return self._drop(event, Reason.JOB_GONE)
         if hook.breaker.is_open(now):
             # The endpoint is down: wait for the breaker, without spending an attempt.
-            until = hook.breaker.failing_until
-            ctx.metrics.emit({Metric.WEBHOOKS_DEFERRED: 1})
-            log.info("webhook_deferred", job_id=job.job_id, event_id=event.event_id,
-                     attempt=event.attempts + 1, retry_in=int((until - now).total_seconds() + 0.999))
-            self._queue_again(dataclasses.replace(event, not_before=until), now)
-            return Delivery.DEFERRED
+            return self._defer(event, hook.breaker.failing_until, now, why="breaker")
+        receiver = receiver_key(hook)
+        holder = f"{event.event_id}/{secrets.token_hex(8)}"
+        slot = self._take_slot(receiver, holder, now)
+        if slot is None:
+            # The receiver has its share in flight: its turn comes when one of them is done.
+            return self._defer(event, self._next_turn(receiver, now), now, why="busy")
         started = time.monotonic()
+        try:
+            return self._attempt(hook, event, job, now, started)
+        finally:
+            self._give_back(receiver, slot, holder, (ctx.clock() - now).total_seconds())
+
+    def _attempt(self, hook: Webhook, event: WebhookEvent, job: Job, now: datetime,
+                 started: float) -> Delivery:
+        ctx = self._ctx
         try:
             target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
             payload = json.dumps(job_body(job, self._urls(job)), separators=(",", ":")).encode()
@@ -239,6 +271,56 @@ class Webhooks:
         if hook.breaker != Breaker():
             self._save_breaker(hook.owner, Breaker())
         return Delivery.DELIVERED
+
+    def _defer(self, event: WebhookEvent, until: datetime, now: datetime, why: str) -> Delivery:
+        self._ctx.metrics.emit({Metric.WEBHOOKS_DEFERRED: 1})
+        log.info("webhook_deferred", job_id=event.job_id, event_id=event.event_id, why=why,
+                 attempt=event.attempts + 1, retry_in=int((until - now).total_seconds() + 0.999))
+        self._queue_again(dataclasses.replace(event, not_before=until), now)
+        return Delivery.DEFERRED
+
+    # -- the receiver's share: slots in flight, and turns for the rest -------------------
+    def _take_slot(self, receiver: str, holder: str, now: datetime) -> Optional[int]:
+        ctx, s = self._ctx, self._ctx.settings
+        if ctx.delivery_slots is None:
+            return UNBOUNDED
+        until = now + timedelta(seconds=s.webhook_timeout_seconds) + SLOT_MARGIN
+        return ctx.delivery_slots.take(receiver, holder, until, now, s.receiver_slots)
+
+    def _give_back(self, receiver: str, slot: int, holder: str, held_seconds: float) -> None:
+        if slot == UNBOUNDED:
+            return
+        try:
+            self._ctx.delivery_slots.give_back(receiver, slot, holder, held_seconds)
+        except TransientError:
+            log.warning("webhook_slot_not_given_back", receiver_slot=slot)  # its time frees it
+
+    def _next_turn(self, receiver: str, now: datetime) -> datetime:
+        """When a deferred event of the receiver is due: no sooner than a slot held now is
+        likely free (its last hold), and one step after the turns handed out already, a step
+        being a hold over the slots, so its backlog comes back at the pace it is taken."""
+        ctx, s = self._ctx, self._ctx.settings
+        slots = s.receiver_slots
+        try:
+            hold = ctx.delivery_slots.recent_hold(receiver, slots)
+        except TransientError:
+            hold = None
+        cap = s.webhook_timeout_seconds + SLOT_MARGIN.total_seconds()
+        hold = min(cap, max(0.05, hold if hold is not None else UNKNOWN_HOLD_SECONDS))
+        step = hold / slots
+        if ctx.webhook_turns is not None:
+            # A token bucket read as a line of turns: its full_at is the last turn handed out.
+            start = now.timestamp() + hold - step
+            for _ in range(3):  # a lost race: another function took the turn meanwhile
+                for take in (ctx.webhook_turns.take, ctx.webhook_turns.take_from_full):
+                    try:
+                        turn = take(receiver, start, step, TURNS_AHEAD_SECONDS)
+                    except ConditionFailed:
+                        continue
+                    except TransientError:
+                        return now + timedelta(seconds=hold)
+                    return datetime.fromtimestamp(turn, tz=now.tzinfo)
+        return now + timedelta(seconds=hold)
 
     def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, reason: Reason,
                 verdict: Verdict, **details) -> Delivery:

@@ -47,7 +47,9 @@ def test_the_environment_is_loopback_offline_and_keeps_the_callers_aws_settings_
     env = tooling.environment(4599, tmp_path / "root", installation)
     assert env["GATEWAY_LISTEN"] == "127.0.0.1:4599" == env["LOCALSTACK_HOST"]
     assert env["IMAGE_JOBS_INIT_ENDPOINT"] == "http://127.0.0.1:4599"
-    assert env["SERVICES"] == "s3,sqs,dynamodb"
+    # CloudWatch: the sweeper's lost-event check reads the events queue's oldest message there.
+    assert env["SERVICES"] == "s3,sqs,dynamodb,cloudwatch"
+    assert env["SQS_CLOUDWATCH_METRICS_REPORT_INTERVAL"] == "60"
     assert (env["OVERRIDE_IN_DOCKER"], env["SKIP_SSL_CERT_DOWNLOAD"], env["LOCALSTACK_TELEMETRY_DISABLED"]) == ("0", "1", "1")
     assert env["FILESYSTEM_ROOT"] == str(tmp_path / "root")
     assert env["DYNAMODB_REMOVE_EXPIRED_ITEMS"] == "1" and env["S3_SKIP_SIGNATURE_VALIDATION"] == "0"
