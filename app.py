@@ -12,6 +12,7 @@ from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Response
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, RateLimited, TransientError, Unauthorized
+from chalicelib.domain.jobs import Job
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
@@ -129,7 +130,10 @@ def create_direct_upload():
 @app.route(ROOT + "/image-jobs/{job_id}/upload", methods=["GET"], content_types=ANY, authorizer=authorizer)
 @api
 def get_job_upload(job_id):
-    return responses.upload(use_cases().uploads.current_upload(_owner(), job_id))
+    upload = use_cases().uploads.current_upload(_owner(), job_id)
+    if isinstance(upload, Job):  # its file has arrived: the job is what is left to follow
+        return responses.job(upload, use_cases().manage.urls(upload), settings.retry_after_seconds)
+    return responses.upload(upload)
 
 
 @app.route(ROOT + "/image-jobs/{job_id}/upload", methods=["POST"], content_types=ANY, authorizer=authorizer)

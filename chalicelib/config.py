@@ -99,6 +99,10 @@ class Settings:
     multipart_min_bytes: int = 16 * MIB
     multipart_part_bytes: int = 8 * MIB
     multipart_upload_ttl_seconds: int = DAY // 2
+    # The slowest uplink a phone's upload is planned for (1 Mbit/s): a request begun before
+    # its URL expires may take the largest one allowed at this speed to arrive, and the
+    # sweeper waits that long past the deadline (Context.upload_grace).
+    slowest_uplink_bytes_per_second: int = 125_000
     idempotency_ttl_seconds: int = DAY
     # How long a job may be queued before the sweeper asks whether its message is lost.
     queue_timeout_seconds: int = 600
@@ -257,6 +261,9 @@ class Settings:
             raise ValueError(f"MULTIPART_UPLOAD_TTL_SECONDS ({self.multipart_upload_ttl_seconds}) "
                              f"must end before the bucket aborts incomplete uploads "
                              f"({INCOMPLETE_UPLOAD_DAYS} days): it would abort one still under way")
+        if self.slowest_uplink_bytes_per_second < 1:
+            raise ValueError("SLOWEST_UPLINK_BYTES_PER_SECOND must be at least 1: the sweeper's "
+                             "grace for an upload in flight is derived from it")
         if self.auth_mode == "cognito" and not self.cognito_user_pool_arn:
             raise ValueError("AUTH_MODE=cognito needs COGNITO_USER_POOL_ARN, a stack output: "
                              "run python -m infra.stage_config <stage> (docs/deploy.md)")

@@ -99,8 +99,9 @@ class ObjectStore(Protocol):
         """A new multipart upload to key; its upload id."""
         ...
 
-    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
-        """A URL to PUT part `number` (from 1) of the upload."""
+    def presign_part(self, key: str, upload_id: str, number: int, size: int, expires_in: int) -> str:
+        """A URL to PUT part `number` (from 1) of the upload, pinned to exactly `size` bytes:
+        storage refuses a part of any other length."""
         ...
 
     def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:

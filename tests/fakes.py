@@ -232,8 +232,9 @@ class FakeObjectStore:
         self.uploads[upload_id] = (key, content_type, {})
         return upload_id
 
-    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
-        return f"https://storage.test/{key}?uploadId={upload_id}&partNumber={number}&expires={expires_in}"
+    def presign_part(self, key: str, upload_id: str, number: int, size: int, expires_in: int) -> str:
+        return (f"https://storage.test/{key}?uploadId={upload_id}&partNumber={number}"
+                f"&length={size}&expires={expires_in}")
 
     def put_part(self, upload_id: str, number: int, data: bytes) -> str:
         """What a client's PUT to a part URL does; the part's ETag."""

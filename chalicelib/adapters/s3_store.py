@@ -124,9 +124,12 @@ class S3Store:
             raise TransientError("storage unavailable") from error
         return answer["UploadId"]
 
-    def presign_part(self, key: str, upload_id: str, number: int, expires_in: int) -> str:
+    def presign_part(self, key: str, upload_id: str, number: int, size: int, expires_in: int) -> str:
+        # Content-Length becomes a signed header, as for presign_put: S3 refuses a part of
+        # another length, so no part larger than planned is ever stored.
         return self._presign_client.generate_presigned_url("upload_part", Params={
             "Bucket": self._bucket, "Key": key, "UploadId": upload_id, "PartNumber": number,
+            "ContentLength": size,
         }, ExpiresIn=expires_in)
 
     def list_parts(self, key: str, upload_id: str) -> list[StoredPart]:

@@ -97,6 +97,15 @@ class Context:
         return timedelta(seconds=self.settings.queue_timeout_seconds)
 
     @cached_property
+    def upload_grace(self) -> timedelta:
+        """How long past a direct upload's deadline (its URLs' expiry) the job still waits for
+        its file: storage checks a URL's expiry when the request arrives, so a transfer begun
+        just before may still be arriving. The largest single request (a whole file by POST
+        or PUT; a part is smaller) at the slowest uplink planned for, rounded up."""
+        s = self.settings
+        return timedelta(seconds=-(-s.max_direct_upload_bytes // s.slowest_uplink_bytes_per_second))
+
+    @cached_property
     def decode_limits(self) -> DecodeLimits:
         from chalicelib.imaging.limits import DecodeLimits  # uploads and the worker only, not a GET
 

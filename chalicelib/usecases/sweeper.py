@@ -180,8 +180,14 @@ class Sweeper:
 
     def _awaiting(self, job: Job, now: datetime, drained: "_Drained") -> str:
         ctx = self._ctx
-        if job.upload_expires_at is not None and now < job.upload_expires_at:
+        # The URLs expire at upload_expires_at, and a transfer begun just before may still be
+        # arriving: wait as long as the largest one takes at the slowest uplink planned for.
+        if job.upload_expires_at is not None and now < job.upload_expires_at + ctx.upload_grace:
             return "skipped"
+        # A multipart upload is aborted before storage is asked, so that a completion racing
+        # this sweep either lands first (its object is found below and the job goes on) or
+        # finds the upload gone: never an object stored for a job failed here.
+        lifecycle.abort_upload(ctx, job)
         stored = ctx.objects.head(job.original_key)
         if stored is None:
             return self._fail(job, ErrorCode.UPLOAD_MISSING, "upload_missing")

@@ -9,7 +9,7 @@ import hashlib
 import re
 import time
 from datetime import datetime, timedelta
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from chalicelib.domain import sniff
 from chalicelib.domain.errors import (
@@ -47,6 +47,8 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 _KEY_TURNS = 4
 # Pauses before a key's missing job is taken for gone (seconds).
 _GONE_PAUSES = (0.05, 0.1, 0.2)
+# A job past these has its file: its upload is over and worked, and the job is what is left.
+_ARRIVED = frozenset({JobStatus.QUEUED, JobStatus.PROCESSING, JobStatus.READY})
 
 
 class Uploads:
@@ -145,9 +147,11 @@ class Uploads:
         now = ctx.clock()
         ttl = s.multipart_upload_ttl_seconds if method is UploadMethod.MULTIPART else s.upload_url_ttl_seconds
         upload_expires_at = now + timedelta(seconds=ttl)
+        # The URLs expire at the deadline; the sweeper looks once a transfer begun just
+        # before it has had time to arrive.
         fields = dict(declared_type=content_type, declared_size=size, upload_expires_at=upload_expires_at,
-                      sweep_at=upload_expires_at, upload_method=method.value, declared_sha256=sha256,
-                      formats=asked)
+                      sweep_at=upload_expires_at + ctx.upload_grace, upload_method=method.value,
+                      declared_sha256=sha256, formats=asked)
         job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, **fields)
         if method is UploadMethod.MULTIPART:
             # Started before the job is written, so that it is written once, whole; a replay
@@ -172,6 +176,8 @@ class Uploads:
         if job.status is not JobStatus.AWAITING_UPLOAD or job.upload_expires_at is None:
             return accepted
         upload = self._upload_of(job, now)
+        if isinstance(upload, Job):
+            return dataclasses.replace(accepted, job=upload)  # a replay after the file arrived
         log.info("direct_upload_created", job_id=job.job_id, replayed=accepted.replayed,
                  method=job.upload_method or UploadMethod.POST.value)
         return dataclasses.replace(accepted, upload=upload)
@@ -181,15 +187,20 @@ class Uploads:
             lifecycle.call_best_effort(lifecycle.abort_upload, self._ctx, job)
 
     # -- GET and POST /image-jobs/{id}/upload -------------------------------------------------
-    def current_upload(self, owner: str, job_id: str) -> Upload:
-        """The job's upload as it stands, with fresh URLs: how a client resumes."""
+    def current_upload(self, owner: str, job_id: str) -> Union[Upload, Job]:
+        """The job's upload as it stands, with fresh URLs: how a client resumes. Once the
+        file has arrived there is nothing left to send: the job, to follow."""
         ctx = self._ctx
         job = self._owned(owner, job_id)
+        if job.status in _ARRIVED:
+            return job
         if job.status is not JobStatus.AWAITING_UPLOAD or job.upload_expires_at is None:
             raise InvalidRequest(f"The job is {job.status.value}: its upload is over")
         upload = self._upload_of(job, ctx.clock())
         if upload is None:
             raise InvalidRequest("The job's time to upload is over")
+        if isinstance(upload, Job):
+            return upload
         ctx.metrics.emit({Metric.UPLOADS_RESUMED: 1},
                          {Dimension.METHOD: UploadMethod(job.upload_method or UploadMethod.POST)})
         return upload
@@ -220,8 +231,9 @@ class Uploads:
         return ctx.jobs.get(job.job_id) or job
 
     def _completed_before(self, job: Job) -> Job:
-        """The upload is no more: completed by an earlier call (its object is there), or
-        aborted by a cancel or an expiry that the job shows by now."""
+        """The upload is no more: completed by an earlier call (its object is there: the
+        job, on its way), or aborted by a cancel or an expiry (JobFinished once the job shows
+        it, InvalidRequest before)."""
         ctx = self._ctx
         if ctx.objects.head(job.original_key) is not None:
             return ctx.jobs.get(job.job_id) or job
@@ -230,9 +242,10 @@ class Uploads:
             raise JobFinished(f"The job is {current.status.value}")
         raise InvalidRequest("The upload was aborted")
 
-    def _upload_of(self, job: Job, now: datetime) -> Optional[Upload]:
+    def _upload_of(self, job: Job, now: datetime) -> Union[Upload, Job, None]:
         """How the client sends the job's file from now on, with URLs valid until the job's
-        deadline (a part's for at most upload_url_ttl_seconds); None past the deadline."""
+        deadline (a part's for at most upload_url_ttl_seconds); None past the deadline; the
+        job when its multipart upload was completed (storage lists no parts of it then)."""
         ctx, s = self._ctx, self._ctx.settings
         assert job.upload_expires_at is not None and job.declared_type and job.declared_size
         seconds_left = int((job.upload_expires_at - now).total_seconds())
@@ -248,7 +261,11 @@ class Uploads:
                                           job.declared_sha256, seconds_left)
             return UploadPut(url=put.url, headers=put.headers, expires_at=job.upload_expires_at)
         assert job.multipart_upload_id is not None and job.part_size
-        stored = {p.number: p for p in ctx.objects.list_parts(job.original_key, job.multipart_upload_id)}
+        try:
+            held_parts = ctx.objects.list_parts(job.original_key, job.multipart_upload_id)
+        except KeyError:
+            return self._completed_before(job)
+        stored = {p.number: p for p in held_parts}
         expires_in = min(seconds_left, s.upload_url_ttl_seconds)
         parts = []
         for number, size in enumerate(_part_sizes(job.declared_size, job.part_size), start=1):
@@ -256,7 +273,8 @@ class Uploads:
             if held is not None and held.size == size:
                 parts.append(PartUpload(number=number, size=size, etag=held.etag))
             else:
-                url = ctx.objects.presign_part(job.original_key, job.multipart_upload_id, number, expires_in)
+                url = ctx.objects.presign_part(job.original_key, job.multipart_upload_id, number, size,
+                                               expires_in)
                 parts.append(PartUpload(number=number, size=size, url=url))
         return UploadParts(part_size=job.part_size, parts=tuple(parts),
                            expires_at=now + timedelta(seconds=expires_in))

@@ -365,3 +365,32 @@ def test_direct_uploads_carry_the_formats_in_their_body(time_):
     api = FakeApi(time_).on("POST", "/api/v1/uploads", accepted(status="queued"))
     api.client(direct_threshold=10).upload(JPEG, formats=("webp",))
     assert json.loads(api.requests[-1][1].content)["formats"] == ["webp"]
+
+
+# -- multipart: the length each part URL signs; a resume after the file arrived ------------------
+def multipart_accepted(size, part_size):
+    sizes = [part_size] * (size // part_size) + ([size % part_size] if size % part_size else [])
+    parts = [{"part_number": n, "size": s, "stored": False, "url": f"http://storage.test/part/{n}"}
+             for n, s in enumerate(sizes, start=1)]
+    return accepted("awaiting_upload", upload={"method": "multipart", "part_size": part_size, "parts": parts,
+                                               "expires_at": "2026-07-15T10:15:00Z"})
+
+
+def test_each_part_is_sent_with_the_content_length_its_url_signs_never_chunked(time_):
+    data = JPEG * 40
+    api = FakeApi(time_).on("POST", UPLOADS, multipart_accepted(len(data), 1000))
+    for n in (1, 2, 3):
+        api.on("PUT", f"/part/{n}", httpx.Response(200, headers={"ETag": f'"e{n}"'}))
+    api.on("POST", JOB_PATH + "/upload", job_answer("awaiting_upload"))
+    api.client(direct_threshold=10, multipart_threshold=100).upload(data)
+    sent = sorted(api.sent("PUT"), key=lambda r: r.url.path)
+    assert [(r.headers.get("Content-Length"), r.headers.get("Transfer-Encoding")) for r in sent] == [
+        ("1000", None), ("1000", None), (str(len(data) - 2000), None)]
+    assert [len(r.content) for r in sent] == [1000, 1000, len(data) - 2000]
+
+
+def test_a_resume_whose_upload_had_already_arrived_sends_nothing_and_returns_the_job(time_):
+    api = FakeApi(time_).on("GET", JOB_PATH + "/upload", job_answer("awaiting_upload"))
+    client = api.client()
+    job = client.resume(client.job(JOB_PATH), JPEG * 40)
+    assert job.status == "awaiting_upload" and [r.method for r in api.sent()] == ["GET"]

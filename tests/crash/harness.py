@@ -519,13 +519,13 @@ def _exhausted(w: World) -> dict:
 def _lost_direct(w: World) -> dict:
     job = _direct(w, "key-2").job
     w.queue.waiting.clear()
-    w.clock.advance(w.settings.upload_url_ttl_seconds + 1)
+    w.clock.advance(w.settings.upload_url_ttl_seconds + w.use_cases.ctx.upload_grace.total_seconds() + 1)
     return {"job": job.job_id}
 
 
 def _never_uploaded(w: World) -> dict:
     job = w.use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), "key-2").job
-    w.clock.advance(w.settings.upload_url_ttl_seconds + 1)
+    w.clock.advance(w.settings.upload_url_ttl_seconds + w.use_cases.ctx.upload_grace.total_seconds() + 1)
     return {"job": job.job_id}
 
 

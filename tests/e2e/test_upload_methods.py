@@ -209,6 +209,30 @@ def test_a_completion_with_a_part_missing_is_400_naming_it(runner):
     assert ": 2" in answer.json()["detail"]
 
 
+@pytest.mark.parametrize("sent", [3, 0.5])
+def test_a_part_of_another_length_than_planned_is_refused_by_storage_or_by_the_completion(runner, sent):
+    """Each part URL signs its planned length: storage that checks signatures (LocalStack, the
+    gateway) refuses a part three times (or half) its size, and holds none; moto stores it,
+    and the completion refuses a part not of its planned size."""
+    data = padded_jpeg(17 * MIB)
+    r = create(runner, data, "multipart")
+    upload, location, job_id = r.json()["upload"], r.headers["Location"], r.json()["job_id"]
+    first = upload["parts"][0]
+    wrong = requests.put(first["url"], data=b"\0" * int(first["size"] * sent), timeout=120)
+    (in_progress,) = uploads_in_progress(runner, ORIGINALS + job_id)
+    if runner.strict:
+        assert wrong.status_code == 403 and b"SignatureDoesNotMatch" in wrong.content, wrong.text
+        assert parts_stored(runner, ORIGINALS + job_id, in_progress["UploadId"]) == 0
+    else:
+        assert wrong.status_code == 200  # moto checks no signature
+        answer = complete(runner, location)
+        assert answer.status_code == 400 and ": 1" in answer.json()["detail"]
+    assert "content-length" in urlsplit(first["url"]).query.lower()  # X-Amz-SignedHeaders
+    put_parts(upload_of(runner, location).json(), data)  # the right bytes still go through
+    assert complete(runner, location).status_code == 200
+    assert poll(runner, location).json()["status"] == "ready"
+
+
 @pytest.mark.parametrize("end", ["cancel", "delete"])
 def test_a_cancel_or_delete_aborts_the_upload_and_leaves_no_parts(runner, end):
     data = padded_jpeg(17 * MIB)

@@ -3,6 +3,7 @@ answers, a multipart upload's state, resume and completion, and its abort on can
 and expiry."""
 import base64
 import hashlib
+from datetime import timedelta
 
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_cancel_delete_or_expiry_aborts_the_upload_and_leaves_no_parts(use_cas
     elif end == "delete":
         use_cases.manage.delete("alice", job_id)
     else:
-        use_cases.ctx.clock.advance(use_cases.ctx.settings.multipart_upload_ttl_seconds + 1)
+        use_cases.ctx.clock.advance(use_cases.ctx.settings.multipart_upload_ttl_seconds + use_cases.ctx.upload_grace.total_seconds() + 1)
         use_cases.sweeper.sweep()
         assert use_cases.ctx.jobs.items[job_id].error_code == "upload_missing"
     assert use_cases.ctx.objects.uploads == {}  # no upload, so no parts
@@ -176,3 +177,103 @@ def test_a_put_original_not_as_declared_ends_failed_never_ready(use_cases, store
     use_cases.ctx.objects.put(accepted.job.original_key, other, "image/jpeg")
     assert deliver(use_cases) == ["failed"]
     assert use_cases.ctx.jobs.items[accepted.job.job_id].error_code == code
+
+
+# -- after the completion, before the event (issue 32, item 2) ---------------------------------
+
+
+def completed(use_cases, key=None):
+    """A multipart upload completed whose event has not moved the job yet: storage lists no
+    parts of it any more (S3: NoSuchUpload), and the job is still awaiting_upload."""
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.AWAITING_UPLOAD
+    return accepted, len(data)
+
+
+def test_the_upload_of_a_completed_multipart_upload_answers_the_job_before_its_event(use_cases):
+    accepted, _ = completed(use_cases)
+    answer = use_cases.uploads.current_upload("alice", accepted.job.job_id)
+    assert answer == use_cases.ctx.jobs.items[accepted.job.job_id]  # the job: nothing to send
+    assert deliver(use_cases) == ["ready"]
+    assert use_cases.uploads.current_upload("alice", accepted.job.job_id).status is JobStatus.READY
+
+
+def test_a_replay_of_a_completed_multipart_upload_answers_the_job_without_an_upload(use_cases):
+    accepted, size = completed(use_cases, key="k1")
+    again = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    assert again.replayed and again.job.job_id == accepted.job.job_id and again.upload is None
+    assert use_cases.ctx.objects.uploads == {}  # the one started for the replay was aborted
+
+
+def test_the_upload_of_an_aborted_multipart_upload_says_so(use_cases):
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
+    use_cases.ctx.objects.abort_multipart(accepted.job.original_key, accepted.job.multipart_upload_id)
+    with pytest.raises(InvalidRequest, match="aborted"):
+        use_cases.uploads.current_upload("alice", accepted.job.job_id)
+    with pytest.raises(InvalidRequest, match="aborted"):
+        use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
+
+
+# -- part URLs sign their length (item 6) ------------------------------------------------------
+
+
+def test_every_part_url_is_signed_for_its_planned_length(use_cases):
+    data = big_jpeg()
+    upload = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart").upload
+    assert [f"&length={p.size}&" in p.url for p in upload.parts] == [True] * len(upload.parts)
+    assert upload.parts[-1].size == len(data) % PART
+
+
+# -- an upload in flight at its deadline (item 11) ---------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "multipart"])
+def test_the_sweeper_waits_for_a_transfer_begun_before_the_deadline(use_cases, method):
+    """The URLs expire at the deadline and storage checks expiry when a request arrives: the
+    job is failed only once the largest transfer allowed has had time to arrive."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method=method).job
+    grace = ctx.upload_grace.total_seconds()
+    # 50 MiB at 1 Mbit/s, the slowest uplink planned for (docs/contract.md).
+    assert grace == 420 and job.sweep_at == job.upload_expires_at + ctx.upload_grace
+    ctx.clock.now = job.upload_expires_at + ctx.upload_grace - timedelta(microseconds=1)
+    assert "upload_missing" not in use_cases.sweeper.sweep()
+    assert ctx.jobs.items[job.job_id].status is JobStatus.AWAITING_UPLOAD
+    ctx.clock.advance(0.000001)
+    assert use_cases.sweeper.sweep()["upload_missing"] == 1
+    assert ctx.objects.uploads == {}
+
+
+def test_a_completion_racing_the_sweep_never_leaves_an_original_for_a_failed_job(use_cases):
+    """The client's completion lands while the sweep that ends the job looks at storage:
+    either the job goes on with its file, or the completion finds the upload aborted."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    ctx.clock.now = accepted.job.upload_expires_at + timedelta(hours=1)  # past any grace
+    answers = []
+    head = ctx.objects.head
+
+    def head_while_completing(key):
+        seen = head(key)
+        if not answers:  # the completion lands right after the sweep's look
+            ctx.objects.head = head
+            try:
+                answers.append(use_cases.uploads.complete_upload("alice", accepted.job.job_id, None).status)
+            except (InvalidRequest, JobFinished) as error:
+                answers.append(error.code)
+        return seen
+
+    ctx.objects.head = head_while_completing
+    use_cases.sweeper.sweep()
+    ctx.objects.head = head
+    job = ctx.jobs.items[accepted.job.job_id]
+    stored = job.original_key in ctx.objects.objects
+    assert (job.status, stored) in {(JobStatus.FAILED, False), (JobStatus.QUEUED, True)}, (answers, job.status)
+    assert answers == ["invalid_request"]  # "The upload was aborted": the client is told

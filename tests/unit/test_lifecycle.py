@@ -246,7 +246,7 @@ def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
 
 def test_an_upload_that_never_came_fails_upload_missing(use_cases):
     job = use_cases.uploads.create_direct_upload("alice", "image/png", 1000).job
-    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds)
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_missing"] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
 
@@ -279,7 +279,7 @@ def test_sweeping_twice_leaves_the_same_state(use_cases):
     use_cases.ctx.jobs.claim(stuck.job_id, use_cases.ctx.clock(),
                              timedelta(seconds=use_cases.ctx.settings.lease_seconds), 3)
     use_cases.uploads.create_direct_upload("alice", "image/png", 1000)
-    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds)
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     use_cases.sweeper.sweep()
     ctx = use_cases.ctx
     state = (dict(ctx.jobs.items), dict(ctx.objects.objects), list(ctx.publisher.sent))

@@ -163,7 +163,7 @@ def test_a_direct_upload_whose_notification_was_lost_is_processed(use_cases):
     job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")
     use_cases.ctx.backlog.take()  # the notification was lost
-    use_cases.ctx.clock.advance(s.upload_url_ttl_seconds)
+    use_cases.ctx.clock.advance(s.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_found"] == 1
     queued = job_of(use_cases, job.job_id)
     assert queued.status is JobStatus.QUEUED and queued.redrives == 1  # the event, sent again
@@ -175,7 +175,7 @@ def test_a_direct_upload_whose_notification_is_waiting_is_queued_without_a_dupli
     job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
     use_cases.ctx.clock.advance(s.upload_url_ttl_seconds - 1)
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")  # its event waits in the queue
-    use_cases.ctx.clock.advance(1)
+    use_cases.ctx.clock.advance(1 + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_found"] == 1
     assert job_of(use_cases, job.job_id).status is JobStatus.QUEUED and job_of(use_cases, job.job_id).redrives == 0
     assert deliver(use_cases) == ["ready"] and len(use_cases.ctx.backlog.sent) == 1
@@ -183,7 +183,7 @@ def test_a_direct_upload_whose_notification_is_waiting_is_queued_without_a_dupli
 
 def test_a_direct_upload_that_never_came_still_fails_upload_missing(use_cases):
     job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000, "key-1").job
-    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds)
+    use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_missing"] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
     # The key no longer points at a job that cannot succeed: a retry gets a new upload.

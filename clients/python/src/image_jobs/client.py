@@ -172,9 +172,13 @@ class Client:
                stop: Optional[threading.Event] = None) -> Job:
         """Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file:
         GET its upload, send what storage does not hold yet (for multipart, only the parts
-        missing), and complete it. `stop` as in upload()."""
+        missing), and complete it. `stop` as in upload(). An upload that had already
+        arrived (the server answers with the job) sends nothing: the job is returned as it is."""
         data, name = _read(source)
-        upload = self.request("GET", job.location + "/upload").json()
+        response = self.request("GET", job.location + "/upload")
+        upload = response.json()
+        if isinstance(upload, dict) and "method" not in upload and "status" in upload:
+            return job._with(upload, response)
         try:
             self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress, stop)
         except errors.ImageJobsError as exc:
@@ -280,7 +284,9 @@ class Client:
                 if on_progress is not None:
                     on_progress(total_sent, len(data))
 
-            self._put_to_storage(part["url"], {}, data[start:start + part["size"]], progress)
+            # The URL signs the part's length: the header is sent, never a chunked body.
+            self._put_to_storage(part["url"], {"Content-Length": str(part["size"])},
+                                 data[start:start + part["size"]], progress)
 
         with ThreadPoolExecutor(PART_CONCURRENCY) as pool:
             for future in [pool.submit(one, part) for part in todo]:
