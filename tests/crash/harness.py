@@ -127,11 +127,14 @@ class Recording:
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.history: list[tuple[str, JobStatus]] = []
+        # (job id, attempt, sequence) after each write, in order.
+        self.steps: list[tuple[str, int, int]] = []
 
     def _note(self, job_id: str) -> None:
         job = self.get(job_id)
         if job is not None:
             self.history.append((job_id, job.status))
+            self.steps.append((job_id, job.attempt, job.sequence))
 
     def create(self, job, quota):
         super().create(job, quota)
