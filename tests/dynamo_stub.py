@@ -74,7 +74,7 @@ class DynamoStub:
         # order; and a fraction of every write's answers lost at random.
         self._losses: list[list] = []
         self.lose_fraction = 0.0
-        self.lose_how = "drop"  # or "delay"
+        self.lose_how: tuple[str, ...] = ("drop",)  # each loss drawn from these: "drop", "delay"
         self.delay_seconds = 0.0  # how long a delayed answer is held
         # What the stub did, for the tests' assertions.
         self.conflicts = 0
@@ -119,7 +119,7 @@ class DynamoStub:
                     return rule[2]
             if keys_of(operation, request) and self._random.random() < self.lose_fraction:
                 self.lost += 1
-                return self.lose_how
+                return self._random.choice(self.lose_how)
         return None
 
     def _handler(self):
@@ -130,6 +130,9 @@ class DynamoStub:
 
             def log_message(self, *args):  # quiet
                 pass
+
+            def do_GET(self):
+                self.do_POST()
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))

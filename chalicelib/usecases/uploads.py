@@ -342,12 +342,20 @@ class Uploads:
             try:
                 return create(s.max_active_jobs)
             except QuotaFull:
-                if not (first_try and self._admission.may_reconcile(owner)
-                        and lifecycle.reconcile_slots(self._ctx, owner)):
+                if not (first_try and self._admission.may_reconcile(owner) and self._reconcile(owner)):
                     break
         log.warning("upload_rate_limited", reason="active_jobs", limit=s.max_active_jobs)
         raise RateLimited(f"You already have {s.max_active_jobs} unfinished jobs; try again when "
                           "one has finished", retry_after=max(s.retry_after_seconds, 5))
+
+    def _reconcile(self, owner: str) -> bool:
+        """lifecycle.reconcile_slots, as a best effort: the table's answer was that the quota
+        is full, and that is the answer (429) when the reconcile cannot be done now."""
+        try:
+            return lifecycle.reconcile_slots(self._ctx, owner)
+        except TransientError:
+            log.warning("quota_reconcile_failed")
+            return False
 
     def _replay(self, held: IdempotencyRecord, fingerprint: str, owner: str) -> Optional[Accepted]:
         """The held key's job, or None after freeing a key whose job can no longer succeed

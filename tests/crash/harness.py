@@ -35,7 +35,8 @@ IMAGE = jpeg(96, 64)
 HOWS = ("kill", "error")
 WHENS = ("before", "after")
 # A conditional write that landed but whose answer was lost: the SDK sends it again and the
-# retry finds its own write there, so the caller sees the condition fail ("after retried").
+# re-send fails its condition. The store knows its own write (its write id) unless another
+# write came in between; then the caller sees the condition fail ("after retried").
 CONDITIONAL_WRITES = {"jobs.create", "jobs.create_with_key", "jobs.move", "jobs.claim",
                       "jobs.release_lease", "jobs.finish_attempt", "jobs.update_if_unchanged"}
 # Calls that compute locally and reach no service: nothing to crash.
