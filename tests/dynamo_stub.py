@@ -18,6 +18,7 @@ import random
 import socket
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Optional
 from urllib.parse import urlsplit
@@ -80,6 +81,7 @@ class DynamoStub:
         self.conflicts = 0
         self.lost = 0
         self.requests = 0
+        self.operations: Counter = Counter()  # requests by operation
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -143,6 +145,7 @@ class DynamoStub:
                     request = {}
                 with stub._lock:
                     stub.requests += 1
+                    stub.operations[operation] += 1
                 refusal = stub._conflict(operation, request)
                 if refusal is not None:
                     return self._answer(400, {"Content-Type": _JSON}, json.dumps(refusal).encode())

@@ -338,7 +338,9 @@ class DynamoJobStore:
             with TransactWrite(connection=self._connection) as transaction:
                 if key_item is not None:
                     transaction.save(key_item, condition=key_free)
-                transaction.save(item, condition=self._model.pk.does_not_exist())
+                # ALL_OLD: a refusal carries the stored job, so a re-send that found its own
+                # needs no read (a loaded table may leave no time for one).
+                transaction.save(item, condition=self._model.pk.does_not_exist(), return_values="ALL_OLD")
                 transaction.update(
                     slot,
                     actions=[o.active.add({job.job_id}), o.expires_at.set(job.expires_at)],
@@ -358,7 +360,8 @@ class DynamoJobStore:
                 raise TransientError("job table unavailable") from error
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
-            if self._landed(job.job_id, write_id) is not None:
+            stored = error.cancellation_reasons[len(reasons) - 2]
+            if self._landed(job.job_id, write_id, stored.raw_item if stored else None) is not None:
                 # botocore re-sent the transaction after a timeout, and the first send had
                 # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
                 # answer it): the job carries this call's write id.
@@ -537,10 +540,11 @@ class DynamoJobStore:
             return landed
         return None
 
-    def _landed(self, job_id: str, write_id: str) -> Optional[JobItem]:
-        """The job's item if its last write was the one with write_id."""
+    def _landed(self, job_id: str, write_id: str, raw: Optional[dict] = None) -> Optional[JobItem]:
+        """The job's item if its last write was the one with write_id; read unless the
+        refusal brought the item (`raw`, DynamoDB's form)."""
         try:
-            item = self._model.get(JOB_PREFIX + job_id, consistent_read=True)
+            item = self._model.from_raw_data(raw) if raw else self._model.get(JOB_PREFIX + job_id, consistent_read=True)
         except DoesNotExist:
             return None
         except PynamoDBException as error:

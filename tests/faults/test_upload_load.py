@@ -54,7 +54,7 @@ def test_uploads_get_no_5xx_while_the_table_loses_answers_after_committing(moto_
     try:
         # From here on: one write in eight loses its answer after committing, dropped (the
         # connection cut) or held a while (a slow answer, past the client's patience or not).
-        stub.lose_fraction, stub.lose_how, stub.delay_seconds = 0.125, ("drop", "delay"), 1.5
+        stub.lose_fraction, stub.lose_how, stub.delay_seconds = 0.125, ("drop", "delay"), 1.0
         # And one write of an owner's item in ten meets another's transaction (item 10).
         stub.conflict_fraction = 0.1
         statuses: Counter = Counter()

@@ -71,6 +71,7 @@ def test_a_create_whose_answer_was_lost_is_this_calls_own(store, stub, how):
     stub.lose_answer("TransactWriteItems", how=how)
     store.create(new_job(), 20)
     assert stub.lost == 1
+    assert stub.operations["GetItem"] == 0, "the refusal carries the job: no read needed"
     assert store.get(JOB_ID).created_at == NOW and store.active_jobs("alice") == {JOB_ID}
 
 
