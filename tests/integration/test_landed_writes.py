@@ -189,3 +189,20 @@ def test_a_cancel_whose_answer_was_lost_concludes_the_job(use_cases, stub):
     assert stub.lost == 1
     assert use_cases.ctx.jobs.active_jobs("alice") == set()
     assert objects.uploads == {}, "the multipart upload was not aborted"
+
+
+def test_a_job_stored_before_write_ids_is_written_as_before(stack, store):
+    """Items written by the release before carry no write_id: every write still works on
+    them, and a refused one is never taken for this call's own."""
+    settings, _, clients = stack
+    store.create(new_job(), 20)
+    clients["dynamodb"].update_item(TableName=settings.table, Key={"pk": {"S": f"job#{JOB_ID}"}},
+                                    UpdateExpression="REMOVE write_id")
+    assert store.get(JOB_ID).created_at == NOW  # reads as before
+    claimed = store.claim(JOB_ID, NOW, LEASE, 3)
+    clients["dynamodb"].update_item(TableName=settings.table, Key={"pk": {"S": f"job#{JOB_ID}"}},
+                                    UpdateExpression="REMOVE write_id")
+    with pytest.raises(ConditionFailed):
+        store.claim(JOB_ID, NOW, LEASE, 3)
+    store.move(claimed.cancelled(NOW + timedelta(seconds=1), WEEK), JobStatus.PROCESSING)
+    assert store.get(JOB_ID).status is JobStatus.CANCELLED
