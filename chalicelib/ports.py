@@ -146,7 +146,9 @@ class EventPublisher(Protocol):
 class JobStore(Protocol):
     """Jobs and idempotency records. Every write that changes a job is conditional; each
     method names its precondition and raises ConditionFailed when it does not hold, and
-    TransientError when the table is unavailable. Every write that sets a job's status also
+    TransientError when the table is unavailable. A write that the transport sent again
+    after a lost answer, when the first send had landed, is this call's own: it returns as
+    a success, never ConditionFailed (the store recognises the write by what only it set). Every write that sets a job's status also
     sets its sweep_key, sweep_key(status, job_id), so `due` finds it in its shard. Safe to
     call from several threads at once (the sweeper's pool)."""
 
@@ -155,8 +157,7 @@ class JobStore(Protocol):
         """Insert a new job and take one of its owner's quota slots, in one transaction.
 
         Precondition: no job has this id (ConditionFailed), and the owner holds fewer than
-        `quota` slots (QuotaFull). Creating the identical job again is no error: that is a
-        transport's retry of a write that had landed."""
+        `quota` slots (QuotaFull)."""
         ...
 
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
@@ -200,7 +201,9 @@ class JobStore(Protocol):
 
     # -- the API and the storage events: moves named by the status they leave -------------
     def move(self, job: Job, from_status: JobStatus) -> None:
-        """Write `job` whole. Precondition: the stored status is `from_status`."""
+        """Write `job` whole. Precondition: the stored status is `from_status` and the stored
+        attempt is `job.attempt` (the one it was read with), so a move never lands on a newer
+        attempt's claim."""
         ...
 
     # -- the worker: its attempt number is a fencing token --------------------------------

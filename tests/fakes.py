@@ -39,8 +39,6 @@ class FakeJobStore:
     def create(self, job: Job, quota: int) -> None:
         with self._lock:
             self._check()
-            if self.items.get(job.job_id) == job:
-                return  # a retry of a write that had landed (JobStore.create)
             self._create(job, quota)
 
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
@@ -103,7 +101,8 @@ class FakeJobStore:
     def move(self, job: Job, from_status: JobStatus) -> None:
         with self._lock:
             self._check()
-            if self._current(job.job_id).status is not from_status:
+            current = self._current(job.job_id)
+            if current.status is not from_status or current.attempt != job.attempt:
                 raise ConditionFailed()
             self.items[job.job_id] = job
 

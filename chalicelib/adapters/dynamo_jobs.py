@@ -7,7 +7,9 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
+import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, Optional, Sequence
 
@@ -57,6 +59,13 @@ UNPROCESSED_RETRIES = 5
 # any shape a record can still have. The renditions are read whole (their names are the
 # table's): their sizes add a few bytes, no capacity (a read is charged by item).
 _OBJECT_FIELDS = ("pk", "status", "attempt", *dynamo_shapes.OBJECT_ATTRIBUTES)
+# DynamoDB cancels a write that overlaps a transaction on one of its items (TransactionConflict
+# among a transaction's reasons, TransactionConflictException for a single write), and
+# botocore retries neither: many uploads by one owner overlap on the owner's item. Tried this
+# many more times, after a pause drawn up to a cap that doubles from the first (full jitter).
+CONFLICT_RETRIES = 8
+_CONFLICT_PAUSE = 0.02
+_CONFLICT_PAUSE_MAX = 1.0
 
 
 class RenditionAttribute(MapAttribute):
@@ -145,6 +154,10 @@ class JobItem(Model):
     placeholder = PlaceholderAttribute(null=True)  # a ready job's
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
+    # A fresh id from each conditional write of the job (absent in items written before it
+    # existed): a write botocore re-sent after a lost answer, whose re-send then failed its
+    # condition, finds its own id here and knows it landed.
+    write_id = UnicodeAttribute(null=True)
 
 
 class OwnerItem(Model):
@@ -313,37 +326,45 @@ class DynamoJobStore:
 
     def _create(self, job: Job, quota: int, key_item=None, key_free=None) -> None:
         """One transaction: [the key record,] the job, the owner's quota slot; any
-        precondition failing cancels all of them."""
+        precondition failing cancels all of them. A conflict on the owner's item (another
+        of the owner's creates or releases in flight) is tried again after a pause."""
+        write_id = _new_write_id()
         item = self._to_item(job)
+        item.write_id = write_id
         o = self._owners
         slot = o(OWNER_PREFIX + job.owner)
-        try:
+
+        def transact():
             with TransactWrite(connection=self._connection) as transaction:
                 if key_item is not None:
                     transaction.save(key_item, condition=key_free)
-                transaction.save(item, condition=self._model.pk.does_not_exist())
+                # ALL_OLD: a refusal carries the stored job, so a re-send that found its own
+                # needs no read (a loaded table may leave no time for one).
+                transaction.save(item, condition=self._model.pk.does_not_exist(), return_values="ALL_OLD")
                 transaction.update(
                     slot,
                     actions=[o.active.add({job.job_id}), o.expires_at.set(job.expires_at)],
                     condition=o.active.does_not_exist() | (size(o.active) < quota),
                 )
+
+        try:
+            # A conflict on the key is a concurrent request with the same key: the caller
+            # reads the key again, rather than this call waiting.
+            _retrying_conflicts(transact, on_key=key_item is not None)
         except TransactWriteError as error:
-            reasons = [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
+            reasons = _reasons(error)
             failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
-            # TransactionConflict: a concurrent request's transaction on the same key was in
-            # flight (moto never sends it; DynamoDB does). The caller reads the key again.
-            if key_item is not None and "TransactionConflict" in reasons:
+            if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
                 raise IdempotencyKeyTaken() from None
             if not failed:
                 raise TransientError("job table unavailable") from error
-            if key_item is not None and failed[0] == 0:
-                raise IdempotencyKeyTaken() from None
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
-            if key_item is None and self.get(job.job_id) == job:
-                # The id is a fresh UUID: only this call wrote it. botocore re-sent the
-                # transaction after a timeout, and the first attempt had committed (an
-                # emulator ignores the ClientRequestToken that makes DynamoDB answer it).
+            stored = error.cancellation_reasons[len(reasons) - 2]
+            if self._landed(job.job_id, write_id, stored.raw_item if stored else None) is not None:
+                # botocore re-sent the transaction after a timeout, and the first send had
+                # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
+                # answer it): the job carries this call's write id.
                 return
             raise ConditionFailed() from None
         except PynamoDBException as error:
@@ -444,8 +465,13 @@ class DynamoJobStore:
             raise TransientError("job table unavailable") from error
 
     def move(self, job: Job, from_status: JobStatus) -> None:
-        item = self._to_item(job)
-        self._write(lambda: item.save(condition=self._model.status == from_status.value))
+        m = self._model
+        # The attempt too: a cancel that read attempt n must not land on a re-claim's n + 1
+        # (it would write the older attempt back, and the sequence would fall).
+        same_attempt = m.attempt == job.attempt
+        if job.attempt == 0:
+            same_attempt |= m.attempt.does_not_exist()
+        self._save(job, (m.status == from_status.value) & same_attempt)
 
     def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
         m = self._model
@@ -457,7 +483,7 @@ class DynamoJobStore:
         lease_over = (m.status == JobStatus.PROCESSING.value) & (m.lease_expires_at <= now)
         attempt_left = m.attempt < max_attempts  # (3)
         claimable = (queued | lease_over) & attempt_left
-        self._write(lambda: item.update(
+        landed = self._write_once(job_id, lambda write_id: item.update(
             actions=[
                 m.status.set(JobStatus.PROCESSING.value),
                 m.sweep_key.set(sweep_key(JobStatus.PROCESSING, job_id)),
@@ -465,28 +491,65 @@ class DynamoJobStore:
                 m.lease_expires_at.set(lease_end),
                 m.sweep_at.set(lease_end),
                 m.updated_at.set(now),
+                m.write_id.set(write_id),
             ],
             condition=m.pk.exists() & claimable,  # exists: never an upsert
         ))
-        return self._to_job(item)  # update() loaded the whole item as it now is
+        # update() loaded the whole item as it now is; a claim that landed on an earlier send
+        # is read back.
+        return self._to_job(landed or item)
 
     def release_lease(self, job_id: str, attempt: int, now: datetime) -> None:
         m = self._model
         item = m(JOB_PREFIX + job_id)
-        self._write(lambda: item.update(
-            actions=[m.lease_expires_at.set(now), m.sweep_at.set(now), m.updated_at.set(now)],
+        self._write_once(job_id, lambda write_id: item.update(
+            actions=[m.lease_expires_at.set(now), m.sweep_at.set(now), m.updated_at.set(now),
+                     m.write_id.set(write_id)],
             condition=self._held_by(attempt),
         ))
 
     def finish_attempt(self, job: Job, attempt: int) -> None:
-        item = self._to_item(job)
-        self._write(lambda: item.save(condition=self._held_by(attempt)))
+        self._save(job, self._held_by(attempt))
 
     def update_if_unchanged(self, job: Job, seen: Job) -> None:
         m = self._model
+        self._save(job, (m.status == seen.status.value) & (m.updated_at == seen.updated_at))
+
+    def _save(self, job: Job, condition) -> None:
+        """Write `job` whole on `condition`, stamped with a fresh write id."""
         item = self._to_item(job)
-        self._write(lambda: item.save(
-            condition=(m.status == seen.status.value) & (m.updated_at == seen.updated_at)))
+
+        def save(write_id: str) -> None:
+            item.write_id = write_id
+            item.save(condition=condition)
+
+        self._write_once(job.job_id, save)
+
+    def _write_once(self, job_id: str, write: Callable[[str], Any]) -> Optional[JobItem]:
+        """write(write_id), a conditional write of the job that stores write_id. When its
+        condition fails, the job is read: if it carries write_id, an earlier send of this
+        write landed (botocore re-sent it after a lost answer) and the item is returned, as
+        the write's own; else ConditionFailed. None when the write succeeded at once."""
+        write_id = _new_write_id()
+        try:
+            self._write(lambda: write(write_id))
+        except ConditionFailed:
+            landed = self._landed(job_id, write_id)
+            if landed is None:
+                raise
+            return landed
+        return None
+
+    def _landed(self, job_id: str, write_id: str, raw: Optional[dict] = None) -> Optional[JobItem]:
+        """The job's item if its last write was the one with write_id; read unless the
+        refusal brought the item (`raw`, DynamoDB's form)."""
+        try:
+            item = self._model.from_raw_data(raw) if raw else self._model.get(JOB_PREFIX + job_id, consistent_read=True)
+        except DoesNotExist:
+            return None
+        except PynamoDBException as error:
+            raise TransientError("job table unavailable") from error
+        return item if item.write_id == write_id else None
 
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
@@ -508,11 +571,43 @@ class DynamoJobStore:
     @staticmethod
     def _write(call) -> None:
         try:
-            call()
+            _retrying_conflicts(call)
         except PynamoDBException as error:
             if condition_failed(error):
                 raise ConditionFailed() from error
             raise TransientError("job table unavailable") from error
+
+
+def _new_write_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _reasons(error: TransactWriteError) -> list[Optional[str]]:
+    """A cancelled transaction's reason codes, one per item in the order written."""
+    return [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
+
+
+def _conflict(error: PynamoDBException, on_key: bool) -> bool:
+    """Whether DynamoDB refused the write for a transaction in flight on one of its items
+    (only on other items than the first, the key's, when `on_key`)."""
+    if isinstance(error, TransactWriteError):
+        reasons = _reasons(error)
+        if on_key and reasons[:1] == ["TransactionConflict"]:
+            return False
+        return "TransactionConflict" in reasons and "ConditionalCheckFailed" not in reasons
+    return getattr(error, "cause_response_code", None) == "TransactionConflictException"
+
+
+def _retrying_conflicts(call: Callable[[], Any], on_key: bool = False) -> Any:
+    """call(), tried again after a jittered pause while DynamoDB answers a conflict, as many
+    times as CONFLICT_RETRIES and the invocation's time allow; then the conflict is raised."""
+    for retry in range(CONFLICT_RETRIES + 1):
+        try:
+            return call()
+        except PynamoDBException as error:
+            if not _conflict(error, on_key) or retry == CONFLICT_RETRIES or not deadline.has_time_for(1):
+                raise
+        _sleep(random.uniform(0, min(_CONFLICT_PAUSE_MAX, _CONFLICT_PAUSE * 2 ** retry)))
 
 
 def _sleep(seconds: float) -> None:

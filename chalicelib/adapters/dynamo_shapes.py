@@ -31,7 +31,8 @@ SHAPES = {
        "rendition keys fenced per attempt, renditions/<id>/<attempt>/<name>.jpg",
     3: "one `renditions` map keyed by rendition name replaces `display` and `thumb`; each "
        "entry may hold `variants` ({format: {key, bytes}}); adds `formats`, `placeholder`, "
-       "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`",
+       "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`; may carry "
+       "`write_id` (the last conditional write's id; optional, no reader step)",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

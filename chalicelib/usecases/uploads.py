@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import random
 import re
 import time
 from datetime import datetime, timedelta
@@ -45,6 +46,9 @@ log = get_logger("uploads")
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 # Reads of a key that keeps changing hands before giving up with a 503.
 _KEY_TURNS = 4
+# The cap of the jittered pause before the next turn (seconds), doubled each turn: two
+# requests with one key whose transactions keep meeting draw apart.
+_KEY_TURN_PAUSE = 0.05
 # Pauses before a key's missing job is taken for gone (seconds).
 _GONE_PAUSES = (0.05, 0.1, 0.2)
 # A job past these has its file: its upload is over and worked, and the job is what is left.
@@ -309,7 +313,9 @@ class Uploads:
         # Each turn either answers or sees the key change hands (a concurrent request took
         # it, or a doomed job gave it up): look again, a few times. The key is read only when
         # the write loses, so a first request costs one transaction.
-        for _ in range(_KEY_TURNS):
+        for turn in range(_KEY_TURNS):
+            if turn:
+                time.sleep(random.uniform(0, _KEY_TURN_PAUSE * 2 ** turn))
             try:
                 self._within_quota(lambda quota: jobs.create_with_key(job, record, now, quota),
                                    job.owner)
@@ -336,12 +342,20 @@ class Uploads:
             try:
                 return create(s.max_active_jobs)
             except QuotaFull:
-                if not (first_try and self._admission.may_reconcile(owner)
-                        and lifecycle.reconcile_slots(self._ctx, owner)):
+                if not (first_try and self._admission.may_reconcile(owner) and self._reconcile(owner)):
                     break
         log.warning("upload_rate_limited", reason="active_jobs", limit=s.max_active_jobs)
         raise RateLimited(f"You already have {s.max_active_jobs} unfinished jobs; try again when "
                           "one has finished", retry_after=max(s.retry_after_seconds, 5))
+
+    def _reconcile(self, owner: str) -> bool:
+        """lifecycle.reconcile_slots, as a best effort: the table's answer was that the quota
+        is full, and that is the answer (429) when the reconcile cannot be done now."""
+        try:
+            return lifecycle.reconcile_slots(self._ctx, owner)
+        except TransientError:
+            log.warning("quota_reconcile_failed")
+            return False
 
     def _replay(self, held: IdempotencyRecord, fingerprint: str, owner: str) -> Optional[Accepted]:
         """The held key's job, or None after freeing a key whose job can no longer succeed

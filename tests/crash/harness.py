@@ -35,7 +35,8 @@ IMAGE = jpeg(96, 64)
 HOWS = ("kill", "error")
 WHENS = ("before", "after")
 # A conditional write that landed but whose answer was lost: the SDK sends it again and the
-# retry finds its own write there, so the caller sees the condition fail ("after retried").
+# re-send fails its condition. The store knows its own write (its write id) unless another
+# write came in between; then the caller sees the condition fail ("after retried").
 CONDITIONAL_WRITES = {"jobs.create", "jobs.create_with_key", "jobs.move", "jobs.claim",
                       "jobs.release_lease", "jobs.finish_attempt", "jobs.update_if_unchanged"}
 # Calls that compute locally and reach no service: nothing to crash.
@@ -127,11 +128,14 @@ class Recording:
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.history: list[tuple[str, JobStatus]] = []
+        # (job id, attempt, sequence) after each write, in order.
+        self.steps: list[tuple[str, int, int]] = []
 
     def _note(self, job_id: str) -> None:
         job = self.get(job_id)
         if job is not None:
             self.history.append((job_id, job.status))
+            self.steps.append((job_id, job.attempt, job.sequence))
 
     def create(self, job, quota):
         super().create(job, quota)

@@ -167,6 +167,16 @@ class Concurrency(RuleBasedStateMachine):
                 first[job_id] = status
 
     @invariant()
+    def sequence_and_attempt_never_fall(self):
+        """Push clients drop a message older than one they have (Job.sequence): a write that
+        brought an older attempt back would hide the job's last state from them."""
+        last: dict[str, tuple[int, int]] = {}
+        for job_id, attempt, sequence in self.world.jobs.steps:
+            before = last.get(job_id, (0, 0))
+            assert attempt >= before[0] and sequence >= before[1], (job_id, before, (attempt, sequence))
+            last[job_id] = (attempt, sequence)
+
+    @invariant()
     def a_ready_job_points_at_renditions_that_exist(self):
         for job in list(self.world.jobs.items.values()):
             if job.status is JobStatus.READY and job.job_id not in self.deleting:

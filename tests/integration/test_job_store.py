@@ -59,12 +59,12 @@ def test_create_is_conditional_on_the_id_being_new(store):
     assert store.get(new_job().job_id).owner == "alice"
 
 
-def test_creating_the_identical_job_again_is_a_retry_that_had_landed(store):
-    """botocore re-sends a transaction after a timeout; when the first attempt committed,
-    the retry must not turn the accepted upload into an error, nor take a second slot."""
+def test_creating_the_identical_job_again_is_refused_and_takes_no_second_slot(store):
+    """Another call, though of an identical job: only a transport's re-send of the same call
+    is its own (tests/integration/test_landed_writes.py)."""
     store.create(new_job(), QUOTA)
-    store.create(new_job(), QUOTA)
-    assert store.get(new_job().job_id) == new_job()
+    with pytest.raises(ConditionFailed):
+        store.create(new_job(), QUOTA)
     assert store.active_jobs("alice") == {new_job().job_id}
 
 
@@ -215,6 +215,19 @@ def test_move_names_the_status_it_leaves(store):
         store.move(job.cancelled(NOW, WEEK), JobStatus.PROCESSING)
     store.move(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
     assert store.get(job.job_id).status is JobStatus.CANCELLED
+
+
+def test_a_move_loses_to_a_re_claim_made_since_it_read(store):
+    """Issue 32 item 13: a cancel that read attempt 1 must not land on attempt 2's claim,
+    writing the older attempt back (the job's sequence would fall)."""
+    job = new_job()
+    store.create(job, QUOTA)
+    seen = store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
+    later = NOW + timedelta(seconds=121)
+    store.claim(job.job_id, later, timedelta(seconds=120), 3)
+    with pytest.raises(ConditionFailed):
+        store.move(seen.cancelled(later, WEEK), JobStatus.PROCESSING)
+    assert store.get(job.job_id).attempt == 2 and store.get(job.job_id).status is JobStatus.PROCESSING
 
 
 def test_delete_many_removes_each_job_and_ignores_missing_ones(store):

@@ -66,6 +66,22 @@ def test_a_slot_whose_release_was_lost_is_reconciled_when_the_quota_is_full(use_
         upload(use_cases)
 
 
+def test_a_full_quota_whose_reconcile_fails_is_a_429_not_a_503(use_cases):
+    """The table said the quota is full; the reconcile is best effort (issue 32 item 9: on a
+    loaded table it spent the request's time and answered 503)."""
+    from chalicelib.domain.errors import TransientError
+
+    for _ in range(3):
+        upload(use_cases)
+
+    def unavailable(job_ids):
+        raise TransientError("job table unavailable")
+
+    use_cases.ctx.jobs.objects_of = unavailable
+    with pytest.raises(RateLimited):
+        upload(use_cases)
+
+
 def test_a_replay_of_an_accepted_upload_needs_no_slot(use_cases):
     first = upload(use_cases, key="k")
     for _ in range(2):
