@@ -79,6 +79,10 @@ class Settings:
     max_direct_upload_bytes: int = 50 * MIB
     max_pixels: int = 50_000_000
     retry_after_seconds: int = 2
+    # A ready job's URLs (chalicelib/domain/delivery.py): the same on every read within a
+    # window of url_window_seconds, each valid for at least url_ttl_seconds after it is
+    # handed out (so signed for the two together from the window's start).
+    url_window_seconds: int = 3600
     url_ttl_seconds: int = 3600
     retention_seconds: int = 7 * DAY
     lease_seconds: int = 120
@@ -246,6 +250,13 @@ class Settings:
                              f"day before the bucket's lifecycle deletes objects "
                              f"(BUCKET_LIFECYCLE_DAYS={self.bucket_lifecycle_days}): it would "
                              "delete the images of jobs that are still ready")
+        if self.url_window_seconds < 1 or self.url_ttl_seconds < self.url_window_seconds:
+            raise ValueError(f"URL_TTL_SECONDS ({self.url_ttl_seconds}) must be at least "
+                             f"URL_WINDOW_SECONDS ({self.url_window_seconds}), which must be at least 1: "
+                             "a URL handed out at a window's end must live through the next one")
+        if self.url_window_seconds + self.url_ttl_seconds > 7 * DAY:
+            raise ValueError("URL_WINDOW_SECONDS + URL_TTL_SECONDS must be at most 7 days: SigV4 "
+                             "refuses a presigned URL signed for longer")
         if self.multipart_part_bytes < 5 * MIB:
             raise ValueError(f"MULTIPART_PART_BYTES ({self.multipart_part_bytes}) must be at least "
                              "5 MiB: S3 refuses a completion whose parts but the last are smaller")

@@ -26,6 +26,7 @@ from chalicelib.domain.errors import (
     TransientError,
     UnsupportedFormat,
 )
+from chalicelib.domain.delivery import ORIGINAL_CACHE_CONTROL
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.objectkeys import is_job_id
 from chalicelib.domain.renditions import RenditionFormat, extra_formats
@@ -72,7 +73,7 @@ class Uploads:
             return self._repair(accepted, data, info.content_type)
         job = accepted.job
         try:
-            ctx.objects.put(job.original_key, data, info.content_type)
+            ctx.objects.put(job.original_key, data, info.content_type, ORIGINAL_CACHE_CONTROL)
         except TransientError:
             log.warning("original_store_failed", job_id=job.job_id)
             with deadline.compensating():
@@ -114,7 +115,7 @@ class Uploads:
         try:
             if ctx.objects.head(job.original_key) is not None:
                 return accepted
-            ctx.objects.put(job.original_key, data, content_type)
+            ctx.objects.put(job.original_key, data, content_type, ORIGINAL_CACHE_CONTROL)
         except TransientError:
             # The job keeps waiting for its bytes: the next retry, or the sweeper, ends it.
             raise StorageUnavailable(retry_after=ctx.settings.retry_after_seconds) from None
@@ -153,7 +154,7 @@ class Uploads:
             # Started before the job is written, so that it is written once, whole; a replay
             # (or a refusal) aborts the one started for nothing.
             job = dataclasses.replace(job, part_size=s.multipart_part_bytes, multipart_upload_id=(
-                ctx.objects.start_multipart(job.original_key, content_type)))
+                ctx.objects.start_multipart(job.original_key, content_type, ORIGINAL_CACHE_CONTROL)))
         # The options of the first version (type and size) alone still fingerprint a POST.
         options = f"{content_type}\n{size}" if method is UploadMethod.POST and sha256 is None \
             else f"{content_type}\n{size}\n{method.value}\n{sha256 or ''}"
@@ -241,9 +242,11 @@ class Uploads:
         method = UploadMethod(job.upload_method or UploadMethod.POST)
         if method is UploadMethod.POST:
             post = ctx.objects.presign_post(job.original_key, job.declared_type, job.declared_size,
-                                            seconds_left)
+                                            seconds_left, ORIGINAL_CACHE_CONTROL)
             return UploadForm(url=post.url, fields=post.fields, expires_at=job.upload_expires_at)
         if method is UploadMethod.PUT:
+            # No Cache-Control here: a signed header more would refuse the PUTs of clients
+            # that send the two headers they always had (no URL of an original is handed out).
             put = ctx.objects.presign_put(job.original_key, job.declared_type, job.declared_size,
                                           job.declared_sha256, seconds_left)
             return UploadPut(url=put.url, headers=put.headers, expires_at=job.upload_expires_at)
