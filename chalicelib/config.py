@@ -179,6 +179,7 @@ class Settings:
     # table names the setting that sizes it.
     display_box: int = 1280
     thumb_size: int = 256
+    thumb_512_size: int = 512
     jpeg_quality: int = 85
     # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
     # empty: JPEG only. Each one's quality is where the worker starts: it raises it per

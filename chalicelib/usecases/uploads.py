@@ -29,7 +29,7 @@ from chalicelib.domain.errors import (
 from chalicelib.domain.delivery import ORIGINAL_CACHE_CONTROL
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.objectkeys import is_job_id
-from chalicelib.domain.renditions import RenditionFormat, extra_formats
+from chalicelib.domain.renditions import RenditionFormat, RenditionName, asked_renditions, extra_formats
 from chalicelib.domain.vocabulary import ErrorCode, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.ports import IdempotencyRecord, StoredPart
@@ -57,17 +57,18 @@ class Uploads:
 
     # -- POST /images ------------------------------------------------------------------------
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None,
-                      formats: Iterable[str] = ()) -> Accepted:
+                      formats: Iterable[str] = (), renditions: Optional[Iterable[str]] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         asked = extra_formats(formats, s.enabled_formats)
+        sizes = asked_renditions(renditions, ctx.renditions)
         self._admission.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
         info = render.inspect(data, s.max_pixels, ctx.decode_limits)
-        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest(), asked)
+        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest(), asked, sizes, ctx.renditions)
         now = ctx.clock()
-        job = self._new_job(owner, JobStatus.QUEUED, now, formats=asked)
+        job = self._new_job(owner, JobStatus.QUEUED, now, formats=asked, sizes=sizes)
         accepted = self._create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return self._repair(accepted, data, info.content_type)
@@ -125,7 +126,8 @@ class Uploads:
     # -- POST /uploads -----------------------------------------------------------------------
     def create_direct_upload(self, owner: str, content_type: object, size: object,
                              idempotency_key: Optional[str] = None, method: object = UploadMethod.POST,
-                             sha256: object = None, formats: Iterable[str] = ()) -> Accepted:
+                             sha256: object = None, formats: Iterable[str] = (),
+                             renditions: Optional[Iterable[str]] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         self._admission.check_backlog()
@@ -140,6 +142,7 @@ class Uploads:
         method = _method(method)
         _check_sha256(sha256, method)
         asked = extra_formats(formats, s.enabled_formats)
+        sizes = asked_renditions(renditions, ctx.renditions)
         if method is UploadMethod.MULTIPART and size < s.multipart_min_bytes:
             raise InvalidRequest(f"multipart is for files of at least {s.multipart_min_bytes} bytes; "
                                  'send smaller ones with "PUT"')
@@ -148,7 +151,7 @@ class Uploads:
         upload_expires_at = now + timedelta(seconds=ttl)
         fields = dict(declared_type=content_type, declared_size=size, upload_expires_at=upload_expires_at,
                       sweep_at=upload_expires_at, upload_method=method.value, declared_sha256=sha256,
-                      formats=asked)
+                      formats=asked, sizes=sizes)
         job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, **fields)
         if method is UploadMethod.MULTIPART:
             # Started before the job is written, so that it is written once, whole; a replay
@@ -158,7 +161,7 @@ class Uploads:
         # The options of the first version (type and size) alone still fingerprint a POST.
         options = f"{content_type}\n{size}" if method is UploadMethod.POST and sha256 is None \
             else f"{content_type}\n{size}\n{method.value}\n{sha256 or ''}"
-        fingerprint = _fingerprint(b"uploads", options.encode(), asked)
+        fingerprint = _fingerprint(b"uploads", options.encode(), asked, sizes, ctx.renditions)
         try:
             accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
         except BaseException:
@@ -414,9 +417,13 @@ def check_idempotency_key(key: Optional[str]) -> None:
         raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters")
 
 
-def _fingerprint(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = ()) -> str:
-    """The request's identity: the operation, its bytes (or declared file) and the extra
-    formats in their canonical order. With none asked, it is what it was before formats
-    existed, so keys held across the upgrade still replay."""
+def _fingerprint(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = (),
+                 sizes: Optional[tuple[RenditionName, ...]] = None, specs=()) -> str:
+    """The request's identity: the operation, its bytes (or declared file), the extra formats
+    and the sizes, each in its canonical order. With no formats asked and the default sizes,
+    it is what it was before either existed, so keys held across the upgrade still replay
+    (naming the default sizes is the same request as naming none)."""
     extra = b"\nformats=" + ",".join(formats).encode() if formats else b""
+    if sizes is not None and sizes != asked_renditions(None, specs):
+        extra += b"\nrenditions=" + ",".join(sizes).encode()
     return hashlib.sha256(operation + b"\n" + payload + extra).hexdigest()

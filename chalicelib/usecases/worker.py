@@ -235,8 +235,8 @@ class Worker:
         decode_memory_mb; the wall clock allows for a busy machine, within the time the
         worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, self._ctx.renditions, render.Coding.of(s), self._ctx.decode_limits,
-                job.formats)
+        specs = tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
+        args = (data, s.max_pixels, specs, render.Coding.of(s), self._ctx.decode_limits, job.formats)
         if not s.decode_cpu_seconds:
             return render.make_images(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
