@@ -84,6 +84,13 @@ class Settings:
     # handed out (so signed for the two together from the window's start).
     url_window_seconds: int = 3600
     url_ttl_seconds: int = 3600
+    # How renditions reach apps: "s3", presigned S3 URLs (every local stack), or "cloudfront",
+    # CloudFront signed URLs on the stack's distribution (its domain, the trusted public key's
+    # id, and the Secrets Manager secret holding the private key's PEM; stack outputs).
+    delivery: str = "s3"
+    cloudfront_domain: str = ""
+    cloudfront_key_pair_id: str = ""
+    cloudfront_private_key_secret: str = ""
     retention_seconds: int = 7 * DAY
     lease_seconds: int = 120
     # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
@@ -251,6 +258,12 @@ class Settings:
                              f"day before the bucket's lifecycle deletes objects "
                              f"(BUCKET_LIFECYCLE_DAYS={self.bucket_lifecycle_days}): it would "
                              "delete the images of jobs that are still ready")
+        if self.delivery not in ("s3", "cloudfront"):
+            raise ValueError(f"DELIVERY must be s3 or cloudfront, got {self.delivery!r}")
+        if self.delivery == "cloudfront" and not (self.cloudfront_domain and self.cloudfront_key_pair_id
+                                                  and self.cloudfront_private_key_secret):
+            raise ValueError("DELIVERY=cloudfront needs CLOUDFRONT_DOMAIN, CLOUDFRONT_KEY_PAIR_ID and "
+                             "CLOUDFRONT_PRIVATE_KEY_SECRET (stack outputs: python -m infra.stage_config)")
         if self.url_window_seconds < 1 or self.url_ttl_seconds < self.url_window_seconds:
             raise ValueError(f"URL_TTL_SECONDS ({self.url_ttl_seconds}) must be at least "
                              f"URL_WINDOW_SECONDS ({self.url_window_seconds}), which must be at least 1: "
