@@ -100,8 +100,10 @@ def upload_image():
         request.raw_body, request.headers.get("content-type", ""), settings.max_upload_bytes
     )
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
-    formats = request_body.formats_param((request.query_params or {}).get("formats"))
-    accepted = use_cases().uploads.accept_upload(owner, data, key, formats)
+    query = request.query_params or {}
+    formats = request_body.formats_param(query.get("formats"))
+    renditions = None if "renditions" not in query else request_body.formats_param(query["renditions"])
+    accepted = use_cases().uploads.accept_upload(owner, data, key, formats, renditions)
     seconds = prefer.requested_wait(request.headers.get("prefer"), settings.max_wait_seconds)
     if seconds is None:
         return responses.accepted(accepted, settings.retry_after_seconds)
@@ -117,12 +119,13 @@ def create_direct_upload():
     request = app.current_request
     body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
                                     {"content_type": str, "size": int, "method": str, "sha256": str,
-                                     "formats": list})
+                                     "formats": list, "renditions": list})
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return responses.accepted(
         use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
                                                  method=body.get("method", "POST"), sha256=body.get("sha256"),
-                                                 formats=body.get("formats", ())),
+                                                 formats=body.get("formats", ()),
+                                                 renditions=body.get("renditions")),
         settings.retry_after_seconds,
     )
 

@@ -50,6 +50,19 @@ def _queue(settings: Settings, clients: Clients, limits: SdkLimits, guard, sqs):
     return queue, queue
 
 
+def _cloudfront(settings: Settings, clients: Clients, limits: SdkLimits, guard):
+    """CloudFront signed URLs, with the private key read from Secrets Manager on the first
+    signature of each warm function (a lazy client: a cold GET of an unfinished job makes none)."""
+    from chalicelib.adapters.cloudfront_sign import CloudFrontPresigner
+
+    secrets = clients.lazy("secretsmanager", settings.endpoint_url, sdk_limits.client_config(limits),
+                           prepare=guard)
+    return CloudFrontPresigner(
+        settings.cloudfront_domain, settings.cloudfront_key_pair_id,
+        lambda: secrets.get_secret_value(SecretId=settings.cloudfront_private_key_secret)["SecretString"],
+        settings.renditions_prefix)
+
+
 def build_use_cases(settings: Settings) -> UseCases:
     configure()
     # Fail fast and let the caller decide (an API answers 503, a worker retries the
@@ -64,6 +77,8 @@ def build_use_cases(settings: Settings) -> UseCases:
     # A ready job's URLs are signed without the S3 client, which a GET then never makes.
     get_presigner = GetPresigner(lambda: clients.session.get_credentials(), settings.region, presign_url,
                                  client=presign)
+    if settings.delivery == "cloudfront":
+        get_presigner = _cloudfront(settings, clients, limits, guard)
     objects = S3Store(storage, settings.bucket, presign_client=presign, get_presigner=get_presigner)
     pynamodb = sdk_limits.pynamodb_connection(limits)
     jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,

@@ -79,7 +79,18 @@ class Settings:
     max_direct_upload_bytes: int = 50 * MIB
     max_pixels: int = 50_000_000
     retry_after_seconds: int = 2
+    # A ready job's URLs (chalicelib/domain/delivery.py): the same on every read within a
+    # window of url_window_seconds, each valid for at least url_ttl_seconds after it is
+    # handed out (so signed for the two together from the window's start).
+    url_window_seconds: int = 3600
     url_ttl_seconds: int = 3600
+    # How renditions reach apps: "s3", presigned S3 URLs (every local stack), or "cloudfront",
+    # CloudFront signed URLs on the stack's distribution (its domain, the trusted public key's
+    # id, and the Secrets Manager secret holding the private key's PEM; stack outputs).
+    delivery: str = "s3"
+    cloudfront_domain: str = ""
+    cloudfront_key_pair_id: str = ""
+    cloudfront_private_key_secret: str = ""
     retention_seconds: int = 7 * DAY
     lease_seconds: int = 120
     # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
@@ -179,6 +190,7 @@ class Settings:
     # table names the setting that sizes it.
     display_box: int = 1280
     thumb_size: int = 256
+    thumb_512_size: int = 512
     jpeg_quality: int = 85
     # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
     # empty: JPEG only. Each one's quality is where the worker starts: it raises it per
@@ -254,6 +266,19 @@ class Settings:
                              f"day before the bucket's lifecycle deletes objects "
                              f"(BUCKET_LIFECYCLE_DAYS={self.bucket_lifecycle_days}): it would "
                              "delete the images of jobs that are still ready")
+        if self.delivery not in ("s3", "cloudfront"):
+            raise ValueError(f"DELIVERY must be s3 or cloudfront, got {self.delivery!r}")
+        if self.delivery == "cloudfront" and not (self.cloudfront_domain and self.cloudfront_key_pair_id
+                                                  and self.cloudfront_private_key_secret):
+            raise ValueError("DELIVERY=cloudfront needs CLOUDFRONT_DOMAIN, CLOUDFRONT_KEY_PAIR_ID and "
+                             "CLOUDFRONT_PRIVATE_KEY_SECRET (stack outputs: python -m infra.stage_config)")
+        if self.url_window_seconds < 1 or self.url_ttl_seconds < self.url_window_seconds:
+            raise ValueError(f"URL_TTL_SECONDS ({self.url_ttl_seconds}) must be at least "
+                             f"URL_WINDOW_SECONDS ({self.url_window_seconds}), which must be at least 1: "
+                             "a URL handed out at a window's end must live through the next one")
+        if self.url_window_seconds + self.url_ttl_seconds > 7 * DAY:
+            raise ValueError("URL_WINDOW_SECONDS + URL_TTL_SECONDS must be at most 7 days: SigV4 "
+                             "refuses a presigned URL signed for longer")
         if self.multipart_part_bytes < 5 * MIB:
             raise ValueError(f"MULTIPART_PART_BYTES ({self.multipart_part_bytes}) must be at least "
                              "5 MiB: S3 refuses a completion whose parts but the last are smaller")

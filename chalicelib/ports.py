@@ -62,10 +62,13 @@ class ScanPoint:
 class StoredObject:
     size: int
     last_modified: datetime  # when the write completed; storage notifies after it
+    cache_control: Optional[str] = None  # as stored with it (chalicelib/domain/delivery.py)
 
 
 class ObjectStore(Protocol):
-    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+    def put(self, key: str, data: bytes, content_type: str, cache_control: Optional[str] = None) -> None:
+        """Stored with its Content-Type and, when given, the Cache-Control it is served with."""
+        ...
 
     def head(self, key: str) -> Optional[StoredObject]:
         """What is stored under key, or None when nothing is (never an error for that)."""
@@ -83,19 +86,23 @@ class ObjectStore(Protocol):
         """As delete, for many keys in few calls; raises TransientError unless all are gone."""
         ...
 
-    def presign_get(self, key: str, expires_in: int) -> str: ...
+    def presign_get(self, key: str, expires_in: int, signed_at: Optional[datetime] = None) -> str:
+        """A GET URL valid from signed_at (default: now) for expires_in seconds; the same
+        arguments give the same URL while the signing credentials stay the same."""
+        ...
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
-        """A form upload pinned to key, content type and size range."""
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int,
+                     cache_control: Optional[str] = None) -> PresignedPost:
+        """A form upload pinned to key, content type (and cache control) and size range."""
         ...
 
     def presign_put(self, key: str, content_type: str, size: int, sha256: Optional[str],
-                    expires_in: int) -> PresignedPut:
-        """One PUT pinned to key, content type and exact size, and to the bytes' SHA-256
-        (base64) when given: storage refuses any other request."""
+                    expires_in: int, cache_control: Optional[str] = None) -> PresignedPut:
+        """One PUT pinned to key, content type (and cache control) and exact size, and to the
+        bytes' SHA-256 (base64) when given: storage refuses any other request."""
         ...
 
-    def start_multipart(self, key: str, content_type: str) -> str:
+    def start_multipart(self, key: str, content_type: str, cache_control: Optional[str] = None) -> str:
         """A new multipart upload to key; its upload id."""
         ...
 

@@ -72,13 +72,13 @@ MEASURED = {
     "direct_upload": {"calls": {"dynamodb:TransactWriteItems": 1},
         "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 3, "log_bytes": 700,
         "index_writes": {"put:awaiting_upload": 1}},
-    "direct_worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 2},
+    "direct_worker": {"calls": {"dynamodb:GetItem": 2, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 3},
         "wcu": 4, "index_wcu": 6, "rcu": 2, "log_lines": 5, "log_bytes": 1158,
         "index_writes": {"delete:awaiting_upload": 1, "delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:queued": 1, "put:ready": 1}},
     "poll": {"calls": {"dynamodb:GetItem": 1},
         "wcu": 0, "index_wcu": 0, "rcu": 1, "log_lines": 0, "log_bytes": 0,
         "index_writes": {}},
-    "worker": {"calls": {"dynamodb:GetItem": 1, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 2},
+    "worker": {"calls": {"dynamodb:GetItem": 1, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 3},
         "wcu": 3, "index_wcu": 4, "rcu": 1, "log_lines": 4, "log_bytes": 990,
         "index_writes": {"delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:ready": 1}},
     "expiry": {"calls": {"dynamodb:BatchWriteItem": 1, "dynamodb:UpdateItem": 1, "s3:DeleteObjects": 1},
@@ -97,7 +97,10 @@ SWEEP_STATUSES = 6
 SWEEP_RUN_QUERIES = SWEEP_STATUSES * SWEEP_SHARDS
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
 ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # each day's pass reads each job once per prefix (RRU)
-OBJECTS_PER_JOB = 3  # original, display, thumb
+# The renditions a job gets by default (chalicelib/domain/renditions.py): display, thumb and
+# thumb_512, one JPEG (one PUT) each; the objects are those and the original.
+RENDITIONS_PER_JOB = 3
+OBJECTS_PER_JOB = 1 + RENDITIONS_PER_JOB
 
 
 
@@ -117,6 +120,17 @@ IMAGE_MIX = (
     ImageKind("12 MP PNG", 0.05, 318.0, 21_800_000),
 )
 RENDITION_BYTES = 320_000  # display + thumb of a 12 MP photo
+# Each size beyond display and thumb (issue 33): the JPEG bytes it stores against those two's,
+# measured on seven of scikit-image's photographs brought to 12 MP (4032x3024) through the
+# worker's render (mean of per-photo ratios: thumb_512 38.9 KB against 143.3 KB), and its
+# PUT. The sizes made by default are in RENDITIONS_PER_JOB.
+SIZE_BYTES_SHARE = {"thumb_512": 0.27}
+DEFAULT_SIZES = ("thumb_512",)
+
+
+def stored_rendition_bytes(sizes=DEFAULT_SIZES) -> float:
+    """The JPEG renditions' bytes of a 12 MP photo with these sizes beyond display and thumb."""
+    return RENDITION_BYTES * (1 + sum(SIZE_BYTES_SHARE[s] for s in sizes))
 # Extra formats (issue 26), measured by `python benchmarks/renditions.py --formats`: the
 # worker's CPU one more format adds to a job with a 1280 px display rendition (the whole job's,
 # mean of the set's five such photos, ms on one core: the quality search of render.as_good_as
@@ -210,7 +224,7 @@ ORPHAN_RUN_EVERY_S = 60  # Settings.orphan_sweep_interval_seconds
 ORPHAN_BUDGET_S = 840  # Settings.orphan_sweep_budget_seconds
 ORPHAN_DIGITS = 16  # a digit's ranges come round every 16 runs
 ORPHAN_PASS_S = DAY  # Settings.orphan_pass_seconds: every range must finish a pass within it
-ORPHAN_KEYS_PER_JOB = {"originals/": 1, "renditions/": 2}
+ORPHAN_KEYS_PER_JOB = {"originals/": 1, "renditions/": RENDITIONS_PER_JOB}
 BATCH_GET_MS = 25  # assumed: one consistent BatchGetItem of 100 small projected items
 SCAN_PAGE_KEYS = 1000  # orphans.PAGE_KEYS: a point saved (one PutItem) per page
 # Measured (benchmarks/sweeper.py, 2,000 ready jobs on moto, this shared 2-core machine under
@@ -417,7 +431,7 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
         Usage("S3 originals/ reads (worker)", "5,500 GET/s per prefix partition",
               avg, top, S3_PREFIX_READS, "GET/s"),
         Usage("S3 renditions/ writes", "3,500 PUT/s per prefix partition",
-              2 * avg, 2 * top, S3_PREFIX_WRITES, "PUT/s"),
+              RENDITIONS_PER_JOB * avg, RENDITIONS_PER_JOB * top, S3_PREFIX_WRITES, "PUT/s"),
         Usage("S3 renditions/ reads (clients)", "5,500 GET/s per prefix partition",
               2 * avg, 2 * top, S3_PREFIX_READS, "GET/s"),
         Usage("DynamoDB table writes", "40,000 WRU/s per table (on demand)",

@@ -85,12 +85,22 @@ def log_bytes_per_image() -> float:
     return ours + invocations_per_image() * platform
 
 
+def sizes_per_1000(images_per_day: float, sizes=cap.DEFAULT_SIZES) -> dict:
+    """What the sizes beyond display and thumb add to 1,000 images: their PUTs (one JPEG each,
+    and one per extra format made) and their storage at the retention."""
+    month = images_per_day * MONTH_DAYS
+    stored_gb = sum(cap.SIZE_BYTES_SHARE[s] for s in sizes) * cap.RENDITION_BYTES / GB
+    return {"puts_per_image": len(sizes), "stored_kb_per_image": stored_gb * GB / 1000,
+            "puts": len(sizes) * S3_PUT * 1000,
+            "storage": marginal(stored_gb * retention_days() / MONTH_DAYS, month, S3_STORAGE_GB_MONTH) * 1000}
+
+
 def cost_per_1000(images_per_day: float) -> list[Line]:
     month = images_per_day * MONTH_DAYS
     worker_gbs = cap.mean_worker_seconds() * cap.WORKER_MEMORY_MB / 1024
     api_gbs = cap.api_seconds_per_image() * API_MEMORY_GB
     api_requests = 1 + cap.POLLS_PER_IMAGE
-    stored_gb = sum(k.share * (k.original_bytes + cap.RENDITION_BYTES) for k in cap.IMAGE_MIX) / GB
+    stored_gb = sum(k.share * (k.original_bytes + cap.stored_rendition_bytes()) for k in cap.IMAGE_MIX) / GB
     months_stored = retention_days() / MONTH_DAYS
     sqs = 3  # S3's send, the event source's receive and delete
     lines = [
@@ -198,8 +208,8 @@ def formats_cost_per_1000(images_per_day: float, formats: tuple[str, ...]) -> di
     month = images_per_day * MONTH_DAYS
     cpu_s = sum(cap.FORMAT_CPU_MS[f] for f in formats) / 1000 / cap.cpu_share()
     worker_gbs = cpu_s * cap.WORKER_MEMORY_MB / 1024
-    puts = 2 * sum(cap.FORMAT_MADE_SHARE[f] for f in formats)
-    stored_gb = sum(cap.FORMAT_BYTES_SHARE[f] for f in formats) * cap.RENDITION_BYTES / GB
+    puts = cap.RENDITIONS_PER_JOB * sum(cap.FORMAT_MADE_SHARE[f] for f in formats)
+    stored_gb = sum(cap.FORMAT_BYTES_SHARE[f] for f in formats) * cap.stored_rendition_bytes() / GB
     extra = {
         "worker": marginal(worker_gbs, month, LAMBDA_GB_SECOND) * 1000,
         "puts": puts * S3_PUT * 1000,

@@ -107,6 +107,11 @@ def environment_for(outputs: Mapping[str, str], stage_config: Mapping | None = N
         raise StageConfigError(f"the stack has no output {', '.join(missing)}: "
                                "deploy infra/template.yaml from this checkout first")
     env = {env_name(field): outputs[key] for key, field in OUTPUT_SETTINGS.items()}
+    if outputs.get("RenditionsDomain"):  # the stack has the distribution (RenditionsPublicKeyPem)
+        env.update({env_name("delivery"): "cloudfront",
+                    env_name("cloudfront_domain"): outputs["RenditionsDomain"],
+                    env_name("cloudfront_key_pair_id"): outputs["RenditionsKeyPairId"],
+                    env_name("cloudfront_private_key_secret"): outputs["RenditionsSigningKeyArn"]})
     functions = (stage_config or {}).get("lambda_functions", {})
     for function, field in FUNCTION_TIMEOUTS.items():
         timeout = functions.get(function, {}).get("lambda_timeout", (stage_config or {}).get("lambda_timeout"))
@@ -187,6 +192,14 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Resource": [f"{table_arn}/stream/*"],
             },
         ]
+    if outputs.get("RenditionsSigningKeyArn"):
+        push.append({
+            "Sid": "RenditionsSigningKey",
+            "Effect": "Allow",
+            # DELIVERY=cloudfront: the URL signing key, read once per warm function; this secret only.
+            "Action": ["secretsmanager:GetSecretValue"],
+            "Resource": [outputs["RenditionsSigningKeyArn"]],
+        })
     if websocket_api:
         api_id, api_stage = websocket_api
         push.append({

@@ -169,6 +169,7 @@ class FakeObjectStore:
     def __init__(self, clock=None, on_created=None):
         self.objects: dict[str, tuple[bytes, str]] = {}
         self.modified: dict[str, datetime] = {}
+        self.cache_controls: dict[str, Optional[str]] = {}
         self.clock = clock
         self.down = False
         # Storage's object-created notification: called with the key after each put.
@@ -176,10 +177,11 @@ class FakeObjectStore:
         self.uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
         self.next_upload = 0
 
-    def put(self, key: str, data: bytes, content_type: str) -> None:
+    def put(self, key: str, data: bytes, content_type: str, cache_control: Optional[str] = None) -> None:
         if self.down:
             raise TransientError("storage unavailable")
         self.objects[key] = (data, content_type)
+        self.cache_controls[key] = cache_control
         self.modified[key] = self.clock() if self.clock is not None else datetime.now(timezone.utc)
         if self.on_created is not None:
             self.on_created(key)
@@ -189,7 +191,8 @@ class FakeObjectStore:
             raise TransientError("storage unavailable")
         if key not in self.objects:
             return None
-        return StoredObject(size=len(self.objects[key][0]), last_modified=self.modified[key])
+        return StoredObject(size=len(self.objects[key][0]), last_modified=self.modified[key],
+                            cache_control=self.cache_controls.get(key))
 
     def get(self, key: str, max_bytes: int) -> bytes:
         if self.down:
@@ -209,21 +212,24 @@ class FakeObjectStore:
         for key in keys:
             self.delete(key)
 
-    def presign_get(self, key: str, expires_in: int) -> str:
-        return f"https://storage.test/{key}?expires={expires_in}"
+    def presign_get(self, key: str, expires_in: int, signed_at: Optional[datetime] = None) -> str:
+        signed = "" if signed_at is None else f"&signed={signed_at:%Y%m%dT%H%M%SZ}"
+        return f"https://storage.test/{key}?expires={expires_in}{signed}"
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int,
+                     cache_control: Optional[str] = None) -> PresignedPost:
         return PresignedPost(url="https://storage.test/bucket", fields={
             "key": key, "Content-Type": content_type, "policy": f"1-{max_size}-{expires_in}"})
 
-    def presign_put(self, key: str, content_type: str, size: int, sha256, expires_in: int) -> PresignedPut:
+    def presign_put(self, key: str, content_type: str, size: int, sha256, expires_in: int,
+                    cache_control: Optional[str] = None) -> PresignedPut:
         headers = {"Content-Type": content_type, "Content-Length": str(size)}
         if sha256 is not None:
             headers["x-amz-checksum-sha256"] = sha256
         return PresignedPut(url=f"https://storage.test/{key}?put&expires={expires_in}", headers=headers)
 
     # Multipart uploads: upload id -> (key, content type, {part number: bytes}).
-    def start_multipart(self, key: str, content_type: str) -> str:
+    def start_multipart(self, key: str, content_type: str, cache_control: Optional[str] = None) -> str:
         if self.down:
             raise TransientError("storage unavailable")
         self.next_upload += 1

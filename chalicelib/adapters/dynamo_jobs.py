@@ -34,7 +34,7 @@ from chalicelib.adapters import dynamo_shapes
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
-from chalicelib.domain.renditions import RenditionFormat, RenditionName
+from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.ports import IdempotencyRecord, ScanPoint
 from chalicelib.runtime import deadline
@@ -47,7 +47,7 @@ SCAN_PREFIX = "orphan-scan#"
 # `sweep_at` (docs/scale.md §6.1).
 SWEEP_SHARDED_INDEX = "sweep_sharded"
 # Job fields that the item stores in another form (the rest map one to one by name).
-_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder"})
+_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
 # limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
@@ -152,6 +152,9 @@ class JobItem(Model):
     idempotency_scope = UnicodeAttribute(null=True)
     formats = UnicodeAttribute(null=True)  # the extra formats asked for, comma-separated
     placeholder = PlaceholderAttribute(null=True)  # a ready job's
+    # The renditions asked for, comma-separated; absent on a record from before sizes could
+    # be asked for, which made the two of ALWAYS.
+    sizes = UnicodeAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -295,6 +298,7 @@ class DynamoJobStore:
             error_code=None if job.error_code is None else job.error_code.value,
             renditions=job.renditions or None,
             formats=",".join(job.formats) or None,
+            sizes=",".join(job.sizes),
             placeholder=None if job.placeholder is None else PlaceholderAttribute(
                 blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
             **values,
@@ -309,6 +313,7 @@ class DynamoJobStore:
             error_code=None if item.error_code is None else ErrorCode(item.error_code),
             renditions=item.renditions or {},
             formats=tuple(RenditionFormat(f) for f in (item.formats or "").split(",") if f),
+            sizes=ALWAYS if item.sizes is None else tuple(RenditionName(n) for n in item.sizes.split(",")),
             placeholder=None if item.placeholder is None else Placeholder(
                 item.placeholder.blurhash, item.placeholder.average_color),
             **values,

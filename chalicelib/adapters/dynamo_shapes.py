@@ -31,8 +31,10 @@ SHAPES = {
        "rendition keys fenced per attempt, renditions/<id>/<attempt>/<name>.jpg",
     3: "one `renditions` map keyed by rendition name replaces `display` and `thumb`; each "
        "entry may hold `variants` ({format: {key, bytes}}); adds `formats`, `placeholder`, "
-       "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`; may carry "
-       "`write_id` (the last conditional write's id; optional, no reader step)",
+        "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`, and `sizes` "
+        "(the renditions asked for, comma-separated; absent: `display,thumb`); `renditions` "
+        "may hold `thumb_512`; may carry `write_id` (the last conditional write's id; "
+        "optional, no reader step)",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md
@@ -62,7 +64,9 @@ def _renditions_as_one_map(item: Item) -> Item:
 
 
 # In order, each step bringing its shapes one step further. Shape 1 differs from 2 only by
-# `sweep_key`, an attribute of the sweep index that no reader of a job uses, so no step.
+# `sweep_key`, an attribute of the sweep index that no reader of a job uses, so no step; an
+# item without `sizes` (every shape, and shape 3 before issue 33) reads as the two
+# renditions every such job has (DynamoJobStore._to_job), so no step either.
 _STEPS: tuple[Callable[[Item], Item], ...] = (
     _renditions_as_one_map,
 )

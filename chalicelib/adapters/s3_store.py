@@ -31,9 +31,10 @@ class S3Store:
         # GET URLs signed without making the S3 client (chalicelib/adapters/s3_presign.py).
         self._get_presigner = get_presigner
 
-    def put(self, key: str, data: bytes, content_type: str) -> None:
+    def put(self, key: str, data: bytes, content_type: str, cache_control: Optional[str] = None) -> None:
+        extra = {} if cache_control is None else {"CacheControl": cache_control}
         try:
-            self._client.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType=content_type)
+            self._client.put_object(Bucket=self._bucket, Key=key, Body=data, ContentType=content_type, **extra)
         except (BotoCoreError, ClientError) as error:
             raise TransientError("storage unavailable") from error
 
@@ -48,7 +49,8 @@ class S3Store:
             raise TransientError("storage unavailable") from error
         except BotoCoreError as error:
             raise TransientError("storage unavailable") from error
-        return StoredObject(size=response["ContentLength"], last_modified=response["LastModified"])
+        return StoredObject(size=response["ContentLength"], last_modified=response["LastModified"],
+                            cache_control=response.get("CacheControl"))
 
     def get(self, key: str, max_bytes: int) -> bytes:
         try:
@@ -88,38 +90,49 @@ class S3Store:
             if failed:
                 raise TransientError(f"storage refused {len(failed)} deletes, {failed[0].get('Code')} first")
 
-    def presign_get(self, key: str, expires_in: int) -> str:
+    def presign_get(self, key: str, expires_in: int, signed_at: Optional[datetime] = None) -> str:
         if self._get_presigner is not None:
-            return self._get_presigner.url(self._bucket, key, expires_in)
+            return self._get_presigner.url(self._bucket, key, expires_in, signed_at)
+        if signed_at is not None:
+            raise ValueError("a signing time needs the GetPresigner (chalicelib/adapters/s3_presign.py)")
         return self._presign_client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": key}, ExpiresIn=expires_in
         )
 
-    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int) -> PresignedPost:
+    def presign_post(self, key: str, content_type: str, max_size: int, expires_in: int,
+                     cache_control: Optional[str] = None) -> PresignedPost:
+        fields = {"Content-Type": content_type}
+        if cache_control is not None:
+            fields["Cache-Control"] = cache_control
         post = self._presign_client.generate_presigned_post(
-            Bucket=self._bucket, Key=key, Fields={"Content-Type": content_type},
-            # The policy pins the key, the type and the size; S3 refuses anything else.
-            Conditions=[{"Content-Type": content_type}, ["content-length-range", 1, max_size]],
+            Bucket=self._bucket, Key=key, Fields=fields,
+            # The policy pins the key, the type (and cache control) and the size; S3 refuses
+            # anything else.
+            Conditions=[*({k: v} for k, v in fields.items()), ["content-length-range", 1, max_size]],
             ExpiresIn=expires_in,
         )
         return PresignedPost(url=post["url"], fields=post["fields"])
 
     def presign_put(self, key: str, content_type: str, size: int, sha256: Optional[str],
-                    expires_in: int) -> PresignedPut:
+                    expires_in: int, cache_control: Optional[str] = None) -> PresignedPut:
         # Each of these becomes a signed header: S3 refuses a PUT whose headers differ, and
         # one whose body is not Content-Length bytes or does not hash to the checksum.
         params = {"Bucket": self._bucket, "Key": key, "ContentType": content_type, "ContentLength": size}
         headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        if cache_control is not None:
+            params["CacheControl"] = cache_control
+            headers["Cache-Control"] = cache_control
         if sha256 is not None:
             params["ChecksumSHA256"] = sha256
             headers["x-amz-checksum-sha256"] = sha256
         url = self._presign_client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_in)
         return PresignedPut(url=url, headers=headers)
 
-    def start_multipart(self, key: str, content_type: str) -> str:
+    def start_multipart(self, key: str, content_type: str, cache_control: Optional[str] = None) -> str:
+        extra = {} if cache_control is None else {"CacheControl": cache_control}
         try:
             answer = self._client.create_multipart_upload(Bucket=self._bucket, Key=key,
-                                                          ContentType=content_type)
+                                                          ContentType=content_type, **extra)
         except (BotoCoreError, ClientError) as error:
             raise TransientError("storage unavailable") from error
         return answer["UploadId"]

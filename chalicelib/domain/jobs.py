@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
-from chalicelib.domain.renditions import RenditionFormat, RenditionName
+from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 
 
@@ -136,6 +136,9 @@ class Job:
     # The extra formats the upload asked for (chalicelib/domain/renditions.py), besides JPEG.
     formats: tuple[RenditionFormat, ...] = ()
     placeholder: Optional[Placeholder] = None  # a ready job's
+    # The renditions the upload asked for (chalicelib/domain/renditions.py, asked_renditions);
+    # a record from before they could be asked for has none stored, and made these two.
+    sizes: tuple[RenditionName, ...] = ALWAYS
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at

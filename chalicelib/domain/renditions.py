@@ -22,6 +22,7 @@ class RenditionName(StrEnum):
 
     DISPLAY = "display"
     THUMB = "thumb"
+    THUMB_512 = "thumb_512"  # the 2x thumbnail: a 3-column grid on a 3x phone needs about 390 px
 
 
 class Fit(StrEnum):
@@ -34,6 +35,8 @@ class RenditionSpec:
     name: RenditionName
     fit: Fit
     box: int  # the side of the square, in pixels
+    # Made when the upload names no sizes; a size an app must ask for (`renditions=`) says False.
+    by_default: bool = True
 
 
 def rendition_specs(settings) -> tuple[RenditionSpec, ...]:
@@ -42,7 +45,30 @@ def rendition_specs(settings) -> tuple[RenditionSpec, ...]:
     return (
         RenditionSpec(RenditionName.DISPLAY, Fit.CONTAIN, settings.display_box),
         RenditionSpec(RenditionName.THUMB, Fit.COVER, settings.thumb_size),
+        RenditionSpec(RenditionName.THUMB_512, Fit.COVER, settings.thumb_512_size),
     )
+
+
+# Made for every job whatever it names: image_url and thumb_url are theirs, and every job made
+# before sizes could be named has just these (its stored record names none).
+ALWAYS = (RenditionName.DISPLAY, RenditionName.THUMB)
+
+
+def asked_renditions(names, specs: Iterable[RenditionSpec]) -> tuple[RenditionName, ...]:
+    """The renditions an upload asks for (`renditions=`), in the table's order: ALWAYS and the
+    names given, or ALWAYS and the rows made by default when `names` is None (no parameter).
+    Names are case-insensitive, order and repeats do not count; InvalidRequest for a name not
+    in the table."""
+    specs = tuple(specs)
+    order = [spec.name for spec in specs]
+    if names is None:
+        return tuple(spec.name for spec in specs if spec.name in ALWAYS or spec.by_default)
+    asked = set(ALWAYS)
+    for name in names:
+        if not isinstance(name, str) or name.strip().lower() not in order:
+            raise InvalidRequest(f"renditions may name only: {', '.join(order)}"[:200])
+        asked.add(RenditionName(name.strip().lower()))
+    return tuple(n for n in order if n in asked)
 
 
 class RenditionFormat(StrEnum):

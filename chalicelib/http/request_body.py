@@ -48,7 +48,8 @@ def idempotency_key(value: Optional[str]) -> Optional[str]:
 
 
 def formats_param(value: Optional[str]) -> list[str]:
-    """`?formats=avif,webp` -> ["avif", "webp"]; the use case checks the names."""
+    """`?formats=avif,webp` -> ["avif", "webp"] (and `?renditions=` alike); the use case
+    checks the names."""
     return [name for name in (value or "").split(",") if name.strip()]
 
 

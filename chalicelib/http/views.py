@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Optional
 
+from chalicelib.domain.delivery import cache_key
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
@@ -79,11 +80,12 @@ def push_discovery_body(url: str) -> dict:
 
 
 def _rendition(name: RenditionName, r, urls: Urls) -> dict:
-    """The JPEG's url stays `url`; each extra format is a variant, keyed by its media type."""
-    variants = {fmt.content_type: {"url": urls.variants[name, fmt], "bytes": v.bytes,
-                                   "width": r.width, "height": r.height}
+    """The JPEG's url stays `url`; each extra format is a variant, keyed by its media type.
+    Each names its bytes by cache_key, which an app's image cache keys by instead of the URL."""
+    variants = {fmt.content_type: {"url": urls.variants[name, fmt], "cache_key": cache_key(v.key),
+                                   "bytes": v.bytes, "width": r.width, "height": r.height}
                 for fmt, v in r.variants.items()}
-    return {"url": urls.by_name[name], "width": r.width, "height": r.height,
+    return {"url": urls.by_name[name], "cache_key": cache_key(r.key), "width": r.width, "height": r.height,
             "content_type": r.content_type, "variants": variants}
 
 

@@ -36,7 +36,7 @@ from PIL import Image, ImageCms
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
 from chalicelib.domain.jobs import Placeholder
-from chalicelib.domain.renditions import Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
+from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
@@ -187,14 +187,15 @@ def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Ima
 # ------------------------------------------------------------------------ renditions
 
 
-# The product's renditions at the default settings; the worker passes its own.
+# The renditions every job has, at the default settings; the worker passes the job's own.
 _DEFAULTS = Settings()
+_ALWAYS_SPECS = tuple(spec for spec in rendition_specs(_DEFAULTS) if spec.name in ALWAYS)
 
 
 def make_renditions(
     data: bytes,
     max_pixels: int,
-    specs: Sequence[RenditionSpec] = rendition_specs(_DEFAULTS),
+    specs: Sequence[RenditionSpec] = _ALWAYS_SPECS,
     quality: int = _DEFAULTS.jpeg_quality,
     limits: DecodeLimits = DecodeLimits(),
 ) -> dict[RenditionName, Output]:
@@ -212,7 +213,7 @@ def make_renditions(
 def make_images(
     data: bytes,
     max_pixels: int,
-    specs: Sequence[RenditionSpec] = rendition_specs(_DEFAULTS),
+    specs: Sequence[RenditionSpec] = _ALWAYS_SPECS,
     coding: Coding = Coding(),
     limits: DecodeLimits = DecodeLimits(),
     formats: Sequence[RenditionFormat] = (),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from chalicelib.config import Settings
 from chalicelib.domain import renditions as rendition_table
+from chalicelib.domain.delivery import UrlWindow
 from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
@@ -87,6 +88,10 @@ class Context:
     @property
     def rendition_names(self) -> list[RenditionName]:
         return [spec.name for spec in self.renditions]
+
+    @cached_property
+    def url_window(self) -> UrlWindow:
+        return UrlWindow(self.settings.url_window_seconds, self.settings.url_ttl_seconds)
 
     @cached_property
     def retention(self) -> timedelta:

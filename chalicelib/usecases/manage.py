@@ -1,7 +1,6 @@
 """An owner's jobs: read one (with fresh URLs), cancel it, delete it."""
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Optional
 
 from chalicelib.domain.errors import ConditionFailed, JobExpired, JobFinished, JobNotFound, TransientError
@@ -26,16 +25,21 @@ class ManageJobs:
         return job
 
     def urls(self, job: Job) -> Optional[Urls]:
-        """Presigned now from the stored keys: a stored URL would expire while the job stays ready."""
+        """Presigned from the stored keys (a stored URL would expire while the job stays
+        ready), at the start of the read's window: the same URLs on every read in it."""
         if job.status is not JobStatus.READY or not job.renditions:
             return None
         ctx = self._ctx
-        ttl = ctx.settings.url_ttl_seconds
+        window, now = ctx.url_window, ctx.clock()
+        signed_at, ttl = window.signed_at(now), window.expires_in
+
+        def sign(key: str) -> str:
+            return ctx.objects.presign_get(key, ttl, signed_at)
+
         return Urls(
-            by_name={name: ctx.objects.presign_get(r.key, ttl) for name, r in job.renditions.items()},
-            expires_at=ctx.clock() + timedelta(seconds=ttl),
-            variants={(name, fmt): ctx.objects.presign_get(v.key, ttl)
-                      for name, r in job.renditions.items() for fmt, v in r.variants.items()},
+            by_name={name: sign(r.key) for name, r in job.renditions.items()},
+            expires_at=window.expires_at(now),
+            variants={(name, fmt): sign(v.key) for name, r in job.renditions.items() for fmt, v in r.variants.items()},
         )
 
     def cancel(self, owner: str, job_id: str) -> Job:

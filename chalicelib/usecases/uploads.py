@@ -27,9 +27,10 @@ from chalicelib.domain.errors import (
     TransientError,
     UnsupportedFormat,
 )
+from chalicelib.domain.delivery import ORIGINAL_CACHE_CONTROL
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.objectkeys import is_job_id
-from chalicelib.domain.renditions import RenditionFormat, extra_formats
+from chalicelib.domain.renditions import RenditionFormat, RenditionName, asked_renditions, extra_formats
 from chalicelib.domain.vocabulary import ErrorCode, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.ports import IdempotencyRecord, StoredPart
@@ -62,23 +63,24 @@ class Uploads:
 
     # -- POST /images ------------------------------------------------------------------------
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None,
-                      formats: Iterable[str] = ()) -> Accepted:
+                      formats: Iterable[str] = (), renditions: Optional[Iterable[str]] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         asked = extra_formats(formats, s.enabled_formats)
+        sizes = asked_renditions(renditions, ctx.renditions)
         self._admission.check_backlog()
         if len(data) > s.max_upload_bytes:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
         info = render.inspect(data, s.max_pixels, ctx.decode_limits)
-        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest(), asked)
+        fingerprint = _fingerprint(b"images", hashlib.sha256(data).digest(), asked, sizes, ctx.renditions)
         now = ctx.clock()
-        job = self._new_job(owner, JobStatus.QUEUED, now, formats=asked)
+        job = self._new_job(owner, JobStatus.QUEUED, now, formats=asked, sizes=sizes)
         accepted = self._create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return self._repair(accepted, data, info.content_type)
         job = accepted.job
         try:
-            ctx.objects.put(job.original_key, data, info.content_type)
+            ctx.objects.put(job.original_key, data, info.content_type, ORIGINAL_CACHE_CONTROL)
         except TransientError:
             log.warning("original_store_failed", job_id=job.job_id)
             with deadline.compensating():
@@ -120,7 +122,7 @@ class Uploads:
         try:
             if ctx.objects.head(job.original_key) is not None:
                 return accepted
-            ctx.objects.put(job.original_key, data, content_type)
+            ctx.objects.put(job.original_key, data, content_type, ORIGINAL_CACHE_CONTROL)
         except TransientError:
             # The job keeps waiting for its bytes: the next retry, or the sweeper, ends it.
             raise StorageUnavailable(retry_after=ctx.settings.retry_after_seconds) from None
@@ -130,7 +132,8 @@ class Uploads:
     # -- POST /uploads -----------------------------------------------------------------------
     def create_direct_upload(self, owner: str, content_type: object, size: object,
                              idempotency_key: Optional[str] = None, method: object = UploadMethod.POST,
-                             sha256: object = None, formats: Iterable[str] = ()) -> Accepted:
+                             sha256: object = None, formats: Iterable[str] = (),
+                             renditions: Optional[Iterable[str]] = None) -> Accepted:
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         self._admission.check_backlog()
@@ -145,6 +148,7 @@ class Uploads:
         method = _method(method)
         _check_sha256(sha256, method)
         asked = extra_formats(formats, s.enabled_formats)
+        sizes = asked_renditions(renditions, ctx.renditions)
         if method is UploadMethod.MULTIPART and size < s.multipart_min_bytes:
             raise InvalidRequest(f"multipart is for files of at least {s.multipart_min_bytes} bytes; "
                                  'send smaller ones with "PUT"')
@@ -155,17 +159,17 @@ class Uploads:
         # before it has had time to arrive.
         fields = dict(declared_type=content_type, declared_size=size, upload_expires_at=upload_expires_at,
                       sweep_at=upload_expires_at + ctx.upload_grace, upload_method=method.value,
-                      declared_sha256=sha256, formats=asked)
+                      declared_sha256=sha256, formats=asked, sizes=sizes)
         job = self._new_job(owner, JobStatus.AWAITING_UPLOAD, now, **fields)
         if method is UploadMethod.MULTIPART:
             # Started before the job is written, so that it is written once, whole; a replay
             # (or a refusal) aborts the one started for nothing.
             job = dataclasses.replace(job, part_size=s.multipart_part_bytes, multipart_upload_id=(
-                ctx.objects.start_multipart(job.original_key, content_type)))
+                ctx.objects.start_multipart(job.original_key, content_type, ORIGINAL_CACHE_CONTROL)))
         # The options of the first version (type and size) alone still fingerprint a POST.
         options = f"{content_type}\n{size}" if method is UploadMethod.POST and sha256 is None \
             else f"{content_type}\n{size}\n{method.value}\n{sha256 or ''}"
-        fingerprint = _fingerprint(b"uploads", options.encode(), asked)
+        fingerprint = _fingerprint(b"uploads", options.encode(), asked, sizes, ctx.renditions)
         try:
             accepted = self._create(job, "uploads", idempotency_key, fingerprint, now)
         except BaseException:
@@ -258,9 +262,11 @@ class Uploads:
         method = UploadMethod(job.upload_method or UploadMethod.POST)
         if method is UploadMethod.POST:
             post = ctx.objects.presign_post(job.original_key, job.declared_type, job.declared_size,
-                                            seconds_left)
+                                            seconds_left, ORIGINAL_CACHE_CONTROL)
             return UploadForm(url=post.url, fields=post.fields, expires_at=job.upload_expires_at)
         if method is UploadMethod.PUT:
+            # No Cache-Control here: a signed header more would refuse the PUTs of clients
+            # that send the two headers they always had (no URL of an original is handed out).
             put = ctx.objects.presign_put(job.original_key, job.declared_type, job.declared_size,
                                           job.declared_sha256, seconds_left)
             return UploadPut(url=put.url, headers=put.headers, expires_at=job.upload_expires_at)
@@ -443,9 +449,13 @@ def check_idempotency_key(key: Optional[str]) -> None:
         raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters")
 
 
-def _fingerprint(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = ()) -> str:
-    """The request's identity: the operation, its bytes (or declared file) and the extra
-    formats in their canonical order. With none asked, it is what it was before formats
-    existed, so keys held across the upgrade still replay."""
+def _fingerprint(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = (),
+                 sizes: Optional[tuple[RenditionName, ...]] = None, specs=()) -> str:
+    """The request's identity: the operation, its bytes (or declared file), the extra formats
+    and the sizes, each in its canonical order. With no formats asked and the default sizes,
+    it is what it was before either existed, so keys held across the upgrade still replay
+    (naming the default sizes is the same request as naming none)."""
     extra = b"\nformats=" + ",".join(formats).encode() if formats else b""
+    if sizes is not None and sizes != asked_renditions(None, specs):
+        extra += b"\nrenditions=" + ",".join(sizes).encode()
     return hashlib.sha256(operation + b"\n" + payload + extra).hexdigest()

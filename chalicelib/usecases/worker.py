@@ -21,6 +21,7 @@ from chalicelib.domain.errors import (
     TransientError,
 )
 from chalicelib.domain import sniff
+from chalicelib.domain.delivery import rendition_cache_control
 from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
@@ -218,12 +219,13 @@ class Worker:
     def _store(self, job: Job, out: render.Output) -> Rendition:
         """One rendition's objects, the JPEG and each variant, under this attempt's keys."""
         objects, keys = self._ctx.objects, self._ctx.object_keys
+        cache_control = rendition_cache_control(self._ctx.settings.retention_seconds)
         key = keys.rendition(job.job_id, job.attempt, out.name)
-        objects.put(key, out.data, out.content_type)
+        objects.put(key, out.data, out.content_type, cache_control)
         variants = {}
         for fmt, data in out.variants.items():
             variant_key = keys.rendition(job.job_id, job.attempt, out.name, fmt)
-            objects.put(variant_key, data, fmt.content_type)
+            objects.put(variant_key, data, fmt.content_type, cache_control)
             variants[fmt] = Variant(variant_key, len(data))
         return Rendition(key, out.width, out.height, out.content_type, variants)
 
@@ -233,8 +235,8 @@ class Worker:
         decode_memory_mb; the wall clock allows for a busy machine, within the time the
         worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, self._ctx.renditions, render.Coding.of(s), self._ctx.decode_limits,
-                job.formats)
+        specs = tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
+        args = (data, s.max_pixels, specs, render.Coding.of(s), self._ctx.decode_limits, job.formats)
         if not s.decode_cpu_seconds:
             return render.make_images(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine

@@ -62,15 +62,23 @@ def test_a_ready_card_offers_avif_and_webp_loads_the_avif_and_paints_the_placeho
             for u in posts if urlsplit(u).path == "/api/v1/images"] == [["avif", "webp"]]
     answer = api_get(runner, job.get_attribute("data-job-id")).json()
     thumb, display = answer["renditions"]["thumb"], answer["renditions"]["display"]
-    assert set(thumb["variants"]) == {"image/avif", "image/webp"}
+    thumb_512 = answer["renditions"]["thumb_512"]
+    assert set(thumb["variants"]) == set(thumb_512["variants"]) == {"image/avif", "image/webp"}
 
-    # The <picture>: AVIF, then WebP, then the JPEG in the <img>.
+    # The <picture>: AVIF, then WebP, then the JPEG in the <img>; each a srcset of both
+    # thumbnails by width, so that 2x and 3x screens take the 512 px one.
+    def parsed(srcset):
+        return [(path_of(url), width) for url, width in (c.rsplit(" ", 1) for c in srcset.split(", "))]
+
     sources = job.locator(".thumb picture source")
     assert sources.evaluate_all("s => s.map(e => e.type)") == ["image/avif", "image/webp"]
     srcsets = sources.evaluate_all("s => s.map(e => e.srcset)")
-    assert [path_of(u) for u in srcsets] == [path_of(thumb["variants"][t]["url"]) for t in ("image/avif", "image/webp")]
+    assert [parsed(s) for s in srcsets] == [
+        [(path_of(thumb["variants"][t]["url"]), "256w"), (path_of(thumb_512["variants"][t]["url"]), "512w")]
+        for t in ("image/avif", "image/webp")]
     img = job.locator(".thumb picture img")
     assert path_of(img.get_attribute("src")) == path_of(thumb["url"])
+    assert parsed(img.get_attribute("srcset")) == [(path_of(thumb["url"]), "256w"), (path_of(thumb_512["url"]), "512w")]
 
     # Before the thumbnail arrives: the average colour and the BlurHash, at the display's aspect.
     for _ in range(100):
@@ -96,7 +104,9 @@ def test_a_ready_card_offers_avif_and_webp_loads_the_avif_and_paints_the_placeho
     page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
     assert path_of(img.evaluate("i => i.currentSrc")) == path_of(thumb["variants"]["image/avif"]["url"])
     assert thumbs and all(t == "image/avif" for _, t in thumbs), thumbs
-    assert img.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [256, 256]
+    # The 256 px candidate at density 1 (its width descriptor over the box's 104 CSS px), so
+    # the natural size is in CSS pixels: the box's, not the file's.
+    assert img.evaluate("i => i.naturalWidth === i.naturalHeight && i.naturalWidth <= 110")
     expect(canvas).to_have_count(0)
     assert box.evaluate("b => getComputedStyle(b).backgroundColor") != "rgb(%d, %d, %d)" % colour
 

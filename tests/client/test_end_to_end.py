@@ -38,9 +38,28 @@ def test_a_small_photo_goes_through_images_and_comes_back_as_two_renditions(reco
     job.wait(deadline=60, on_status=lambda j: statuses.append(j.status))
     assert job.ready and statuses[-1] == "ready" and job.finished_at is not None
     saved = job.download(tmp_path, stem="photo")
-    assert set(saved) == {"display", "thumb"}
+    assert set(saved) == {"display", "thumb", "thumb_512"}
     assert dimensions(saved["display"]) == (1280, 853) and dimensions(saved["thumb"]) == (256, 256)
+    assert dimensions(saved["thumb_512"]) == (512, 512)
     assert saved["display"].name == "photo.display.jpg"
+
+
+def test_downloads_are_keyed_by_cache_key_so_a_rendition_is_fetched_once(runner, owner, tmp_path):
+    sent: list[httpx.Request] = []
+    http = httpx.Client(timeout=30, event_hooks={"request": [sent.append]})
+    with Client(runner.api, token_for(owner), http=http, cache_dir=tmp_path / "cache") as client:
+        job = client.upload(jpeg(1600, 1200))
+        job.wait(deadline=60)
+        first = job.download(tmp_path / "a")
+        assert client.downloads == len(first) == 3
+        fetched = [r for r in sent if "/renditions/" in r.url.path]
+        again = Job.from_location(job.location, client).refresh()  # another read, maybe other URLs
+        second = again.download(tmp_path / "b")
+        assert client.downloads == 3  # nothing fetched again
+        assert [r for r in sent if "/renditions/" in r.url.path] == fetched
+        assert all(first[n].read_bytes() == second[n].read_bytes() for n in first)
+        assert {r.cache_key for r in again.renditions.values()} == {r.cache_key for r in job.renditions.values()}
+    http.close()
 
 
 def test_a_file_over_4_mib_takes_the_direct_route_to_storage(runner, recorded, tmp_path):

@@ -50,7 +50,7 @@ PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", 
                      "dynamo_push.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
-SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py"}
+SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py", "cloudfront_sign.py"}
 # Not AWS, and not what a cloud stage runs (QUEUE_BACKEND stays sqs; test_stage_config);
 # http_webhooks.py calls the owners' receivers.
 OTHER_ADAPTERS = {"amqp.py", "http_webhooks.py"}

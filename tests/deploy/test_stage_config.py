@@ -214,3 +214,27 @@ def test_refuses_a_retention_the_bucket_lifecycle_would_cut_short(tmp_path, outp
     project = copy_project(tmp_path / "p")
     with pytest.raises(ValueError, match="RETENTION_SECONDS"):
         write_stage(project, "dev", {**outputs, "ObjectExpirationDays": "7"})
+
+
+def test_a_stack_with_the_renditions_distribution_delivers_through_it_and_may_read_its_key_only(tmp_path, outputs):
+    """RenditionsPublicKeyPem given: the stage signs CloudFront URLs, and its policy reads that
+    one secret; without it the stage keeps presigned S3 URLs and reads no secret at all."""
+    project = copy_project(tmp_path / "p")
+    config_path, policy_path = write_stage(project, "dev", outputs)
+    env = json.loads(config_path.read_text())["stages"]["dev"]["environment_variables"]
+    assert "DELIVERY" not in env and Settings.from_environ({**env, "AUTH_JWT_SECRET": "s"}).delivery == "s3"
+    assert not [st for st in json.loads(policy_path.read_text())["Statement"]
+                if any(a.startswith("secretsmanager:") for a in st["Action"])]
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:image-jobs-dev-renditions-signing-key-AbCdEf"
+    cdn = {**outputs, "RenditionsDomain": "d111111abcdef8.cloudfront.net", "RenditionsKeyPairId": "K2JCJMDEHXQW5F",
+           "RenditionsSigningKeyArn": secret}
+    config_path, policy_path = write_stage(copy_project(tmp_path / "q"), "dev", cdn)
+    env = json.loads(config_path.read_text())["stages"]["dev"]["environment_variables"]
+    settings = Settings.from_environ({**env, "AUTH_JWT_SECRET": "s"})
+    assert (settings.delivery, settings.cloudfront_domain, settings.cloudfront_key_pair_id,
+            settings.cloudfront_private_key_secret) == ("cloudfront", "d111111abcdef8.cloudfront.net",
+                                                        "K2JCJMDEHXQW5F", secret)
+    reads = [st for st in json.loads(policy_path.read_text())["Statement"]
+             if any(a.startswith("secretsmanager:") for a in st["Action"])]
+    assert reads == [{"Sid": "RenditionsSigningKey", "Effect": "Allow",
+                      "Action": ["secretsmanager:GetSecretValue"], "Resource": [secret]}]

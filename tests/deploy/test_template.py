@@ -121,8 +121,11 @@ def test_the_table_streams_each_jobs_old_and_new_image_for_push():
 def test_outputs_give_the_app_everything_it_reads(outputs):
     template_outputs = set(load_template()["Outputs"])
     assert set(OUTPUT_SETTINGS) | set(POLICY_OUTPUTS) <= template_outputs
-    # The recorded outputs the deploy tests use are those of this template.
-    assert set(outputs) == template_outputs
+    # The recorded outputs the deploy tests use are those of this template (a stack without
+    # the renditions distribution, whose outputs are conditional: RenditionsPublicKeyPem).
+    cdn = {k for k, v in load_template()["Outputs"].items() if v.get("Condition") == "HasCdn"}
+    assert cdn == {"RenditionsDomain", "RenditionsKeyPairId", "RenditionsSigningKeyArn"}
+    assert set(outputs) == template_outputs - cdn
     for key in ("UserPoolId", "UserPoolClientId", "EventsQueueUrl", "DeadLetterQueueUrl", "AlarmTopicArn"):
         assert key in template_outputs  # what docs/deploy.md's commands use
 
@@ -157,3 +160,30 @@ def test_the_hosted_ui_signs_the_web_page_in_with_a_code_and_pkce_only_when_aske
     assert props["GenerateSecret"] is False  # a page cannot keep one; PKCE instead
     (domain,) = resources(template, "AWS::Cognito::UserPoolDomain").values()
     assert domain["Condition"] == "HasHostedUi"
+
+
+def test_the_renditions_distribution_reaches_only_renditions_through_signed_urls():
+    """DELIVERY=cloudfront: origin access control, the renditions/ prefix only (the origin
+    path and the bucket policy), a trusted key group, and a cache key without the signing
+    parameters."""
+    template = load_template()
+    (distribution,) = resources(template, "AWS::CloudFront::Distribution").values()
+    config = distribution["Properties"]["DistributionConfig"]
+    (origin,) = config["Origins"]
+    assert origin["OriginPath"] == "/renditions" and origin["S3OriginConfig"] == {"OriginAccessIdentity": ""}
+    assert origin["OriginAccessControlId"] == {"Fn::GetAtt": ["RenditionsOriginAccessControl", "Id"]}
+    behaviour = config["DefaultCacheBehavior"]
+    assert "CacheBehaviors" not in config  # no other path pattern, no other origin
+    assert behaviour["TrustedKeyGroups"] == [{"Ref": "RenditionsKeyGroup"}]
+    assert behaviour["ViewerProtocolPolicy"] == "https-only" and behaviour["AllowedMethods"] == ["GET", "HEAD"]
+    (policy,) = resources(template, "AWS::CloudFront::CachePolicy").values()
+    keyed = policy["Properties"]["CachePolicyConfig"]["ParametersInCacheKeyAndForwardedToOrigin"]
+    assert keyed["QueryStringsConfig"] == {"QueryStringBehavior": "none"}
+    assert keyed["HeadersConfig"] == {"HeaderBehavior": "none"} and keyed["CookiesConfig"] == {"CookieBehavior": "none"}
+    statements = template["Resources"]["ImagesBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    (cdn,) = [s["Fn::If"][1] for s in statements if "Fn::If" in s]
+    assert cdn["Principal"] == {"Service": "cloudfront.amazonaws.com"} and cdn["Action"] == "s3:GetObject"
+    assert cdn["Resource"] == {"Fn::Sub": "${ImagesBucket.Arn}/renditions/*"}
+    assert "distribution/${RenditionsDistribution}" in cdn["Condition"]["StringEquals"]["AWS:SourceArn"]["Fn::Sub"]
+    (oac,) = resources(template, "AWS::CloudFront::OriginAccessControl").values()
+    assert oac["Properties"]["OriginAccessControlConfig"]["SigningBehavior"] == "always"

@@ -112,7 +112,7 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
     assert got["status"] == "ready"
     assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
                         "placeholder", "created_at", "finished_at", "expires_at"}
-    assert set(got["renditions"]["thumb"]) == {"url", "width", "height", "content_type", "variants"}
+    assert set(got["renditions"]["thumb"]) == {"url", "cache_key", "width", "height", "content_type", "variants"}
 
 
 class LogRecorder:

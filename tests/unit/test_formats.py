@@ -57,7 +57,7 @@ def test_the_formats_asked_for_are_made_for_every_rendition_and_shown_as_variant
             decoded = Image.open(io.BytesIO(data))
             assert decoded.format == fmt.name and decoded.size == (r.width, r.height)
             assert variant.key == use_cases.ctx.object_keys.rendition(job.job_id, 1, name, fmt)
-    assert len(renditions(use_cases)) == 6  # 2 renditions x (JPEG, WebP, AVIF)
+    assert len(renditions(use_cases)) == 9  # 3 renditions x (JPEG, WebP, AVIF)
     body = views.job_body(done, use_cases.manage.urls(done))
     display = body["renditions"]["display"]
     assert set(display["variants"]) == {"image/webp", "image/avif"}
@@ -70,7 +70,7 @@ def test_with_no_formats_asked_only_the_jpegs_are_made(use_cases):
     assert process(use_cases, job) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
     assert all(r.variants == {} for r in done.renditions.values())
-    assert [k.rsplit(".", 1)[1] for k in renditions(use_cases)] == ["jpg", "jpg"]
+    assert [k.rsplit(".", 1)[1] for k in renditions(use_cases)] == ["jpg", "jpg", "jpg"]
 
 
 @pytest.mark.parametrize("formats", [["gif"], ["jpeg"], ["avif", "png"], [""], [7]])
@@ -132,7 +132,7 @@ def test_every_ready_job_has_a_placeholder_in_its_aspect_and_colour(use_cases, s
 def test_deleting_a_job_removes_every_variant(use_cases):
     job = use_cases.uploads.accept_upload("alice", photo(), formats=["webp", "avif"]).job
     assert process(use_cases, job) == "ready"
-    assert len(renditions(use_cases)) == 6
+    assert len(renditions(use_cases)) == 9
     use_cases.manage.delete("alice", job.job_id)
     assert use_cases.ctx.objects.objects == {}
 
@@ -140,7 +140,7 @@ def test_deleting_a_job_removes_every_variant(use_cases):
 def test_an_expired_job_goes_with_every_variant(use_cases):
     job = use_cases.uploads.accept_upload("alice", photo(), formats=["avif"]).job
     assert process(use_cases, job) == "ready"
-    assert len(renditions(use_cases)) == 4
+    assert len(renditions(use_cases)) == 6
     use_cases.ctx.clock.advance(use_cases.ctx.retention.total_seconds() + 1)
     use_cases.sweeper.sweep()
     assert use_cases.ctx.objects.objects == {} and job.job_id not in use_cases.ctx.jobs.items
@@ -157,7 +157,7 @@ def test_every_attempts_variants_are_cleaned_up_and_the_orphan_scan_keeps_the_re
     assert stray not in ctx.objects.objects
     done = ctx.jobs.items[job.job_id]
     result = sorted(k for r in done.renditions.values() for k in r.keys)
-    assert renditions(use_cases) == result and len(result) == 6
+    assert renditions(use_cases) == result and len(result) == 9
     late = ctx.object_keys.rendition(job.job_id, 9, RenditionName.DISPLAY, WEBP)
     ctx.objects.put(late, b"x", "image/webp")
     ctx.clock.advance(ctx.settings.orphan_grace_seconds + 1)

@@ -108,8 +108,8 @@ def test_an_ambiguous_put_keeps_the_key_of_a_job_that_went_on(use_cases):
     the compensation. The job may still succeed, so the key stays and the client gets it."""
     real_put = use_cases.ctx.objects.put
 
-    def put_then_time_out(key, data, content_type):
-        real_put(key, data, content_type)
+    def put_then_time_out(key, data, content_type, cache_control=None):
+        real_put(key, data, content_type, cache_control)
         job_id = use_cases.ctx.object_keys.job_id_of(key)
         use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)  # a fast worker
         raise TransientError("read timeout")

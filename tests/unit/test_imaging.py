@@ -35,7 +35,8 @@ def solid(colour, size=(64, 48), mode="RGB") -> Image.Image:
 
 
 def sized(display_box: int, thumb_size: int):
-    return rendition_specs(Settings(display_box=display_box, thumb_size=thumb_size))
+    """The display and the thumb at these boxes."""
+    return rendition_specs(Settings(display_box=display_box, thumb_size=thumb_size))[:2]
 
 
 def decoded(data: bytes) -> Image.Image:

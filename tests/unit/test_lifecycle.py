@@ -169,8 +169,8 @@ class CancelDuring(FakeObjectStore):
         self._maybe("download")
         return data
 
-    def put(self, key, data, content_type):
-        super().put(key, data, content_type)
+    def put(self, key, data, content_type, cache_control=None):
+        super().put(key, data, content_type, cache_control)
         if key.endswith("thumb.jpg"):
             self._maybe("renditions_written")
 

@@ -34,7 +34,7 @@ def test_a_ready_jobs_message_with_every_variant_and_cloud_length_urls_is_one_32
     """Presigned in Lambda, each URL carries the role's session token (about 1 KB; 2 KB here)."""
     from chalicelib.adapters.s3_presign import GetPresigner
     from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
-    from chalicelib.domain.renditions import RenditionFormat, RenditionName
+    from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
     from chalicelib.usecases.push import message
     from chalicelib.usecases.results import Urls
 
@@ -61,6 +61,7 @@ def test_a_ready_jobs_message_with_every_variant_and_cloud_length_urls_is_one_32
     body = message(job, urls).encode()
     assert len(urls.by_name) + len(urls.variants) == 3 * len(RenditionName)
     # The URLs are most of it (docs/scale.md §9: 20 KB with every variant and 2 KB tokens); the
-    # JPEGs' come twice, as GET shows them (image_url and thumb_url, and under renditions).
-    assert body.count(b"T" * 2048) == 2 * len(urls.by_name) + len(urls.variants)
+    # display's and thumb's JPEGs come twice, as GET shows them (image_url and thumb_url, and
+    # under renditions).
+    assert body.count(b"T" * 2048) == len(ALWAYS) + len(urls.by_name) + len(urls.variants)
     assert len(body) <= cap.WS_MESSAGE_UNIT_BYTES * cap.PUSH_MESSAGE_UNITS

@@ -23,11 +23,11 @@ class Interleave(FakeObjectStore):
         super().__init__(clock)
         self.hook = None
 
-    def put(self, key, data, content_type):
+    def put(self, key, data, content_type, cache_control=None):
         if self.hook is not None and key.startswith("renditions/"):
             hook, self.hook = self.hook, None
             hook()
-        super().put(key, data, content_type)
+        super().put(key, data, content_type, cache_control)
 
 
 @pytest.fixture

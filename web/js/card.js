@@ -187,10 +187,15 @@ export class JobCard {
     const img = this.$("img");
     this.$(".links").hidden = !ready;
     if (ready) {
-      const { display, thumb } = job.renditions;
+      const { display, thumb, thumb_512: thumb512 } = job.renditions;
       if (!img.src) { // a fresher URL for the same image would only reload it
         this.showPlaceholder(job.placeholder, display, img);
-        addSources(img, thumb.variants);
+        // Both thumbnails, by width: the browser takes 512 px on 2x and 3x screens (jobs made
+        // before thumb_512 existed have only the 256 px one).
+        const sizes = [[thumb, 256], ...(thumb512 ? [[thumb512, 512]] : [])];
+        addSources(img, sizes);
+        img.sizes = THUMB_SIZES;
+        img.srcset = sizes.map(([r, width]) => `${r.url} ${width}w`).join(", ");
         img.src = thumb.url;
       }
       img.alt = `Thumbnail of ${this.name || "the photo"}`;
@@ -273,12 +278,17 @@ export class JobCard {
 
 // The extra formats a rendition has, best first, as <source>s the browser picks from before
 // the JPEG of the <img>; a format the browser cannot show it skips.
-function addSources(img, variants = {}) {
+// The thumbnail box's width in CSS pixels (style.css: 6.5rem, 5rem on narrow screens).
+const THUMB_SIZES = "(max-width: 30rem) 80px, 104px";
+
+// A <source> per extra format that every size has, each a srcset of the sizes by width.
+function addSources(img, sizes) {
   for (const type of SOURCE_TYPES) {
-    if (!variants[type]) continue;
+    if (!sizes.every(([r]) => r.variants && r.variants[type])) continue;
     const source = document.createElement("source");
     source.type = type;
-    source.srcset = variants[type].url;
+    source.sizes = THUMB_SIZES;
+    source.srcset = sizes.map(([r, width]) => `${r.variants[type].url} ${width}w`).join(", ");
     img.before(source);
   }
 }

@@ -5,6 +5,7 @@ import base64
 import hashlib
 import io
 import os
+import shutil
 import threading
 import random as _random
 import time
@@ -62,7 +63,8 @@ class Client:
                  http: Optional[httpx.Client] = None, waits: bool = True,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Any] = time.sleep,
-                 random: Callable[[], float] = _random.random):
+                 random: Callable[[], float] = _random.random,
+                 cache_dir: Optional[Union[str, Path]] = None):
         if token is not None and token_provider is not None:
             raise ValueError("give token or token_provider, not both")
         self.base_url = base_url.rstrip("/")
@@ -75,6 +77,9 @@ class Client:
         self.max_retry_wait = max_retry_wait
         self.clock, self.sleep, self.random = clock, sleep, random
         self.waits = waits
+        # Renditions downloaded, by cache_key: one is never downloaded twice, whatever its URL.
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.downloads = 0  # renditions fetched from storage (not from cache_dir)
         self._owns_http = http is None
         self._http = http if http is not None else httpx.Client(
             timeout=timeout, headers={"User-Agent": f"image-jobs-client/{__version__}"})
@@ -370,8 +375,25 @@ class Client:
     def _bearer(self) -> Optional[str]:
         return self._token_provider() if self._token_provider is not None else self._token
 
-    def _download(self, url: str, path: Path) -> bool:
-        """GET a presigned URL into `path` (atomically). False when storage refuses the URL."""
+    def _download(self, url: str, path: Path, cache_key: Optional[str] = None) -> bool:
+        """GET a presigned URL into `path` (atomically), or copy it from cache_dir when the
+        cache_key is there. False when storage refuses the URL."""
+        cached = None if self.cache_dir is None or cache_key is None else self.cache_dir / cache_key
+        if cached is not None and cached.is_file():
+            partial = path.with_name(path.name + ".part")
+            shutil.copyfile(cached, partial)
+            os.replace(partial, path)
+            return True
+        if not self._fetch(url, path):
+            return False
+        if cached is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_name(cached.name + ".part")
+            shutil.copyfile(path, partial)
+            os.replace(partial, cached)
+        return True
+
+    def _fetch(self, url: str, path: Path) -> bool:
         attempts = 0
         while True:
             attempts += 1
@@ -391,6 +413,7 @@ class Client:
                         for chunk in response.iter_bytes(CHUNK):
                             out.write(chunk)
                 os.replace(partial, path)
+                self.downloads += 1
                 return True
             except RETRY_TRANSPORT as exc:
                 partial.unlink(missing_ok=True)

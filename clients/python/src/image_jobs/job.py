@@ -51,6 +51,7 @@ class Variant:
     content_type: str
     url: str
     bytes: Optional[int]
+    cache_key: Optional[str] = None  # names these bytes, whatever the URL (None: an older server)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Rendition:
     height: Optional[int]
     content_type: Optional[str]
     variants: Dict[str, Variant] = field(default_factory=dict)  # by content type
+    cache_key: Optional[str] = None  # names the JPEG's bytes, whatever the URL
 
 
 class Job:
@@ -142,11 +144,12 @@ class Job:
         if isinstance(value, dict):
             for name, item in value.items():
                 if isinstance(item, dict) and isinstance(item.get("url"), str):
-                    variants = {kind: Variant(kind, v["url"], _int(v.get("bytes")))
+                    variants = {kind: Variant(kind, v["url"], _int(v.get("bytes")), _key(v.get("cache_key")))
                                 for kind, v in (item.get("variants") or {}).items()
                                 if isinstance(v, dict) and isinstance(v.get("url"), str)}
                     found[name] = Rendition(name, item["url"], _int(item.get("width")),
-                                            _int(item.get("height")), item.get("content_type"), variants)
+                                            _int(item.get("height")), item.get("content_type"), variants,
+                                            _key(item.get("cache_key")))
         for name, field in (("display", "image_url"), ("thumb", "thumb_url")):
             if name not in found and isinstance(self._data.get(field), str):
                 found[name] = Rendition(name, self._data[field], None, None, None)
@@ -213,7 +216,9 @@ class Job:
                  format: Optional[str] = None) -> Dict[str, Path]:
         """Save every rendition as `<stem>.<name><ext>` (stem: the job id) in `directory`.
         `format` ("avif", "webp" or a content type): that variant of each rendition, where
-        the job has it (asked at upload), else its JPEG."""
+        the job has it (asked at upload), else its JPEG. With the client's `cache_dir`, a
+        rendition whose `cache_key` is there already is copied from it, never downloaded
+        again (its URL may have changed: the key has not)."""
         if not self.ready:
             self.refresh()
             if not self.ready:
@@ -223,13 +228,13 @@ class Job:
         saved: Dict[str, Path] = {}
         kind = None if format is None else (format if "/" in format else f"image/{format.lower()}")
         for name in list(self.renditions):
-            url, suffix = _pick(self.renditions[name], kind)
+            url, suffix, key = _pick(self.renditions[name], kind)
             path = folder / f"{stem or self.job_id}.{name}{suffix}"
-            if not self._client._download(url, path):
+            if not self._client._download(url, path, key):
                 # URLs are presigned when the job is read; these had expired. Read fresh ones.
                 self.refresh()
                 fresh = self.renditions.get(name)
-                if fresh is None or not self._client._download(_pick(fresh, kind)[0], path):
+                if fresh is None or not self._client._download(_pick(fresh, kind)[0], path, key):
                     raise errors.StorageError(403, "AccessDenied", f"storage refused the {name} URL")
             saved[name] = path
         return saved
@@ -387,12 +392,17 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _pick(rendition: Rendition, kind: Optional[str]) -> Tuple[str, str]:
-    """(url, file suffix) of the variant of that content type, else of the JPEG."""
+def _pick(rendition: Rendition, kind: Optional[str]) -> Tuple[str, str, Optional[str]]:
+    """(url, file suffix, cache key) of the variant of that content type, else of the JPEG."""
     variant = rendition.variants.get(kind) if kind else None
     if variant is not None:
-        return variant.url, _SUFFIXES.get(variant.content_type, ".bin")
-    return rendition.url, _suffix(rendition)
+        return variant.url, _SUFFIXES.get(variant.content_type, ".bin"), variant.cache_key
+    return rendition.url, _suffix(rendition), rendition.cache_key
+
+
+def _key(value: Any) -> Optional[str]:
+    """A cache key as the server sends it (letters and digits); anything else is none."""
+    return value if isinstance(value, str) and value.isalnum() else None
 
 
 def _suffix(rendition: Rendition) -> str:
