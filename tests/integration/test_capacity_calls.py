@@ -49,4 +49,8 @@ def test_a_sweep_run_queries_each_status_once_and_reads_the_queue_depths(measure
 def test_job_items_stay_under_one_write_unit(measured):
     """Every write is then one unit, as the model counts; a ready job carries the most."""
     assert set(measured["item_bytes"]) >= {"queued", "processing", "ready"}
-    assert max(measured["item_bytes"].values()) < 1024 - 150  # room for a long owner id and key scope
+    # Room for a Cognito subject (36 characters) where the benchmark has "alice". Since the
+    # 512 px thumbnail a ready job is within 80 B of a unit: a job made with a long
+    # Idempotency-Key (its scope is stored) may take two units for its last writes, which
+    # docs/scale.md §10 says and the model does not count.
+    assert max(measured["item_bytes"].values()) < 1024 - 64
