@@ -23,8 +23,11 @@ localstack-install:  ## only the cached install that make localstack and the tes
 rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE=rgw make run and the tests use
 	$(PYTHON) -m local.rgw --install
 
+# Side by side: most tests wait on leases, brokers and timeouts, not on the CPU. tests/conftest.py
+# keeps together what shares a costly start (one LocalStack, one package build, a module's runner).
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed chromium localstack-install rgw-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The browser tests drive Debian's chromium (Playwright downloads nothing); root installs it.
 chromium:

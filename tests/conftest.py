@@ -54,13 +54,13 @@ def rabbitmq():
     return AMQP_URL
 
 
-def wait_for_broker(timeout: float = 90) -> None:
+def wait_for_broker(timeout: float = 90, url: str = AMQP_URL) -> None:
     import pika
 
     deadline = time.monotonic() + timeout
     while True:
         try:
-            pika.BlockingConnection(pika.URLParameters(AMQP_URL)).close()
+            pika.BlockingConnection(pika.URLParameters(url)).close()
             return
         except Exception:
             if time.monotonic() > deadline:
@@ -146,3 +146,43 @@ def localstack(tmp_path_factory):
     yield instance
     instance.stop()
     log.close()
+
+
+# Side by side (`make test` runs pytest-xdist with --dist loadgroup): a test goes to any
+# worker unless what it shares costs more to start again than to wait for. One LocalStack
+# and one RADOS Gateway runner (the e2e session's) per run, one `chalice package`, and a
+# module's (or package's) runner for all of that module's tests on each backend.
+SHARED = {"localstack": "localstack", "packaged": "packaged"}
+
+
+def xdist_group(item) -> str | None:
+    params = getattr(item, "callspec", None)
+    params = params.params if params else {}
+    if "localstack" in params.values() or "localstack" in item.fixturenames:
+        return "localstack"
+    for name in item.fixturenames:
+        if name in SHARED:
+            return SHARED[name]
+    wide, values = [], []
+    for name in item.fixturenames:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name)
+        scope = definitions[-1].scope if definitions else "function"
+        if scope == "session" and params.get(name) == "rgw":
+            return "rgw"
+        if scope in ("module", "class", "package"):
+            wide.append(scope)
+            # Each parameter of a module's fixture is a runner of its own: those may run apart.
+            if name in params:
+                values.append(str(params[name]))
+    if not wide:
+        return None
+    where = item.path.parent if set(wide) == {"package"} else item.path
+    return "-".join([str(where.relative_to(ROOT)), *values])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
-from chalicelib.domain.jobs import SWEEP_SHARDS, TERMINAL, Job, JobStatus
+from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
@@ -64,7 +64,8 @@ class Sweeper:
             (JobStatus.PROCESSING, self._each(lambda j: self._processing(j, now, drained))),
             (JobStatus.QUEUED, self._each(lambda j: self._queued(j, now, drained))),
             (JobStatus.AWAITING_UPLOAD, self._each(lambda j: self._awaiting(j, now, drained))),
-            *((t, lambda jobs: self._expired(jobs, now)) for t in TERMINAL),
+            # In the order JobStatus declares them, not a set's: the same calls in every process.
+            *((t, lambda jobs: self._expired(jobs, now)) for t in JobStatus if t.terminal),
         )
         stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
         with self._start_lock:

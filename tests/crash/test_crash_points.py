@@ -49,3 +49,20 @@ def test_the_checks_see_a_broken_world():
     assert f"job {ready.job_id[:8]} left ready for failed" in found, found
     assert f"key replays {stuck.job_id[:8]} (queued)" in found, found
     assert "object without a job: elsewhere/?" in found, found
+
+
+def test_the_crash_points_are_the_same_in_every_process():
+    """pytest-xdist's workers must collect the same points, whatever their hash seeds (a sweep
+    once went through the terminal statuses in a set's order)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = ("from tests.crash.harness import SCENARIOS, points_of\n"
+              "print([p.label() for s in SCENARIOS for p in points_of(s)])")
+    seen = {subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.splitlines()[-1]  # after the logs
+            for seed in ("1", "2", "3")}
+    assert len(seen) == 1

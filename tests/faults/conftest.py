@@ -28,6 +28,7 @@ from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
 from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker  # noqa: F401 (used by the fault tests)
+from tests.faults.broker import own_broker  # noqa: F401 (a fixture of the fault tests)
 from tests.local_runner import Proc, start_local
 
 def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
@@ -40,16 +41,18 @@ class World:
     """rgw: a started local.rgw.RgwCluster as storage, notifying RabbitMQ at `rgw_amqp_url`
     itself (no bridge; its own event shape); moto keeps the table and the webhook queue."""
 
-    def __init__(self, backend: str, moto_endpoint: str, rgw=None, rgw_amqp_url: str = AMQP_URL,
-                 **overrides):
+    def __init__(self, backend: str, moto_endpoint: str, rgw=None, rgw_amqp_url: str | None = None,
+                 amqp_url: str = AMQP_URL, **overrides):
         suffix = uuid.uuid4().hex[:10]
+        rgw_amqp_url = rgw_amqp_url or amqp_url
+        self.amqp_url = amqp_url
         self.rgw = rgw
         self.backend = backend
         self.env = {
             "AWS_ENDPOINT_URL": moto_endpoint, "EMBEDDED_AWS": "0",
             "IMAGES_BUCKET": f"images-{suffix}", "JOBS_TABLE": f"jobs-{suffix}",
             "EVENTS_QUEUE": f"events-{suffix}", "QUEUE_BACKEND": backend,
-            "AMQP_URL": AMQP_URL, "AMQP_EXCHANGE": f"x-{suffix}", "AMQP_QUEUE": f"q-{suffix}",
+            "AMQP_URL": amqp_url, "AMQP_EXCHANGE": f"x-{suffix}", "AMQP_QUEUE": f"q-{suffix}",
             "AMQP_ROUTING_KEY": f"k-{suffix}", "AMQP_BRIDGE": "1",
             # A killed worker's job is claimed again once its lease ends, and the lease must
             # outlast the worker's timeout (Settings refuses anything else). Not shorter than
@@ -189,7 +192,7 @@ class World:
         return statuses
 
     def amqp(self):
-        connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
         channel = connection.channel()
 
         class Ctx:
@@ -202,7 +205,7 @@ class World:
         return Ctx()
 
     def cleanup_amqp(self) -> None:
-        if self.backend != "amqp" or not rabbit_up():
+        if self.backend != "amqp":
             return
         try:
             with self.amqp() as channel:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from datetime import datetime, timezone
 from urllib.parse import urlparse
@@ -12,7 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from chalicelib.domain.jobs import JobStatus
-from tests.faults.conftest import photo, wait_for_broker
+from tests.faults.conftest import photo
 from tests.proxy import TcpProxy
 
 BIG = photo(6000, 6000, fmt="PNG")  # ~0.5 s of work: long enough to be killed in the middle
@@ -51,17 +50,18 @@ def test_a_worker_killed_mid_job_is_replaced_and_nothing_is_lost(world):
     assert world.dead_letters() == []
 
 
-def test_rabbitmq_stopped_and_started_while_jobs_flow(amqp_world):
-    world = amqp_world
+def test_rabbitmq_stopped_and_started_while_jobs_flow(own_broker, world_factory):
+    """On a RabbitMQ node of the test's own (tests/faults/broker.py), stopped and started again:
+    stopping the machine's would fail every test beside it that uses the broker."""
+    world = world_factory("amqp", amqp_url=own_broker.url)
     world.workers(count=1, concurrency=2)
     first = world.upload(5)
     try:
-        subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=120)
+        own_broker.stop()
         during = world.upload(5)  # accepted while the broker is away: events wait in storage's queue
         time.sleep(2)
     finally:
-        subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
-    wait_for_broker()
+        own_broker.start()
     after = world.upload(5)
     world.assert_promise(first + during + after, timeout=120)
     assert world.dead_letters() == []
