@@ -25,7 +25,7 @@ rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE
 
 # Side by side: most tests wait on leases, brokers and timeouts, not on the CPU. tests/conftest.py
 # keeps together what shares a costly start (one LocalStack, one package build, a module's runner).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed chromium localstack-install rgw-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -75,7 +75,9 @@ def test_upload_poll_ready_and_download_both_renditions(runner):
     assert set(job) == {"job_id", "status", "image_url", "thumb_url", "renditions",
                         "urls_expire_at", "placeholder", "created_at", "finished_at", "expires_at"}
     assert job["renditions"]["display"] == {"url": job["image_url"], "width": 1280, "height": 853,
-                                            "content_type": "image/jpeg", "variants": {}}
+                                            "content_type": "image/jpeg", "variants": {},
+                                            "cache_key": job["renditions"]["display"]["cache_key"]}
+    assert {r["cache_key"] for r in job["renditions"].values()} != {None}
     assert job["renditions"]["thumb"]["url"] == job["thumb_url"]
     for url, size in [(job["image_url"], (1280, 853)), (job["thumb_url"], (256, 256))]:
         got = requests.get(url, timeout=10)

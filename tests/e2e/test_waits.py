@@ -19,7 +19,7 @@ def test_a_post_with_prefer_wait_answers_200_ready_in_one_round_trip(runner):
                                          "Idempotency-Key": key}))
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["status"] == "ready" and set(body["renditions"]) == {"display", "thumb"}
+    assert body["status"] == "ready" and set(body["renditions"]) == {"display", "thumb", "thumb_512"}
     assert r.headers["Location"] == f"/api/v1/image-jobs/{body['job_id']}"
     # At most what it asked: less when the upload itself used some of the function's time.
     assert re.fullmatch(r"wait=(1\d|20)", r.headers["Preference-Applied"]) and r.headers["ETag"].startswith('W/"')

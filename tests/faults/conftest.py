@@ -31,6 +31,9 @@ from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker  # noqa: F401 (u
 from tests.faults.broker import own_broker  # noqa: F401 (a fixture of the fault tests)
 from tests.local_runner import Proc, start_local
 
+# The renditions every upload gets when it names none (the contract: a 512 px thumbnail too).
+DEFAULT_RENDITIONS = ("display", "thumb", "thumb_512")
+
 def photo(width=640, height=480, color=(200, 30, 30), fmt="JPEG") -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), color).save(out, fmt)
@@ -184,7 +187,7 @@ class World:
             if status is JobStatus.READY:
                 # Exactly the finishing attempt's pair: no other attempt's leftovers.
                 job = self.service.ctx.jobs.get(job_id)
-                assert self.renditions(job_id) == [f"{job.attempt}/display.jpg", f"{job.attempt}/thumb.jpg"], job_id
+                assert self.renditions(job_id) == [f"{job.attempt}/{name}.jpg" for name in DEFAULT_RENDITIONS], job_id
                 assert job.renditions[RenditionName.DISPLAY].key.endswith(f"/{job.attempt}/display.jpg")
                 assert job.renditions[RenditionName.THUMB].key.endswith(f"/{job.attempt}/thumb.jpg")
             else:

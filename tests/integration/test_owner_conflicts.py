@@ -45,9 +45,9 @@ class _LockedObjects(FakeObjectStore):
         super().__init__()
         self._lock = threading.Lock()
 
-    def put(self, key, data, content_type):
+    def put(self, key, data, content_type, cache_control=None):
         with self._lock:
-            super().put(key, data, content_type)
+            super().put(key, data, content_type, cache_control)
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["no key", "Idempotency-Key"])

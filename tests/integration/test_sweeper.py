@@ -75,7 +75,7 @@ def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     (event,) = drain(clients, stack)
     use_cases.worker.handle_object_created(event)
-    assert len(keys(clients, use_cases)) == 3
+    assert len(keys(clients, use_cases)) == 4  # the original and the three default renditions
     time.sleep(2.1)
     with pytest.raises(JobExpired):
         use_cases.manage.get_job("alice", job.job_id)
