@@ -49,7 +49,8 @@ def test_upload_wait_out_json_gives_one_job_per_line_and_the_files(cli, tmp_path
     assert small["status"] == big["status"] == "ready" and small["job_id"] != big["job_id"]
     assert small["renditions"]["display"]["width"] == 1280 and big["renditions"]["display"]["height"] == 1024
     assert sorted(p.name for p in (tmp_path / "renditions").iterdir()) == [
-        "big.display.jpg", "big.thumb.jpg", "small.display.jpg", "small.thumb.jpg"]
+        "big.display.jpg", "big.thumb.jpg", "big.thumb_512.jpg",
+        "small.display.jpg", "small.thumb.jpg", "small.thumb_512.jpg"]
 
 
 def test_a_failed_job_prints_its_code_and_the_exit_code_is_1(cli, tmp_path):

@@ -175,8 +175,9 @@ def noise_jpeg(width: int, height: int) -> bytes:
 
 def test_an_avif_encode_over_the_cpu_limit_fails_image_too_complex_and_leaves_nothing():
     # AVIF at libaom's slowest speed on 1280 px of noise takes several CPU seconds; the JPEGs of
-    # the same image well under one. The limit is the decoding child's, which codes too.
-    use_cases = make_use_cases(decode_cpu_seconds=1, avif_speed=0)
+    # the same image's three JPEGs (display, thumb, thumb_512) about one. The limit is the
+    # decoding child's, which codes too.
+    use_cases = make_use_cases(decode_cpu_seconds=2, avif_speed=0)
     data = noise_jpeg(1280, 1280)
     jpeg_only = use_cases.uploads.accept_upload("alice", data).job
     assert process(use_cases, jpeg_only) == "ready"
