@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run localstack localstack-install rgw-install test chromium token bench stats trace deploy chalice-deploy clean
+.PHONY: run localstack localstack-install rgw-install js-install web test chromium token bench stats trace deploy chalice-deploy clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +11,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproje
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(VENV)/.installed  ## the API, worker and embedded AWS services, until Ctrl-C (STORAGE=rgw: Ceph's RADOS Gateway as storage)
+run: $(VENV)/.installed web  ## the API, worker and embedded AWS services, until Ctrl-C (STORAGE=rgw: Ceph's RADOS Gateway as storage)
 	$(PY) -m local
 
 localstack:  ## LocalStack on this host (installed once, cached), until Ctrl-C; then: EMBEDDED_AWS=0 make run
@@ -26,8 +26,26 @@ rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE
 # Side by side: most tests wait on leases, brokers and timeouts, not on the CPU. tests/conftest.py
 # keeps together what shares a costly start (one LocalStack, one package build, a module's runner).
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed chromium localstack-install rgw-install  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser
+test: $(VENV)/.installed chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# The JavaScript package's dependencies (clients/js): from the lock file, once; npm's cache
+# serves them afterwards, so later runs need no network. Node 20+ and npm come with the machine
+# (docs/testing.md); without them this stops here, before any test runs.
+js-install: clients/js/node_modules/.package-lock.json
+clients/js/node_modules/.package-lock.json: clients/js/package.json clients/js/package-lock.json
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' && npm --version >/dev/null \
+	  || { echo "make js-install: Node.js 20+ and npm are needed (apt-get install nodejs npm)" >&2; exit 1; }
+	cd clients/js && npm ci --prefer-offline --no-audit --no-fund
+	@touch $@
+
+# The page (web/) loads the package as one ES module: esbuild bundles clients/js/src with
+# blurhash, minified, for browsers. Built, not committed; rebuilt when the package changes.
+WEB_BUNDLE := web/vendor/image-jobs-client.js
+web: $(WEB_BUNDLE)  ## only the page's bundle of clients/js (web/vendor/), which make run and make test build
+$(WEB_BUNDLE): clients/js/node_modules/.package-lock.json $(wildcard clients/js/src/*.ts)
+	clients/js/node_modules/.bin/esbuild clients/js/src/index.ts --bundle --format=esm --platform=browser \
+	  --target=es2022 --minify --sourcemap --log-level=warning --outfile=$@
 
 # The browser tests drive Debian's chromium (Playwright downloads nothing); root installs it.
 chromium:
@@ -35,8 +53,8 @@ chromium:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	  else sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; fi; }
 
-token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice
-	@$(PY) -m local.token $(or $(SUB),alice)
+token: $(VENV)/.installed  ## a dev bearer token: make token SUB=alice; the service's: make token SERVICE=1
+	@$(PY) -m local.token $(if $(SERVICE),$(or $(SUB),app-backend) --service,$(or $(SUB),alice))
 
 stats: $(VENV)/.installed  ## what the local run did: its metrics and warnings (make stats LOG=path)
 	@$(PY) -m local.stats $(LOG)

@@ -11,9 +11,11 @@ import threading
 from chalice import Chalice, CognitoUserPoolAuthorizer, CORSConfig, Response
 
 from chalicelib.config import Settings
+from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, RateLimited, TransientError, Unauthorized
 from chalicelib.domain.jobs import Job
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
+from chalicelib.ports import SERVICE_RECEIVER
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import EmfMetrics
@@ -25,7 +27,7 @@ app = Chalice(app_name="image-jobs")
 # which copy it. Chalice adds the OPTIONS preflight routes (no authorizer) and the headers.
 app.api.cors = CORSConfig(
     allow_origin=settings.cors_allow_origin,
-    allow_headers=["Idempotency-Key", "Prefer", "If-None-Match"],
+    allow_headers=["Idempotency-Key", "Prefer", "If-None-Match", "Image-Jobs-Metadata"],
     expose_headers=["Location", "Retry-After", "Idempotent-Replayed", "ETag", "Preference-Applied"],
     max_age=600,
 )
@@ -39,6 +41,9 @@ authorizer = (
     CognitoUserPoolAuthorizer("image-jobs-users", provider_arns=[settings.cognito_user_pool_arn])
     if settings.auth_mode == "cognito" else None
 )
+# The service routes take the service principal's access token (scope image-jobs/service);
+# every other route a user's ID token: one authorizer, set per route.
+service_authorizer = authorizer.with_scopes([auth.SERVICE_SCOPE]) if authorizer is not None else None
 # /api/v1 here and as clients see it in the cloud, behind API Gateway's stage "api".
 ROOT = settings.route_prefix
 
@@ -86,6 +91,19 @@ def _owner() -> str:
     return owner
 
 
+METADATA_HEADER = "image-jobs-metadata"  # POST /images: the job's metadata, a JSON object
+
+
+def _service() -> auth.Caller:
+    """The service principal (403 forbidden for a user's token), within its request rate."""
+    request = app.current_request
+    caller = auth.service_of(request.headers, request.context, settings)
+    use_cases().admission.check_rate(SERVICE_RATE_PREFIX + caller.subject)
+    return caller
+
+
+SERVICE_RATE_PREFIX = "service:"  # its own rate bucket, apart from any owner's
+
 # Every route takes every content type: a view answers a wrong one as problem+json itself
 # (Chalice's own 415 is not problem+json), and a view that reads no body ignores it.
 ANY = ["*/*"]
@@ -103,7 +121,9 @@ def upload_image():
     query = request.query_params or {}
     formats = request_body.formats_param(query.get("formats"))
     renditions = None if "renditions" not in query else request_body.formats_param(query["renditions"])
-    accepted = use_cases().uploads.accept_upload(owner, data, key, formats, renditions)
+    # A header, for raw and multipart bodies alike; never the query string, which is logged.
+    given = job_metadata.parse_header(request.headers.get(METADATA_HEADER))
+    accepted = use_cases().uploads.accept_upload(owner, data, key, formats, renditions, metadata=given)
     seconds = prefer.requested_wait(request.headers.get("prefer"), settings.max_wait_seconds)
     if seconds is None:
         return responses.accepted(accepted, settings.retry_after_seconds)
@@ -119,13 +139,14 @@ def create_direct_upload():
     request = app.current_request
     body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
                                     {"content_type": str, "size": int, "method": str, "sha256": str,
-                                     "formats": list, "renditions": list})
+                                     "formats": list, "renditions": list, "metadata": dict})
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return responses.accepted(
-        use_cases().uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
+        use_cases().direct_uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
                                                  method=body.get("method", "POST"), sha256=body.get("sha256"),
                                                  formats=body.get("formats", ()),
-                                                 renditions=body.get("renditions")),
+                                                 renditions=body.get("renditions"),
+                                                 metadata=body.get("metadata")),
         settings.retry_after_seconds,
     )
 
@@ -133,7 +154,7 @@ def create_direct_upload():
 @app.route(ROOT + "/image-jobs/{job_id}/upload", methods=["GET"], content_types=ANY, authorizer=authorizer)
 @api
 def get_job_upload(job_id):
-    upload = use_cases().uploads.current_upload(_owner(), job_id)
+    upload = use_cases().direct_uploads.current_upload(_owner(), job_id)
     if isinstance(upload, Job):  # its file has arrived: the job is what is left to follow
         return responses.job(upload, use_cases().manage.urls(upload), settings.retry_after_seconds)
     return responses.upload(upload)
@@ -145,7 +166,7 @@ def complete_job_upload(job_id):
     owner = _owner()
     request = app.current_request
     parts = request_body.completed_parts(request.raw_body, request.headers.get("content-type", ""))
-    job = use_cases().uploads.complete_upload(owner, job_id, parts)
+    job = use_cases().direct_uploads.complete_upload(owner, job_id, parts)
     return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds)
 
 
@@ -159,6 +180,78 @@ def get_image_job(job_id):
         return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds)
     held = use_cases().waits.hold_until_changed(job, seconds, prefer.known_versions(headers.get("if-none-match")))
     return responses.job(held.job, use_cases().manage.urls(held.job), settings.retry_after_seconds, held.applied)
+
+
+@app.route(ROOT + "/image-jobs", methods=["GET"], content_types=ANY, authorizer=authorizer)
+@api
+def list_image_jobs():
+    owner = _owner()
+    query = request_body.list_query(app.current_request.query_params)
+    page = use_cases().listing.page(owner, owner, query)
+    return responses.jobs_page(page, use_cases().manage.urls)
+
+
+# -- the service principal: docs/contract.md "The service principal" ------------------------
+@app.route(ROOT + "/service/image-jobs", methods=["GET"], content_types=ANY, authorizer=service_authorizer)
+@api
+def service_list_image_jobs():
+    caller = _service()
+    query, owner = request_body.list_query(app.current_request.query_params, with_owner=True)
+    page = use_cases().listing.page(SERVICE_RATE_PREFIX + caller.subject, owner, query)
+    return responses.jobs_page(page, use_cases().manage.urls, with_owner=True)
+
+
+@app.route(ROOT + "/service/image-jobs/{job_id}", methods=["GET"], content_types=ANY,
+           authorizer=service_authorizer)
+@api
+def service_get_image_job(job_id):
+    _service()
+    job = use_cases().manage.get_any_job(job_id)
+    return responses.job(job, use_cases().manage.urls(job), settings.retry_after_seconds, with_owner=True)
+
+
+@app.route(ROOT + "/service/image-jobs/{job_id}", methods=["DELETE"], content_types=ANY,
+           authorizer=service_authorizer)
+@api
+def service_delete_image_job(job_id):
+    _service()
+    use_cases().manage.delete_any(job_id)
+    return responses.no_content()
+
+
+@app.route(ROOT + "/service/webhook", methods=["PUT"], content_types=ANY, authorizer=service_authorizer)
+@api
+def put_service_webhook():
+    _service()
+    request = app.current_request
+    body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
+                                    {"url": str, "events": list})
+    registration = use_cases().webhooks.register_service(body.get("url"), body.get("events"))
+    return responses.webhook(registration.webhook, registration.show_secret)
+
+
+@app.route(ROOT + "/service/webhook", methods=["GET"], content_types=ANY, authorizer=service_authorizer)
+@api
+def get_service_webhook():
+    _service()
+    return responses.webhook(use_cases().webhooks.show(SERVICE_RECEIVER))
+
+
+@app.route(ROOT + "/service/webhook", methods=["DELETE"], content_types=ANY, authorizer=service_authorizer)
+@api
+def delete_service_webhook():
+    _service()
+    use_cases().webhooks.remove(SERVICE_RECEIVER)
+    return responses.no_content()
+
+
+@app.route(ROOT + "/service/webhook/rotate-secret", methods=["POST"], content_types=ANY,
+           authorizer=service_authorizer)
+@api
+def rotate_service_webhook_secret():
+    _service()
+    hook = use_cases().webhooks.rotate(SERVICE_RECEIVER)
+    return responses.webhook(hook, show_secret=True)
 
 
 @app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=ANY,

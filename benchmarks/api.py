@@ -145,7 +145,9 @@ def driver(root: str, api_url: str, aws_url: str, token: str, image: str, rounds
     assert ready["status"] == "ready", ready
     item = ddb.get_item(TableName=settings.table, Key={"pk": {"S": "job#" + job_id}},
                         ConsistentRead=True)["Item"]
-    keys = [item[name]["M"]["key"]["S"] for name in ("display", "thumb")]
+    # Each rendition's key, from the record as the store writes it (dynamo_jobs.py: one
+    # `renditions` map keyed by name since shape 3).
+    keys = [r["M"]["key"]["S"] for r in item["renditions"]["M"].values()]
 
     def floor_get():
         ddb.get_item(TableName=settings.table, Key={"pk": {"S": "job#" + job_id}}, ConsistentRead=True)

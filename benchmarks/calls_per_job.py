@@ -23,7 +23,6 @@ import io
 import json
 import math
 import os
-import socket
 import sys
 from collections import Counter
 from datetime import timedelta
@@ -32,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.stack import free_port  # noqa: E402  (one for every benchmark)
 # moto takes any credentials; never let this reach a real account.
 for _name, _value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
     os.environ[_name] = _value
@@ -220,12 +220,6 @@ def photo(width: int = 1600, height: int = 1200) -> bytes:
     return out.getvalue()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def measure(endpoint: str) -> dict:
     """Runs one image through every phase; returns each phase's calls, units and logs."""
     import uuid
@@ -314,7 +308,8 @@ def measure(endpoint: str) -> dict:
     ready = service.manage.get_job("alice", job.job_id)
     phase("poll", lambda: (service.manage.get_job("alice", job.job_id), service.manage.urls(ready)))
     # POST /uploads: the client then sends the file to S3 itself (one S3 POST, not ours).
-    direct = phase("direct_upload", lambda: service.uploads.create_direct_upload("alice", "image/jpeg", len(data)))
+    direct = phase("direct_upload",
+                   lambda: service.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data)))
     form = direct.upload
     answer = requests.post(form.url, data=form.fields, files={"file": ("photo.jpg", data)}, timeout=30)
     answer.raise_for_status()
@@ -369,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if endpoint is None:
         from local.services import start_moto
 
-        port = _free_port()
+        port = free_port()
         process = start_moto("127.0.0.1", port)
         endpoint = f"http://127.0.0.1:{port}"
     # The service's log lines (structlog prints to whatever sys.stdout is) are what measure()

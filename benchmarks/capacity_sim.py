@@ -44,7 +44,7 @@ Assumptions (also in docs/scale.md):
   or as the pooled, batched run manages (infra.capacity.sweeper_jobs_per_second: 16
   threads, 32 in the 100M plan). Last week's arrivals had this hour's shape.
 - API Lambda time per image: 0.2 s (POST /images) or 0.03 s (POST /uploads), 0.03 s a poll.
-- Not simulated, but tabled by `python -m infra.capacity`: S3's per-prefix rates, Lambda's
+- Not simulated, but tabled by `python -m infra.report`: S3's per-prefix rates, Lambda's
   invocation-rate quota, Cognito, the orphan scan, the table-wide quota; and the sweeper does
   not see a job between two deliveries of its message (after a throttled write).
 """

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import api
 import stack
@@ -33,19 +34,22 @@ sys.path.insert(0, str(ROOT))
 from tests.deploy.conftest import OUTPUTS_FILE, copy_project  # noqa: E402  (as the deploy tests package it)
 
 
-def build(work: Path) -> tuple[Path, Path]:
-    """The package unpacked twice: as Chalice makes it, and with bytecode."""
-    project = copy_project(work / "project")
+def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
+    """The package unpacked twice: as Chalice makes it (or `built`, a deployment.zip it made
+    already), and with bytecode."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
-    subprocess.run([sys.executable, "-m", "infra.stage_config", "dev", "--outputs", str(OUTPUTS_FILE),
-                    "--project-dir", str(project)], cwd=ROOT, env=env, check=True, capture_output=True)
-    chalice = Path(sys.executable).with_name("chalice")
-    subprocess.run([str(chalice), "package", "--stage", "dev", str(work / "out")], cwd=project, env=env,
-                   check=True, capture_output=True)
+    if built is None:
+        project = copy_project(work / "project")
+        subprocess.run([sys.executable, "-m", "infra.stage_config", "dev", "--outputs", str(OUTPUTS_FILE),
+                        "--project-dir", str(project)], cwd=ROOT, env=env, check=True, capture_output=True)
+        chalice = Path(sys.executable).with_name("chalice")
+        subprocess.run([str(chalice), "package", "--stage", "dev", str(work / "out")], cwd=project, env=env,
+                       check=True, capture_output=True)
+        built = work / "out" / "deployment.zip"
     plain, compiled = work / "plain", work / "compiled"
-    with zipfile.ZipFile(work / "out" / "deployment.zip") as archive:
+    with zipfile.ZipFile(built) as archive:
         archive.extractall(plain)
-    shutil.copy2(work / "out" / "deployment.zip", work / "compiled.zip")
+    shutil.copy2(built, work / "compiled.zip")
     subprocess.run([sys.executable, "-m", "infra.bytecode", "--zip", str(work / "compiled.zip")],
                    cwd=ROOT, env=env, check=True, capture_output=True)
     with zipfile.ZipFile(work / "compiled.zip") as archive:
@@ -68,11 +72,12 @@ def cold(base: str, package: Path, runner: stack.Runner, token: str, job_id: str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cold", type=int, default=7, help="fresh processes per package")
+    parser.add_argument("--zip", type=Path, help="a deployment.zip `chalice package` made (default: make one)")
     args = parser.parse_args()
     base = os.path.realpath(sys._base_executable)  # the interpreter under the venv
     with tempfile.TemporaryDirectory(prefix="cold-package-") as tmp:
         work = Path(tmp)
-        plain, compiled = build(work)
+        plain, compiled = build(work, args.zip)
         image = work / "12mp.jpg"
         api.make_image(image)
         with stack.Runner(ROOT, "api", {"AUTH_MODE": "jwt", **api.UNLIMITED}) as runner:

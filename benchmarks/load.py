@@ -13,7 +13,6 @@ import argparse
 import io
 import os
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.stack import free_port, percentile  # noqa: E402
 
 import requests  # noqa: E402
 from PIL import Image, ImageFilter  # noqa: E402
@@ -51,19 +51,6 @@ def photo_like(width: int, height: int, seed: int, quality: int = 85) -> bytes:
     out = io.BytesIO()
     img.save(out, "JPEG", quality=quality)
     return out.getvalue()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(values, p):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def single_image_rate(images: list[bytes]) -> float:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -27,15 +26,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.stack import free_port  # noqa: E402  (one for every benchmark)
 for _name, _value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
     os.environ[_name] = _value  # moto takes any credentials; never reach a real account
 os.environ.pop("AWS_PROFILE", None)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _p(values: list[float], q: float) -> float:
@@ -94,7 +88,7 @@ def measure(endpoint: str, changes: int, connections: int) -> dict:
     from local.services import aws_client
 
     table = f"push-{uuid.uuid4().hex[:8]}"
-    ports = _free_port(), _free_port()
+    ports = free_port(), free_port()
     settings = Settings(endpoint_url=endpoint, table=table, bucket=table, events_queue_name=table,
                         push_url=f"ws://127.0.0.1:{ports[0]}", push_management_url=f"http://127.0.0.1:{ports[1]}",
                         max_push_connections_per_owner=connections)
@@ -150,7 +144,7 @@ def main() -> int:
     args = parser.parse_args()
     from local.services import start_moto, stop
 
-    port = _free_port()
+    port = free_port()
     moto = start_moto("127.0.0.1", port)
     # The service's log lines go nowhere: the table is what this prints.
     saved = os.dup(1)

@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.stack import free_port  # noqa: E402  (one for every benchmark)
 for _name, _value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
     os.environ[_name] = _value  # moto takes any credentials; never reach a real account
 os.environ.pop("AWS_PROFILE", None)
 
 MODES = ("per_process", "shared")
 OTHER_OWNER_RATE = 2.0  # requests a second from the owner who must still be served
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _settings(endpoint: str, table: str, rate: int, burst: int):
@@ -50,7 +44,7 @@ class _Counted:
     """The rate store, counting its writes: each is a write unit, a failed condition too."""
 
     def __init__(self, rates):
-        self._rates, self.writes = rates, 0
+        self._rates, self.writes, self.reads = rates, 0, 0
 
     def take_from_full(self, *args):
         self.writes += 1
@@ -59,6 +53,10 @@ class _Counted:
     def take(self, *args):
         self.writes += 1
         return self._rates.take(*args)
+
+    def full_at(self, owner):
+        self.reads += 1
+        return self._rates.full_at(owner)
 
 
 def child(endpoint: str, table: str, rate: int, burst: int, mode: str, owner: str,
@@ -74,7 +72,7 @@ def child(endpoint: str, table: str, rate: int, burst: int, mode: str, owner: st
     ctx = dataclasses.replace(ctx, rates=counted if mode == "shared" else None)
     admission = Admission(ctx)
     admission.check_rate(f"warm-{uuid.uuid4().hex}")  # the connection, before the clock starts
-    counted.writes = 0
+    counted.writes = counted.reads = 0
     accepted = refused = 0
     report.write("ready\n")
     report.flush()
@@ -90,7 +88,7 @@ def child(endpoint: str, table: str, rate: int, burst: int, mode: str, owner: st
             accepted += 1
         except RateLimited:
             refused += 1
-    return {"accepted": accepted, "refused": refused, "writes": counted.writes}
+    return {"accepted": accepted, "refused": refused, "writes": counted.writes, "reads": counted.reads}
 
 
 def measure(endpoint: str, processes: int, seconds: float, rate: int, burst: int, mode: str) -> dict:
@@ -123,7 +121,8 @@ def measure(endpoint: str, processes: int, seconds: float, rate: int, burst: int
     return {"mode": mode, "processes": processes, "seconds": seconds,
             "limit": burst + rate * seconds, "accepted": accepted, "sent": accepted + sum(r["refused"] for r in owner),
             "accepted_per_process": [r["accepted"] for r in owner],
-            "writes": sum(r["writes"] for r in owner), "other_accepted": other["accepted"],
+            "writes": sum(r["writes"] for r in owner), "reads": sum(r["reads"] for r in owner),
+            "other_accepted": other["accepted"],
             "other_sent": other["accepted"] + other["refused"]}
 
 
@@ -147,7 +146,7 @@ def main() -> int:
     if endpoint is None:
         from local.services import start_moto
 
-        port = _free_port()
+        port = free_port()
         moto = start_moto("127.0.0.1", port)
         endpoint = f"http://127.0.0.1:{port}"
     try:
@@ -163,11 +162,11 @@ def main() -> int:
     print(f"one owner across {args.processes} API processes for {args.seconds:g} s, rate {args.rate}/s, "
           f"burst {args.burst}: limit {results[0]['limit']:g} (burst + rate x seconds)")
     print(f"{'bucket':<12} {'sent':>8} {'accepted':>9} {'accepted/s':>11} {'x limit':>8} "
-          f"{'writes':>7} {'writes/accepted':>16} {'other owner':>12}")
+          f"{'writes':>7} {'writes/accepted':>16} {'reads':>6} {'other owner':>12}")
     for r in results:
         per_accepted = f"{r['writes'] / r['accepted']:.2f}" if r["writes"] else "-"
         print(f"{r['mode']:<12} {r['sent']:>8} {r['accepted']:>9} {r['accepted'] / r['seconds']:>11.1f} "
-              f"{r['accepted'] / r['limit']:>8.2f} {r['writes']:>7} {per_accepted:>16} "
+              f"{r['accepted'] / r['limit']:>8.2f} {r['writes']:>7} {per_accepted:>16} {r['reads']:>6} "
               f"{r['other_accepted']:>5}/{r['other_sent']:<6}")
     return 0
 

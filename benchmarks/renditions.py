@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import skimage.data  # noqa: E402
 from load import photo_like  # noqa: E402
+from stack import median  # noqa: E402
 from PIL import Image  # noqa: E402
 from skimage.metrics import structural_similarity  # noqa: E402
 
@@ -73,9 +74,9 @@ def uncoded(data: bytes, settings: Settings) -> dict:
     caught = {}
     real = render._output
 
-    def catch(name, im, coding, formats=()):
+    def catch(name, im, coding, formats=(), hints=None):
         caught[str(name)] = im.copy()
-        return real(name, im, coding, formats)
+        return real(name, im, coding, formats, hints)
 
     render._output = catch
     try:
@@ -139,19 +140,27 @@ def judge(im: Image.Image, data: bytes) -> float:
     return structural_similarity(np.asarray(im), decoded, channel_axis=2)
 
 
-def chosen(im: Image.Image, fmt, coding, jpeg: bytes, runs: int) -> tuple[int | None, bytes | None, float]:
-    """What the worker makes (render.as_good_as: the JPEG's SSIM by the worker's metric, then
-    quality steps): (quality, variant, median CPU ms), None for both when it makes none."""
-    from chalicelib.imaging.similarity import ssim
+def chosen(im: Image.Image, fmt, coding, jpeg: bytes, runs: int, hints: dict) -> dict:
+    """What the worker makes (render.as_good_as: the JPEG's SSIM by the worker's metric, the
+    first guess from the image's previous rendition): quality, variant, median CPU ms of the
+    whole choice, the encodes it took, and the floor: the median CPU of one encode at the
+    quality chosen. None for quality and variant when it makes none."""
+    from chalicelib.imaging.similarity import Reference
 
     times = []
+    guess = hints.get(fmt)
     for _ in range(runs):
         start = time.process_time()
-        target = ssim(im, Image.open(io.BytesIO(jpeg)).convert("RGB"))
-        made = render.as_good_as(im, fmt, coding, target, len(jpeg))
+        reference = Reference(im)
+        target = reference.ssim(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+        made = render.as_good_as(im, fmt, coding, target, len(jpeg), reference, guess)
         times.append((time.process_time() - start) * 1000)
-    quality, data = made if made else (None, None)
-    return quality, data, sorted(times)[len(times) // 2]
+    if made is None:
+        return {"quality": None, "data": None, "cpu": median(times), "encodes": None, "floor": None}
+    hints[fmt] = made.quality
+    floor = coded(im, fmt, coding.at(fmt, made.quality), runs)[1]
+    return {"quality": made.quality, "data": made.data, "cpu": median(times), "encodes": made.encodes,
+            "floor": floor}
 
 
 def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
@@ -160,8 +169,8 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
     coding = render.Coding.of(settings)
     extras = (F.WEBP, F.AVIF)
     print(f"JPEG q{coding.jpeg_quality}; WebP from q{coding.webp_quality} (method 4), AVIF from "
-          f"q{coding.avif_quality} speed {coding.avif_speed}, up by {render._QUALITY_STEP} until the worker's SSIM "
-          f"is the JPEG's, none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
+          f"q{coding.avif_quality} speed {coding.avif_speed}, up (render.as_good_as: a first guess, then jumps) "
+          f"until the worker's SSIM is the JPEG's, none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
           "whole choice: JPEG decode and SSIM, each try's encode, decode and SSIM). dSSIM = scikit-image SSIM "
           "of the variant minus the JPEG's, both against the uncoded rendition")
     head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'JPEG B':>8} {'WebP q':>6} {'WebP B':>8} {'AVIF q':>6}"
@@ -170,12 +179,14 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
     print("-" * len(head))
     rows = []
     for label, data in sources() + phone_and_edge_sources():
+        hints: dict = {}  # as make_images keeps them: the image's renditions in order
         for rendition, im in uncoded(data, settings).items():
             jpeg = coded(im, F.JPEG, coding, runs)
             row = {"label": label, "rendition": rendition, "size": im.size, "im": im, "jpeg": jpeg}
             for fmt in extras:
-                quality, out, cpu = chosen(im, fmt, coding, jpeg[0], runs)
-                row[fmt] = (quality, out, cpu, None if out is None else judge(im, out) - jpeg[2])
+                c = chosen(im, fmt, coding, jpeg[0], runs, hints)
+                row[fmt] = (c["quality"], c["data"], c["cpu"], None if c["data"] is None else judge(im, c["data"]) - jpeg[2],
+                            c["encodes"], c["floor"])
             rows.append(row)
 
             def cells(fmt):
@@ -204,6 +215,11 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
               f"stored = {stored / jpeg_bytes:.0%} of the JPEGs' bytes")
         print(f"           min(SSIM {fmt.value} - SSIM JPEG) {min(deltas):+.4f}, below the JPEG's on "
               f"{sum(d < 0 for d in deltas)}/{len(kept)} (scikit-image); choice CPU {cpu:.0f} ms")
+        encodes = [r[fmt][4] for r in kept]
+        choice, floor = sum(r[fmt][2] for r in kept), sum(r[fmt][5] for r in kept)
+        print(f"           encodes per variant: mean {sum(encodes) / len(encodes):.2f}, max {max(encodes)}; "
+              f"choice CPU {choice:.0f} ms against the floor (one encode each at the quality chosen) "
+              f"{floor:.0f} ms: {choice / floor:.2f}x")
     wide_jobs = {r["label"] for r in rows if max(r["size"]) == settings.display_box}
     for fmt in extras:
         per_job = sum(r[fmt][2] for r in rows if r["label"] in wide_jobs) / len(wide_jobs)
@@ -252,7 +268,7 @@ def main() -> int:
     if args.formats:
         formats_table(settings, args.runs, args.sweep)
         return 0
-    totals = {(r, c): [0, 0.0] for r in ("display", "thumb") for c in CODINGS}
+    totals = {}  # (rendition, coding) -> [bytes, CPU ms], for every rendition the worker makes
     identical = True
     head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'baseline B':>11} {'optim. B':>9} {'progr. B':>9}"
             f" {'optim.':>7} {'progr.':>7} {'base ms':>8} {'optim. ms':>9} {'progr. ms':>9}"
@@ -270,15 +286,16 @@ def main() -> int:
                 decoded = np.asarray(Image.open(io.BytesIO(coded)).convert("RGB"))
                 ssim = structural_similarity(reference, decoded, channel_axis=2)
                 row[coding] = (len(coded), cpu, ssim, decoded)
-                totals[rendition, coding][0] += len(coded)
-                totals[rendition, coding][1] += cpu
+                total = totals.setdefault((rendition, coding), [0, 0.0])
+                total[0] += len(coded)
+                total[1] += cpu
             identical &= all(np.array_equal(row["baseline"][3], row[c][3]) for c in CODINGS)
             b, o, p = row["baseline"], row["optimised"], row["progressive"]
             print(f"{label:<22} {rendition:<9} {'%dx%d' % im.size:>9} {b[0]:>11} {o[0]:>9} {p[0]:>9}"
                   f" {o[0] / b[0] - 1:>+6.1%} {p[0] / b[0] - 1:>+6.1%} {b[1]:>8.1f} {o[1]:>9.1f} {p[1]:>9.1f}"
                   f" {b[2]:>9.4f} {p[2]:>11.4f}")
     print()
-    for rendition in ("display", "thumb"):
+    for rendition in dict.fromkeys(r for r, _ in totals):
         b = totals[rendition, "baseline"]
         for coding in ("optimised", "progressive"):
             c = totals[rendition, coding]

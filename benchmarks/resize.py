@@ -118,7 +118,7 @@ def _import_all():
     from chalicelib.imaging import render
 
     global PROGRESSIVE
-    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), QUALITY).data
+    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), render.Coding(jpeg_quality=QUALITY)).data
     PROGRESSIVE = b"\xff\xc2" in probe  # SOF2: a progressive frame
     pyvips.cache_set_max(0)
     return render, Image, ImageOps, pyvips

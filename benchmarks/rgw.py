@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.load import free_port, percentile  # noqa: E402
+from benchmarks.stack import free_port, percentile  # noqa: E402
 from chalicelib.config import DEFAULT_JWT_SECRET  # noqa: E402
 from chalicelib.http.auth import mint_token  # noqa: E402
 from tests.images import jpeg  # noqa: E402

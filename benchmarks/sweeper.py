@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import json
 import os
-import socket
 import sys
 import time
 import uuid
@@ -32,15 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.stack import free_port  # noqa: E402  (one for every benchmark)
 for _name, _value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}.items():
     os.environ[_name] = _value  # moto takes any credentials; never reach a real account
 os.environ.pop("AWS_PROFILE", None)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _world(endpoint: str, threads: int, **overrides):
@@ -61,21 +55,24 @@ def _world(endpoint: str, threads: int, **overrides):
 def _fill(svc, s3, jobs: int) -> None:
     """`jobs` ready jobs past their retention, each with its original and two renditions."""
     from chalicelib.domain.errors import ConditionFailed
-    from chalicelib.domain.jobs import Job, JobStatus
+    from chalicelib.domain.jobs import Job, JobStatus, Rendition
 
     ctx = svc.ctx
     now = ctx.clock()
     past = now - timedelta(days=8)
     for n in range(jobs):
         job_id = str(uuid.uuid4())
+        # The renditions in the record, as a worker writes them: the sweep removes the keys
+        # the record names.
+        renditions = {name: Rendition(ctx.object_keys.rendition(job_id, 1, name), 1, 1) for name in ctx.rendition_names}
         job = Job(job_id=job_id, owner=f"owner-{n % 50}", status=JobStatus.READY, created_at=past,
                   updated_at=past, expires_at=past + timedelta(days=7), original_key=ctx.object_keys.original(job_id),
-                  finished_at=past, sweep_at=past + timedelta(days=7))
+                  finished_at=past, sweep_at=past + timedelta(days=7), attempt=1, renditions=renditions)
         try:
             ctx.jobs.create(job, 1_000_000)
         except ConditionFailed:  # the SDK's retry of a create that had landed (a slow moto)
             assert ctx.jobs.get(job_id) is not None
-        for key in (job.original_key, *ctx.object_keys.renditions(job_id, 1, ctx.rendition_names)):
+        for key in (job.original_key, *(r.key for r in renditions.values())):
             s3.put_object(Bucket=ctx.settings.bucket, Key=key, Body=b"x")
 
 
@@ -210,7 +207,7 @@ def main() -> int:
     if endpoint is None:
         from local.services import start_moto
 
-        port = _free_port()
+        port = free_port()
         moto = start_moto("127.0.0.1", port)
         endpoint = f"http://127.0.0.1:{port}"
     results = {}

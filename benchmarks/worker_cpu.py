@@ -14,7 +14,7 @@ For each checkout (`--root`, repeatable; default this one):
    render.make_renditions note each call with the calling thread's CPU time
    (time.thread_time). After two warm-up jobs, --jobs uploads go through the API on one
    kept-alive connection and the benchmark waits for as many `job_ready` lines.
-   Process CPU is user + system time of every thread of each process and of its forked
+   Process CPU is user + system time of every thread of each process and of its decode
    children, reaped or alive (the worker decodes in a child: its CPU counts as the worker's), read from
    /proc/<pid>/stat before and after the batch and divided by the jobs: the runner (which is
    the worker), `chalice local` (the API) and moto's server (the emulator).
@@ -68,7 +68,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
 
     pyvips.cache_set_max(0)
     s = Settings()
-    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), s.jpeg_quality).data
+    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), render.Coding.of(s)).data
     progressive = b"\xff\xc2" in probe  # SOF2: a progressive frame
     datas = [Path(p).read_bytes() for p in images]
 
@@ -92,28 +92,19 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     print(json.dumps(result))
 
 
-def instrumented_runner(calls_path: str) -> None:
-    """`python -m local`, noting in calls_path (one JSON a line) every botocore call and every
-    make_renditions, each with the calling thread's CPU time around it."""
-    import runpy
-    import threading
+class Notes:
+    """Calls noted in a file, one JSON a line, each with the calling thread's CPU time."""
 
-    import botocore.client
+    def __init__(self, calls_path: str):
+        import threading
 
-    from chalicelib.imaging import render
+        self.path = calls_path
+        self.lock = threading.Lock()
+        self.file = None
 
-    # Per process: the decoding child (chalicelib/imaging/sandbox.py) closes what it inherited, so
-    # it opens the file again for itself.
-    files: dict[int, object] = {}
-    lock = threading.Lock()
+    def noting(self, service_of, op_of, call):
+        import threading
 
-    def out():
-        pid = os.getpid()
-        if pid not in files:
-            files[pid] = open(calls_path, "a", buffering=1)
-        return files[pid]
-
-    def noting(service_of, op_of, call):
         # wraps: the sandbox pickles the function by its name, and finds this one under it.
         @functools.wraps(call)
         def noted(*args, **kwargs):
@@ -125,16 +116,48 @@ def instrumented_runner(calls_path: str) -> None:
                                    "service": service_of(args),
                                    "cpu_ms": (time.thread_time() - cpu) * 1000,
                                    "wall_ms": (time.perf_counter() - wall) * 1000})
-                with lock:
-                    out().write(line + "\n")
+                with self.lock:
+                    if self.file is None:
+                        self.file = open(self.path, "a", buffering=1)
+                    self.file.write(line + "\n")
         return noted
 
+
+def note_renditions(notes: Notes) -> None:
+    """make_images (what the worker calls in its decoding child: make_renditions' body), noted."""
+    from chalicelib.imaging import render
+
+    render.make_images = notes.noting(lambda a: "imaging", lambda a: "make_renditions", render.make_images)
+
+
+# The decoding child is a fresh interpreter (chalicelib/imaging/sandbox.py): this
+# sitecustomize, on the path it is given, notes its make_images too.
+SITECUSTOMIZE = """import os, sys
+if "chalicelib.imaging.sandbox_child" in sys.orig_argv and os.environ.get("WORKER_CPU_CALLS"):
+    import worker_cpu
+    worker_cpu.note_renditions(worker_cpu.Notes(os.environ["WORKER_CPU_CALLS"]))
+"""
+
+
+def instrumented_runner(calls_path: str) -> None:
+    """`python -m local`, noting in calls_path (one JSON a line) every botocore call and every
+    make_renditions, each with the calling thread's CPU time around it."""
+    import runpy
+
+    import botocore.client
+
+    site = Path(calls_path).with_suffix(".site")
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    sys.path[:0] = [str(site), str(SCRIPT.parent)]  # what the decoding child's path starts with
+    os.environ["WORKER_CPU_CALLS"] = calls_path
+    notes = Notes(calls_path)
+    noting = notes.noting
     # PynamoDB calls botocore's clients through this method too.
     botocore.client.BaseClient._make_api_call = noting(
         lambda a: a[0].meta.service_model.service_name, lambda a: a[1],
         botocore.client.BaseClient._make_api_call)
-    render.make_renditions = noting(lambda a: "imaging", lambda a: "make_renditions",
-                                     render.make_renditions)
+    note_renditions(notes)
     # The handler as Lambda would run it, without the runner's receive and delete (on AWS
     # the event source mapping does those, outside the function).
     from local import sqs_worker

@@ -26,6 +26,25 @@ class IdempotencyRecord:
 
 
 @dataclass(frozen=True)
+class ListCursor:
+    """A place in an owner's list: the last job read, by the index's order (created_at,
+    then job id, both newest first)."""
+
+    created_at: datetime
+    job_id: str
+
+
+@dataclass(frozen=True)
+class OwnedPage:
+    """What one read of the owner index gave: its jobs in the index's order (a job deleted
+    since is left out), the place of the last key read, and whether more keys follow."""
+
+    jobs: list[Job]
+    last: Optional[ListCursor]
+    more: bool
+
+
+@dataclass(frozen=True)
 class PresignedPost:
     """A browser-style form upload: POST `fields` and then the file to `url`."""
 
@@ -206,6 +225,15 @@ class JobStore(Protocol):
         sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py)."""
         ...
 
+    def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,
+              created_after: Optional[datetime] = None,
+              created_before: Optional[datetime] = None) -> OwnedPage:
+        """The next `limit` keys of the owner's jobs, newest first, from the owner index (owner,
+        then created_at): those after `after`, created within the bounds given (inclusive: the
+        caller applies its own), each job then read whole and strongly consistent. Never
+        another owner's job; never a scan."""
+        ...
+
     # -- the API and the storage events: moves named by the status they leave -------------
     def move(self, job: Job, from_status: JobStatus) -> None:
         """Write `job` whole. Precondition: the stored status is `from_status` and the stored
@@ -264,7 +292,12 @@ class RateStore(Protocol):
     it (1 / rate); an empty bucket refills in `depth` seconds (burst / rate), so a token is
     left while full_at <= now + depth - cost. Both writes return the new full_at, raise
     ConditionFailed when their precondition does not hold and TransientError when the
-    store is unavailable. What they store expires by itself once the bucket is full."""
+    store is unavailable. What they store expires by itself once the bucket is full.
+    A lease of n tokens is one write with cost n / rate."""
+
+    def full_at(self, owner: str) -> Optional[float]:
+        """The stored full_at (None: none stored, full). TransientError when unavailable."""
+        ...
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         """full_at = now + cost. Precondition: the bucket is full (full_at <= now, or none)."""
@@ -308,11 +341,18 @@ class Breaker:
         return self.failing_until is not None and now < self.failing_until
 
 
+# The service webhook's receiver, where an owner's webhook has the owner: not a subject any
+# token can carry (chalicelib/http/auth.py refuses it), so no owner can take its place.
+SERVICE_RECEIVER = "@service"
+
+
 @dataclass(frozen=True)
 class Webhook:
-    """An owner's registered endpoint. `secret` signs deliveries (whsec_ + base64); after a
+    """A registered endpoint: an owner's (`owner` is the owner) or the service webhook
+    (`owner` is SERVICE_RECEIVER). `secret` signs deliveries (whsec_ + base64); after a
     rotation the previous secret also signs until `previous_until`, so a receiver can switch
-    over without rejecting anything."""
+    over without rejecting anything. `events`: the statuses the service webhook is sent
+    (an owner's has none and is sent the terminal ones)."""
 
     owner: str
     url: str
@@ -321,21 +361,39 @@ class Webhook:
     previous_secret: str | None = None
     previous_until: datetime | None = None
     breaker: Breaker = Breaker()
+    events: tuple[JobStatus, ...] = ()
+
+    def sent(self, status: JobStatus) -> bool:
+        return status in self.events if self.events else status.terminal
 
 
 @dataclass(frozen=True)
 class WebhookEvent:
     """One event to deliver: `event_id` is the webhook-id, the same on every retry.
-    `attempts` counts the attempts made so far; `not_before` is when the next may be made."""
+    `attempts` counts the attempts made so far; `not_before` is when the next may be made.
+    `owner` is the job's owner; `service`: for the service webhook, not the owner's, and
+    then `status` is the one it announces (a terminal one when absent)."""
 
     event_id: str
     owner: str
     job_id: str
     attempts: int = 0
     not_before: datetime | None = None
+    service: bool = False
+    status: str | None = None
+
+    @property
+    def receiver(self) -> str:
+        """Whose endpoint it goes to: the key of its webhook, its breaker and its share of
+        the deliveries in flight."""
+        return SERVICE_RECEIVER if self.service else self.owner
 
     def to_json(self) -> str:
         data = {"event_id": self.event_id, "owner": self.owner, "job_id": self.job_id}
+        if self.service:
+            data["service"] = True
+        if self.status is not None:
+            data["status"] = self.status
         if self.attempts:
             data["attempts"] = self.attempts
         if self.not_before is not None:
@@ -359,8 +417,11 @@ class WebhookEvent:
             not_before = datetime.fromisoformat(not_before)
             if not_before.tzinfo is None:
                 raise ValueError("not a webhook event")
+        service, status = data.get("service", False), data.get("status")
+        if type(service) is not bool or not (status is None or isinstance(status, str)):
+            raise ValueError("not a webhook event")
         return cls(event_id=data["event_id"], owner=data["owner"], job_id=data["job_id"],
-                   attempts=attempts, not_before=not_before)
+                   attempts=attempts, not_before=not_before, service=service, status=status)
 
 
 class WebhookStore(Protocol):

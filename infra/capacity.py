@@ -1,6 +1,6 @@
 """The capacity model behind docs/scale.md, and the sizes it gives each stage.
 
-    python -m infra.capacity          # usage against every limit, what breaks, cost per 1,000
+    python -m infra.report            # usage against every limit, what breaks, cost per 1,000
 
 Three kinds of numbers, kept apart:
 - AWS's limits, as published (docs/scale.md names each page; not checked live, this machine
@@ -59,40 +59,46 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # sweep run also costs its queries (SWEEP_RUN_QUERIES) and a summary line. Creating a
 # job is a transaction with its owner's quota slot (2 items, 2 units each); the slot is given
 # back with one small update when the job finishes. A finished job's owner is looked up for a
-# webhook (one GetItem); metric lines (EMF) are log lines too: one per upload (a direct one has
+# webhook (one GetItem), and each status a job takes after its upload (queued, processing, the
+# terminal one) looks the service webhook up (one GetItem each: issue 34); metric lines (EMF) are log lines too: one per upload (a direct one has
 # UploadsCreated by method besides), two per worker run. Not measured here: each API request's
 # access line and metric line (about 500 B).
 MEASURED = {
-    "upload": {"calls": {"dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
-        "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
+    "upload": {"calls": {"dynamodb:GetItem": 1, "dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
+        "wcu": 4, "index_wcu": 1, "rcu": 1, "log_lines": 2, "log_bytes": 486,
         "index_writes": {"put:queued": 1}},
-    "upload_with_key": {"calls": {"dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
-        "wcu": 6, "index_wcu": 1, "rcu": 0, "log_lines": 2, "log_bytes": 486,
+    "upload_with_key": {"calls": {"dynamodb:GetItem": 1, "dynamodb:TransactWriteItems": 1, "s3:PutObject": 1},
+        "wcu": 6, "index_wcu": 1, "rcu": 1, "log_lines": 2, "log_bytes": 486,
         "index_writes": {"put:queued": 1}},
     "direct_upload": {"calls": {"dynamodb:TransactWriteItems": 1},
         "wcu": 4, "index_wcu": 1, "rcu": 0, "log_lines": 3, "log_bytes": 700,
         "index_writes": {"put:awaiting_upload": 1}},
     # Measured: one GetItem more than before the landed-write change (41e4b08), which reads a
     # job back when a conditional write is refused; not yet traced to its call.
-    "direct_worker": {"calls": {"dynamodb:GetItem": 3, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 3},
-        "wcu": 4, "index_wcu": 6, "rcu": 3, "log_lines": 5, "log_bytes": 1158,
+    "direct_worker": {"calls": {"dynamodb:GetItem": 6, "dynamodb:PutItem": 2, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 3},
+        "wcu": 4, "index_wcu": 6, "rcu": 6, "log_lines": 5, "log_bytes": 1158,
         "index_writes": {"delete:awaiting_upload": 1, "delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:queued": 1, "put:ready": 1}},
     "poll": {"calls": {"dynamodb:GetItem": 1},
         "wcu": 0, "index_wcu": 0, "rcu": 1, "log_lines": 0, "log_bytes": 0,
         "index_writes": {}},
-    "worker": {"calls": {"dynamodb:GetItem": 1, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 3},
-        "wcu": 3, "index_wcu": 4, "rcu": 1, "log_lines": 4, "log_bytes": 990,
+    "worker": {"calls": {"dynamodb:GetItem": 3, "dynamodb:PutItem": 1, "dynamodb:UpdateItem": 2, "s3:GetObject": 1, "s3:PutObject": 3},
+        "wcu": 3, "index_wcu": 4, "rcu": 3, "log_lines": 4, "log_bytes": 990,
         "index_writes": {"delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:ready": 1}},
     "expiry": {"calls": {"dynamodb:BatchWriteItem": 1, "dynamodb:UpdateItem": 1, "s3:DeleteObjects": 1},
         "wcu": 2, "index_wcu": 1, "rcu": 0, "log_lines": 0, "log_bytes": 0,
         "index_writes": {"delete:ready": 1}},
 }
 # The per-owner request rate (chalicelib/usecases/admission.py): one conditional UpdateItem
-# on the owner's `rate#` item for each API request its process's own bucket lets through
-# (benchmarks/rate_limit.py: 1.00 a request within the rate; 1.22 an accepted request of an
-# owner far past it, the refusals' writes included). Not in MEASURED: calls_per_job.py calls
-# the use cases, not the routes.
-RATE_LIMIT_WRU_PER_REQUEST = 1
+# on the owner's `rate#` item for each lease of up to 10 tokens (chalicelib/usecases/leases.py).
+# Writes per 1,000 requests: one instance, a busy owner, 100 (tests/unit/test_fairness.py);
+# four processes on one owner past its rate (benchmarks/rate_limit.py, issue 36): 320-390
+# per 1,000 accepted (9 per 1,000 sent; before leases 1,060-1,090 per 1,000 accepted). The
+# model takes the four processes' 390, as the load at scale is owners sending many requests
+# each (an integration's uploads and polls) to several instances; an owner's lone request, a
+# second or more from its last, still costs 1 WRU (a lease of one). Not in MEASURED:
+# calls_per_job.py calls the use cases, not the routes.
+RATE_LIMIT_WRITES_PER_1000_REQUESTS = 390
+RATE_LIMIT_WRU_PER_REQUEST = RATE_LIMIT_WRITES_PER_1000_REQUESTS / 1000
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
 # One query per status per shard of the sweep index, each run.
 SWEEP_STATUSES = 6
@@ -457,9 +463,8 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
     return rows
 
 
-def main() -> int:
-    from infra import prices
-
+def print_limits() -> None:
+    """Usage against every limit at three volumes, and the stage sizes (infra/report.py prints it)."""
     prod = stage_sizes(STAGE_DESIGNS["prod"])
     print(f"worker: {mean_worker_seconds() * 1000:.0f} ms a job on average "
           f"({', '.join(f'{k.name} {worker_seconds(k) * 1000:.0f} ms' for k in IMAGE_MIX)})")
@@ -479,13 +484,27 @@ def main() -> int:
                   f"{row.peak:>11,.1f} {row.load:>6.2f}{flag}")
         print("load: peak / capacity (sweepers: average / capacity)")
         print()
-    print(prices.report())
-    print()
-    print(wait_report())
-    print()
-    print(push_report())
-    return 0
 
+
+
+# -- the list (GET /image-jobs) and its owner index (docs/scale.md §11) ---------------------------
+# The index `owner_created` is keys only: a job's key (`pk`, `job#` + 36), its owner (`owner`, a
+# Cognito subject: 36) and `created_at` (31), attribute names counted as DynamoDB counts them,
+# plus its 100 B an index entry (measured by benchmarks/list_jobs.py: 224 B with a subject of 36). Its keys never change
+# after the job is made, so its writes are the creation's and the removal's (the sweeper's
+# delete, or TTL's), one unit each (DynamoDB charges a GSI's propagated writes, TTL's too).
+OWNER_INDEX_ENTRY_BYTES = (2 + 40) + (5 + 36) + (10 + 31) + 100
+OWNER_INDEX_WRITES_PER_JOB = 2
+LIST_KEY_BYTES = (2 + 40) + (5 + 36) + (10 + 31)  # what a keys-only query returns per job
+JOB_READ_BYTES = 4_096  # a job's item, its metadata at the bound included, is one read unit
+# The list reads the index eventually consistent (a GSI has no other), then the page's jobs
+# strongly consistent (BatchGetItem), as GET does.
+
+
+def list_page_rru(page_size: int = 20) -> float:
+    """One page: the query of page_size + 1 keys (half a unit per 4 KB), then the jobs."""
+    query = 0.5 * math.ceil((page_size + 1) * LIST_KEY_BYTES / 4_096)
+    return query + page_size * math.ceil(JOB_READ_BYTES / 4_096)
 
 
 # -- waits (Prefer: wait, docs/scale.md §8) ----------------------------------------------------
@@ -539,8 +558,7 @@ def wait_usage(images_per_day: float, burst: float = DESIGN_BURST) -> list[Usage
 
 
 def wait_report() -> str:
-    from infra import prices
-
+    """What held requests use; infra/prices.py's wait_report() prices them."""
     hold = held_seconds_per_image()
     s = Settings()
     lines = [f"waits: a held request lasts {hold:.2f} s an image ({reads_per_held_image()} consistent "
@@ -551,7 +569,6 @@ def wait_report() -> str:
             flag = "  BREAKS (quota increase, or push: docs/scale.md §9)" if row.load > 1 else ""
             lines.append(f"  {per_day // 1_000_000:>4}M/day {row.component:<34} peak {row.peak:>9,.0f} "
                          f"{row.unit:<10} of {row.capacity:>7,.0f}  load {row.load:>6.2f}{flag}")
-    lines.append(prices.wait_report())
     return "\n".join(lines)
 
 
@@ -661,8 +678,7 @@ def push_usage(images_per_day: float, burst: float = DESIGN_BURST, threads: Opti
 
 
 def push_report() -> str:
-    from infra import prices
-
+    """What push uses; infra/prices.py's push_report() prices it."""
     s = Settings()
     lines = [f"push: {push_messages_per_image():g} messages an image a connection, "
              f"{PUSH_CONNECTIONS_PER_USER:g} connections a user, {push_connection_minutes_per_image():.1f} "
@@ -676,9 +692,4 @@ def push_report() -> str:
             capacity = "-" if math.isinf(row.capacity) else f"{row.capacity:,.0f}"
             lines.append(f"  {per_day // 1_000_000:>4}M/day {row.component:<38} avg {row.average:>10,.0f} "
                          f"peak {row.peak:>10,.0f} {row.unit:<10} of {capacity:>7}  load {row.load:>5.2f}{flag}")
-    lines.append(prices.push_report())
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -273,3 +273,27 @@ def push_report(volumes=(1_000_000, 10_000_000, 100_000_000)) -> str:
     rows.append(f"{'waits, net (above)':<58}" + "".join(f"{w:>11.4f}" for w in waits))
     rows.append(f"{'polling: the two polls themselves':<58}" + "".join(f"{p:>11.4f}" for p in polls))
     return "\n".join(rows)
+
+
+# -- the list's owner index (docs/scale.md §11) ------------------------------------------------
+def owner_index_per_1000() -> dict[str, float]:
+    """What the owner index costs per 1,000 images: its writes, and its storage for the
+    job's time in the table (its retention, one day more for TTL's lag)."""
+    days = retention_days() + 1
+    gb_months = 1000 * cap.OWNER_INDEX_ENTRY_BYTES / GB * days / MONTH_DAYS
+    return {"writes": 1000 * cap.OWNER_INDEX_WRITES_PER_JOB * DYNAMO_WRITE_UNIT,
+            "storage": gb_months * (DYNAMO_STORAGE_GB_MONTH + DYNAMO_PITR_GB_MONTH),
+            "service_webhook_lookups": 1000 * 3 * DYNAMO_READ_UNIT}
+
+
+def list_report() -> str:
+    from chalicelib.config import Settings
+
+    costs = owner_index_per_1000()
+    page = cap.list_page_rru()
+    return (f"list: the owner index, {cap.OWNER_INDEX_ENTRY_BYTES} B and {cap.OWNER_INDEX_WRITES_PER_JOB} WRU "
+            f"a job; per 1,000 images ${costs['writes']:.5f} writes + ${costs['storage']:.6f} storage "
+            f"(+ ${costs['service_webhook_lookups']:.6f} for the service webhook's lookups, 3 RRU an image); "
+            f"a page of 20: {page:g} RRU (${page * DYNAMO_READ_UNIT * 1e6:.2f} per million pages); "
+            f"one owner's partition takes {cap.DYNAMO_PARTITION_WCU:,} writes/s, far above any owner's "
+            f"request rate ({Settings().owner_requests_per_second:g}/s)")

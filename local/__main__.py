@@ -31,7 +31,40 @@ def main() -> int:
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
+    refused = _set_environment(runner)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
+    _keep_run_log(runner)
+
+    # Imported only now: app.py reads its settings from the environment at import.
+    from chalicelib.config import DEFAULT_JWT_SECRET, Settings
+    from chalicelib.runtime.logs import configure, get_logger
+
+    configure()
+    log = get_logger("runner")
+    try:
+        settings = Settings.from_environ(os.environ)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     components = runner.components
+    if settings.jwt_secret == DEFAULT_JWT_SECRET and "api" in components:
+        log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
+    bridge_wanted = _bridge_wanted(runner, settings)
+    if not bridge_wanted:
+        components.discard("bridge")
+    concurrency = _concurrency(runner, settings, log)
+
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    return _serve(runner, settings, components, bridge_wanted, concurrency, stopping, log)
+
+
+def _set_environment(runner) -> str | None:
+    """The service's settings the runner decides, in the environment its children inherit;
+    a reason to refuse the combination asked for, or None."""
     # Emulators accept any credentials; never override real ones the user has set.
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
@@ -43,8 +76,7 @@ def main() -> int:
     if runner.storage == "rgw":
         # The gateway notifies RabbitMQ itself, in its own shape; moto keeps the rest.
         if os.environ.setdefault("QUEUE_BACKEND", "amqp") != "amqp":
-            print("STORAGE=rgw notifies through RabbitMQ: QUEUE_BACKEND must be amqp", file=sys.stderr)
-            return 2
+            return "STORAGE=rgw notifies through RabbitMQ: QUEUE_BACKEND must be amqp"
         os.environ.setdefault("AMQP_EVENT_SHAPE", "ceph")
         # Its topic drops events while the broker is away: the sweeper asks after a queued
         # job within a minute rather than ten.
@@ -60,6 +92,10 @@ def main() -> int:
     if "push" in runner.components:  # the API and the worker alike post to the runner's gateway
         os.environ.setdefault("PUSH_URL", f"ws://{HOST}:{runner.push_port}")
         os.environ.setdefault("PUSH_MANAGEMENT_URL", f"http://{HOST}:{runner.push_management_port}")
+    return None
+
+
+def _keep_run_log(runner) -> None:
     from local.runlog import Tee, open_run_log
 
     try:
@@ -68,111 +104,138 @@ def main() -> int:
         print(f"not keeping the run's log in {runner.log_file} ({error}); `make stats` needs it",
               file=sys.stderr)
 
-    # Imported only now: app.py reads its settings from the environment at import.
-    from chalicelib.config import DEFAULT_JWT_SECRET, Settings
-    from chalicelib.runtime.logs import configure, get_logger
-    from local import services
-    from local.provision import provision
 
-    configure()
-    log = get_logger("runner")
-    try:
-        settings = Settings.from_environ(os.environ)
-    except ValueError as error:
-        print(error, file=sys.stderr)
-        return 2
-    if settings.jwt_secret == DEFAULT_JWT_SECRET and "api" in components:
-        log.warning("default_jwt_secret", hint="set AUTH_JWT_SECRET outside local development")
-    amqp = settings.queue_backend == "amqp"
-    rgw = runner.storage == "rgw"
-    bridge_wanted = amqp and not rgw and (runner.embedded_aws if runner.amqp_bridge is None
-                                          else runner.amqp_bridge)
-    if not bridge_wanted:
-        components.discard("bridge")
+def _bridge_wanted(runner, settings) -> bool:
+    """Storage events through SQS forwarded to RabbitMQ: with QUEUE_BACKEND=amqp on a storage
+    that notifies SQS, by default only on the embedded stack."""
+    if settings.queue_backend != "amqp" or runner.storage == "rgw":
+        return False
+    return runner.embedded_aws if runner.amqp_bridge is None else runner.amqp_bridge
+
+
+def _concurrency(runner, settings, log) -> int:
     concurrency = worker_concurrency(runner.worker_concurrency or os.cpu_count() or 1, settings,
                                      _available_memory())
     if runner.worker_concurrency and concurrency < runner.worker_concurrency:
         log.warning("worker_concurrency_lowered", asked=runner.worker_concurrency, running=concurrency,
                     reason="each decode may take DECODE_MEMORY_MB")
-    api_port, aws_port, embedded = runner.api_port, runner.aws_port, runner.embedded_aws
+    return concurrency
 
-    stopping = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.set())
+
+def _serve(runner, settings, components: set[str], bridge_wanted: bool, concurrency: int,
+           stopping: threading.Event, log) -> int:
+    """Every component started, watched until `stopping` is set, then stopped in reverse."""
+    from local import services
+
+    rgw = runner.storage == "rgw"
     moto = api = page = None
     running = []  # things with .stop(), stopped in reverse order
     try:
         if rgw:
             running.append(_start_rgw(runner, settings, log))
-        if embedded:
-            moto = services.start_moto(HOST, aws_port)
+        if runner.embedded_aws:
+            moto = services.start_moto(HOST, runner.aws_port)
             log.info("embedded_aws_started", endpoint=settings.endpoint_url)
         elif not _wait_for_localstack(settings.endpoint_url, log):
             return 1
-        clients = {name: services.aws_client(name, settings.region, settings.endpoint_url)
-                   for name in ("sqs", "dynamodb")}
-        clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
-        if rgw:
-            stack = _provision_rgw(settings, clients)
-        else:
-            # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
-            stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
-                              sqs_notifications=not amqp or bridge_wanted)
+        clients = _clients(settings)
+        stack = _provision(runner, settings, clients, bridge_wanted)
         log.info("stack_provisioned", bucket=stack.bucket, table=stack.table, queue=stack.queue_url)
 
         if "api" in components:
-            api = services.start_api(HOST, api_port, services.child_env({}), pipe=True)
+            api = services.start_api(HOST, runner.api_port, services.child_env({}), pipe=True)
             services.relay(api, sys.stdout.write)
         import app as application
 
-        if "push" in components:
-            running.append(_start_push(runner, application))
-        if "worker" in components:
-            running.append(_start_worker(settings, application, clients["sqs"], stack, concurrency))
-        if "webhooks" in components:
-            if stack.webhook_queue_url is None:
-                log.warning("webhooks_not_delivered", reason="no SQS here for the webhook queue")
-            else:
-                running.append(_start_webhooks(settings, application, clients["sqs"], stack,
-                                               runner.webhook_concurrency))
-        if "bridge" in components:
-            running.append(_start_bridge(settings, clients["sqs"], stack))
+        running += _start_consumers(runner, settings, application, components, clients["sqs"], stack,
+                                    concurrency, log)
         if "sweeper" in components:
-            for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
-                                      (application.sweep_orphans, settings.orphan_sweep_interval_seconds)):
-                threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
-                                 args=(handler, interval, stopping, log)).start()
+            _start_sweeps(settings, application, stopping, log)
         if api is not None:
-            services.wait_for_port(HOST, api_port, timeout=60, process=api)
+            services.wait_for_port(HOST, runner.api_port, timeout=60, process=api)
             if settings.auth_mode == "jwt":
-                services.warm_up(f"http://{HOST}:{api_port}", settings.jwt_secret)
+                services.warm_up(f"http://{HOST}:{runner.api_port}", settings.jwt_secret)
         if "web" in components and api is not None and settings.auth_mode == "jwt":
             page = _start_page(settings, runner, log)
             if page is not None:
                 running.append(page)
-        where = f"API http://{HOST}:{api_port}/api/v1  " if api is not None else ""
-        if page is not None:
-            where += f"page {page.url}  "
-        print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
-              f"workers {concurrency if 'worker' in components else 0}  "
-              f"components {','.join(sorted(components))}", flush=True)
-        while not stopping.wait(0.5):
-            if api is not None and api.poll() is not None:
-                log.error("api_exited", code=api.returncode)
-                return 1
-            if moto is not None and moto.poll() is not None:
-                log.error("embedded_aws_exited", code=moto.returncode)
-                return 1
-            if rgw and running[0].exited():
-                log.error("rgw_exited", reason=running[0].exited())
-                return 1
-        log.info("stopping")
-        return 0
+        _say_ready(runner, settings, components, concurrency, api, page)
+        return _watch(stopping, api, moto, running[0] if rgw else None, log)
     finally:
         for part in reversed(running):
             part.stop()
         services.stop(api)
         services.stop(moto)
+
+
+def _clients(settings) -> dict:
+    from local import services
+
+    clients = {name: services.aws_client(name, settings.region, settings.endpoint_url)
+               for name in ("sqs", "dynamodb")}
+    clients["s3"] = services.aws_client("s3", settings.region, settings.storage_endpoint_url)
+    return clients
+
+
+def _provision(runner, settings, clients: dict, bridge_wanted: bool):
+    if runner.storage == "rgw":
+        return _provision_rgw(settings, clients)
+    from local.provision import provision
+
+    # Behind MinIO, storage notifies RabbitMQ itself (localstack/minio sets that up).
+    return provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"],
+                     sqs_notifications=settings.queue_backend != "amqp" or bridge_wanted)
+
+
+def _start_consumers(runner, settings, application, components: set[str], sqs, stack,
+                     concurrency: int, log) -> list:
+    """The push gateway, the storage consumer, the webhook loop and the bridge, as asked."""
+    started = []
+    if "push" in components:
+        started.append(_start_push(runner, application))
+    if "worker" in components:
+        started.append(_start_worker(settings, application, sqs, stack, concurrency))
+    if "webhooks" in components:
+        if stack.webhook_queue_url is None:
+            log.warning("webhooks_not_delivered", reason="no SQS here for the webhook queue")
+        else:
+            started.append(_start_webhooks(settings, application, sqs, stack, runner.webhook_concurrency))
+    if "bridge" in components:
+        started.append(_start_bridge(settings, sqs, stack))
+    return started
+
+
+def _start_sweeps(settings, application, stopping: threading.Event, log) -> None:
+    for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
+                              (application.sweep_orphans, settings.orphan_sweep_interval_seconds)):
+        threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
+                         args=(handler, interval, stopping, log)).start()
+
+
+def _say_ready(runner, settings, components: set[str], concurrency: int, api, page) -> None:
+    """The line tests and users wait for."""
+    where = f"API http://{HOST}:{runner.api_port}/api/v1  " if api is not None else ""
+    if page is not None:
+        where += f"page {page.url}  "
+    print(f"image-jobs ready: {where}AWS {settings.endpoint_url}  queue {settings.queue_backend}  "
+          f"workers {concurrency if 'worker' in components else 0}  "
+          f"components {','.join(sorted(components))}", flush=True)
+
+
+def _watch(stopping: threading.Event, api, moto, rgw_cluster, log) -> int:
+    """Until a signal: 0 then, or 1 as soon as a child the runner needs has exited."""
+    while not stopping.wait(0.5):
+        if api is not None and api.poll() is not None:
+            log.error("api_exited", code=api.returncode)
+            return 1
+        if moto is not None and moto.poll() is not None:
+            log.error("embedded_aws_exited", code=moto.returncode)
+            return 1
+        if rgw_cluster is not None and rgw_cluster.exited():
+            log.error("rgw_exited", reason=rgw_cluster.exited())
+            return 1
+    log.info("stopping")
+    return 0
 
 
 def _start_rgw(runner, settings, log):

@@ -24,6 +24,7 @@ from chalicelib.adapters.amqp import Topology, connection_parameters, declare
 from chalicelib.domain.errors import PoisonMessage, TransientError
 from chalicelib.runtime import correlation
 from chalicelib.runtime.logs import get_logger
+from local.loop import Loop, backoff
 
 log = get_logger("amqp_worker")
 
@@ -32,42 +33,35 @@ MAX_RECONNECT_DELAY = 30.0
 MAX_RETRY_PAUSE = 30.0
 
 
-class AmqpWorker:
+class AmqpWorker(Loop):
+    name = "amqp-consumer"
+    # A lost connection is made again after the one back-off's pause.
+    retried = (pika.exceptions.AMQPError, OSError)
+    max_pause = MAX_RECONNECT_DELAY
+
     def __init__(self, url: str, topology: Topology, process: Callable[[bytes], object],
                  concurrency: int):
+        super().__init__()
         self._url = url
         self._topology = topology
         self._process = process
         self._concurrency = concurrency
-        self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="job")
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="amqp-consumer", daemon=True)
         self.connected = threading.Event()
 
-    def start(self) -> None:
-        self._thread.start()
-
     def stop(self, timeout: float = 60) -> None:
-        self._stopping.set()
-        self._thread.join(timeout)
+        super().stop(timeout)
         self._pool.shutdown(wait=True)
 
     # -- the connection thread ---------------------------------------------------------------
-    def _run(self) -> None:
-        delay = 1.0
-        while not self._stopping.is_set():
-            try:
-                self._consume()
-                delay = 1.0
-            except (pika.exceptions.AMQPError, OSError) as error:
-                self.connected.clear()
-                log.warning("amqp_connection_lost", error=type(error).__name__, retry_in=delay)
-                self._stopping.wait(delay)
-                delay = min(delay * 2, MAX_RECONNECT_DELAY)
+    def _failed(self, error: BaseException, pause: float) -> None:
+        self.connected.clear()
+        log.warning("amqp_connection_lost", error=type(error).__name__, retry_in=pause)
 
-    def _consume(self) -> None:
+    def _step(self) -> None:
+        """One connection, consumed until a stop (which returns) or its loss (which raises)."""
         connection = pika.BlockingConnection(connection_parameters(self._url))
         try:
             channel = connection.channel()
@@ -137,10 +131,9 @@ class AmqpWorker:
 
     @staticmethod
     def _retry_pause(error: Exception, properties) -> float:
-        if isinstance(error, TransientError) and error.retry_in is not None:
-            return min(max(error.retry_in, 0.5), MAX_RETRY_PAUSE)  # e.g. until a lease ends
+        asked = error.retry_in if isinstance(error, TransientError) else None  # e.g. a lease's end
         deliveries = int((properties.headers or {}).get("x-delivery-count", 0))
-        return min(2.0 ** deliveries, MAX_RETRY_PAUSE)
+        return backoff(deliveries, MAX_RETRY_PAUSE, asked)
 
     @staticmethod
     def _reply(connection, method, tag: int, **kwargs) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 from chalicelib.domain.errors import PoisonMessage, TransientError
 from chalicelib.domain.events import parse_message
 from chalicelib.runtime.logs import get_logger
+from local.loop import backoff
 from local.sqs_poller import SqsPoller
 
 log = get_logger("bridge")
+
+MAX_PAUSE = 30.0
 
 
 class SqsToAmqpBridge(SqsPoller):
@@ -21,20 +24,21 @@ class SqsToAmqpBridge(SqsPoller):
     def __init__(self, sqs, queue_url: str, publisher):
         super().__init__(sqs, queue_url)
         self._publisher = publisher
-        self._pause = 1.0
+        self._failures = 0  # publishes failed in a row
 
     def _dispatch(self, messages: list[dict], wanted: int) -> None:
+        pause = backoff(self._failures, MAX_PAUSE)
         try:
             for message in messages:
                 self._forward(message)
-            self._pause = 1.0
+            self._failures = 0
         except TransientError:
-            log.warning("bridge_publish_failed", retry_in=self._pause)
-            self._stopping.wait(self._pause)
-            self._pause = min(self._pause * 2, 30.0)
+            log.warning("bridge_publish_failed", retry_in=pause)
+            self._stopping.wait(pause)
+            self._failures += 1
         except Exception:
             log.exception("bridge_failed")
-            self._stopping.wait(self._pause)
+            self._stopping.wait(pause)
 
     def _forward(self, message: dict) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from chalicelib.domain.errors import TransientError
 from chalicelib.runtime.logs import get_logger
+from local.loop import backoff
 from local.sqs_poller import SqsPoller
 
 log = get_logger("sqs_worker")
@@ -103,8 +104,8 @@ class SqsWorker(SqsPoller):
     def _back_off(self, message: dict, retry_in) -> None:
         count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
         # A busy job says when its lease ends; otherwise back off by how often it came.
-        delay = retry_in if retry_in is not None else 2 ** count
+        delay = backoff(count, self._max_backoff, retry_in, floor=1)
         try:
-            self._show_again_in(message, int(min(self._max_backoff, max(1, delay + 0.5))))
+            self._show_again_in(message, int(delay + 0.5))
         except Exception:
             log.exception("sqs_backoff_failed", message_id=message["MessageId"])

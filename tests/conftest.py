@@ -153,9 +153,14 @@ def localstack(tmp_path_factory):
 # and one RADOS Gateway runner (the e2e session's) per run, one `chalice package`, and a
 # module's (or package's) runner for all of that module's tests on each backend.
 SHARED = {"localstack": "localstack", "packaged": "packaged"}
+BENCH = ROOT / "tests" / "bench"
 
 
 def xdist_group(item) -> str | None:
+    if BENCH in item.path.parents:
+        # The benchmarks one after another on one worker (each is a process of its own and
+        # takes a core while it measures), beside the rest of the suite on the others.
+        return "bench"
     params = getattr(item, "callspec", None)
     params = params.params if params else {}
     if "localstack" in params.values() or "localstack" in item.fixturenames:

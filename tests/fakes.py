@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 from chalicelib.domain.errors import (ConditionFailed, FileTooLarge, IdempotencyKeyTaken, InvalidRequest,
                                       QuotaFull, TransientError)
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
-from chalicelib.ports import (IdempotencyRecord, PresignedPost, PresignedPut, ScanPoint, StoredObject,
+from chalicelib.ports import (IdempotencyRecord, ListCursor, OwnedPage, PresignedPost, PresignedPut, ScanPoint, StoredObject,
                               StoredPart, Webhook, WebhookEvent)
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
@@ -97,6 +97,22 @@ class FakeJobStore:
         found = [j for j in jobs
                  if sweep_key(j.status, j.job_id) == key and j.sweep_at is not None and j.sweep_at <= now]
         return sorted(found, key=lambda j: j.sweep_at)[:limit]
+
+    def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,
+              created_after: Optional[datetime] = None,
+              created_before: Optional[datetime] = None) -> OwnedPage:
+        """As the owner index: newest first, ties by job id (DynamoDB keeps its own order)."""
+        self._check()
+        with self._lock:
+            jobs = [j for j in self.items.values() if j.owner == owner
+                    and (created_after is None or j.created_at >= created_after)
+                    and (created_before is None or j.created_at <= created_before)]
+        jobs.sort(key=lambda j: (j.created_at, j.job_id), reverse=True)
+        if after is not None:
+            jobs = [j for j in jobs if (j.created_at, j.job_id) < (after.created_at, after.job_id)]
+        page = jobs[:limit]
+        last = ListCursor(page[-1].created_at, page[-1].job_id) if page else None
+        return OwnedPage(jobs=page, last=last, more=len(jobs) > limit)
 
     def move(self, job: Job, from_status: JobStatus) -> None:
         with self._lock:
@@ -389,27 +405,35 @@ class FakeRateStore:
     every write asked for, as the table would bill them (a failed condition too)."""
 
     def __init__(self):
-        self.full_at: dict[str, float] = {}
+        self.buckets: dict[str, float] = {}  # owner -> full_at
         self.writes = 0
+        self.reads = 0
         self._lock = threading.Lock()
         self.down = False
+
+    def full_at(self, owner: str) -> Optional[float]:
+        with self._lock:
+            if self.down:
+                raise TransientError("rate store unavailable")
+            self.reads += 1
+            return self.buckets.get(owner)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         with self._lock:
             self._write()
-            if self.full_at.get(owner, now) > now:
+            if self.buckets.get(owner, now) > now:
                 raise ConditionFailed()
-            self.full_at[owner] = now + cost
-            return self.full_at[owner]
+            self.buckets[owner] = now + cost
+            return self.buckets[owner]
 
     def take(self, owner: str, now: float, cost: float, depth: float) -> float:
         with self._lock:
             self._write()
-            full_at = self.full_at.get(owner)
+            full_at = self.buckets.get(owner)
             if full_at is None or not now < full_at <= now + depth - cost:
                 raise ConditionFailed()
-            self.full_at[owner] = full_at + cost
-            return self.full_at[owner]
+            self.buckets[owner] = full_at + cost
+            return self.buckets[owner]
 
     def _write(self):
         if self.down:

@@ -26,17 +26,18 @@ from pynamodb.connection import Connection
 from pynamodb.constants import MAP
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
 from pynamodb.expressions.condition import size
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters import dynamo_shapes
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
+from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.ports import IdempotencyRecord, ScanPoint
+from chalicelib.ports import IdempotencyRecord, ListCursor, OwnedPage, ScanPoint
 from chalicelib.runtime import deadline
 
 JOB_PREFIX = "job#"
@@ -46,8 +47,12 @@ SCAN_PREFIX = "orphan-scan#"
 # The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
 # `sweep_at` (docs/scale.md §6.1).
 SWEEP_SHARDED_INDEX = "sweep_sharded"
+# The list's index: partition key `owner`, sort key `created_at`, keys only (docs/scale.md
+# §11): a job's later writes leave its keys alone, so only its creation writes the index.
+OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
-_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes"})
+_SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
+                      "metadata"})
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
 # limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
 _CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
@@ -155,6 +160,8 @@ class JobItem(Model):
     # The renditions asked for, comma-separated; absent on a record from before sizes could
     # be asked for, which made the two of ALWAYS.
     sizes = UnicodeAttribute(null=True)
+    # The app's metadata as JSON text, in the order given; absent without (and on old items).
+    metadata = UnicodeAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -201,9 +208,16 @@ def make_job_model(table: str, region: str, host: Optional[str],
         "sweep_at": UTCDateTimeAttribute(range_key=True),
     })()
 
+    owner_index = type("OwnerIndex", (GlobalSecondaryIndex,), {
+        "Meta": type("Meta", (), {"index_name": OWNER_CREATED_INDEX, "projection": KeysOnlyProjection()}),
+        "owner": UnicodeAttribute(hash_key=True),
+        "created_at": UTCDateTimeAttribute(range_key=True),
+    })()
+
     return type("BoundJobItem", (JobItem,), {
         "Meta": _meta(table, region, host, connection),
         "sweep_sharded_index": sweep_index,
+        "owner_created_index": owner_index,
     })
 
 
@@ -301,6 +315,7 @@ class DynamoJobStore:
             sizes=",".join(job.sizes),
             placeholder=None if job.placeholder is None else PlaceholderAttribute(
                 blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
+            metadata=job_metadata.to_text(job.metadata),
             **values,
         )
 
@@ -316,6 +331,7 @@ class DynamoJobStore:
             sizes=ALWAYS if item.sizes is None else tuple(RenditionName(n) for n in item.sizes.split(",")),
             placeholder=None if item.placeholder is None else Placeholder(
                 item.placeholder.blurhash, item.placeholder.average_color),
+            metadata=job_metadata.from_text(item.metadata),
             **values,
         )
 
@@ -359,14 +375,19 @@ class DynamoJobStore:
         except TransactWriteError as error:
             reasons = _reasons(error)
             failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+            if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
+                    and self._landed(job.job_id, write_id, _found_item(error, 1)) is not None:
+                # The key is held by this very call's job: a re-send after a lost answer.
+                # Answered as the create it is, not as a taken key, so that what follows a
+                # create (the push fan-out's first message) follows this one too.
+                return
             if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
                 raise IdempotencyKeyTaken() from None
             if not failed:
                 raise TransientError("job table unavailable") from error
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
-            stored = error.cancellation_reasons[len(reasons) - 2]
-            if self._landed(job.job_id, write_id, stored.raw_item if stored else None) is not None:
+            if self._landed(job.job_id, write_id, _found_item(error, len(reasons) - 2)) is not None:
                 # botocore re-sent the transaction after a timeout, and the first send had
                 # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
                 # answer it): the job carries this call's write id.
@@ -468,6 +489,34 @@ class DynamoJobStore:
             return [self._to_job(item) for item in items]
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
+
+    def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,
+              created_after: Optional[datetime] = None,
+              created_before: Optional[datetime] = None) -> OwnedPage:
+        m = self._model
+        if created_after is not None and created_before is not None:
+            bounds = m.created_at.between(created_after, created_before)
+        elif created_after is not None:
+            bounds = m.created_at >= created_after
+        elif created_before is not None:
+            bounds = m.created_at <= created_before
+        else:
+            bounds = None
+        start = None if after is None else {
+            "pk": {"S": JOB_PREFIX + after.job_id}, "owner": {"S": owner},
+            "created_at": {"S": m.created_at.serialize(after.created_at)}}
+        try:
+            # One key more than asked: whether more follow, without a last empty page.
+            keys = [(item.pk, item.created_at) for item in m.owner_created_index.query(
+                owner, bounds, scan_index_forward=False, limit=limit + 1, last_evaluated_key=start,
+                page_size=limit + 1)]
+        except PynamoDBException as error:
+            raise TransientError("job table unavailable") from error
+        more, keys = len(keys) > limit, keys[:limit]
+        found = {item.pk: item for item in self._batch_get(m, [pk for pk, _ in keys])}
+        jobs = [self._to_job(found[pk]) for pk, _ in keys if pk in found and found[pk].owner == owner]
+        last = ListCursor(keys[-1][1], keys[-1][0][len(JOB_PREFIX):]) if keys else None
+        return OwnedPage(jobs=jobs, last=last, more=more)
 
     def move(self, job: Job, from_status: JobStatus) -> None:
         m = self._model
@@ -585,6 +634,13 @@ class DynamoJobStore:
 
 def _new_write_id() -> str:
     return uuid.uuid4().hex
+
+
+def _found_item(error: TransactWriteError, index: int) -> Optional[dict]:
+    """The item a cancelled transaction's `index`th write found (ALL_OLD), if it says."""
+    reasons = error.cancellation_reasons or []
+    reason = reasons[index] if index < len(reasons) else None
+    return reason.raw_item if reason is not None and reason.code == "ConditionalCheckFailed" else None
 
 
 def _reasons(error: TransactWriteError) -> list[Optional[str]]:

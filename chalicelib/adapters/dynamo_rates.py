@@ -1,8 +1,10 @@
 """RateStore on DynamoDB through PynamoDB: one item per owner, `rate#<owner>`, in the jobs
 table. It has no status, sweep_key or sweep_at, so neither sweep index ever sees it.
 
-A request is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB applies
-each one atomically, so every API process, on every instance, takes from the same bucket.
+A lease of tokens is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB
+applies each one atomically, so every API process, on every instance, takes from the same
+bucket. full_at is a strongly consistent GetItem (half a read unit), asked for only when a
+lease's guess of the bucket was wrong.
 """
 from __future__ import annotations
 
@@ -42,6 +44,16 @@ class DynamoRateStore:
         self._prefix = prefix
         self._model = bind_model(RateItem, table, region, host, clients, connection or _CONNECTION,
                                  prepare_client)
+
+    def full_at(self, owner: str) -> Optional[float]:
+        try:
+            item = self._model.get(RATE_PREFIX + owner, consistent_read=True,
+                                   attributes_to_get=["full_at"])
+        except self._model.DoesNotExist:
+            return None
+        except PynamoDBException as error:
+            raise TransientError("rate store unavailable") from error
+        return float(item.full_at)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model

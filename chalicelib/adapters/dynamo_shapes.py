@@ -31,10 +31,11 @@ SHAPES = {
        "rendition keys fenced per attempt, renditions/<id>/<attempt>/<name>.jpg",
     3: "one `renditions` map keyed by rendition name replaces `display` and `thumb`; each "
        "entry may hold `variants` ({format: {key, bytes}}); adds `formats`, `placeholder`, "
-        "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`, and `sizes` "
-        "(the renditions asked for, comma-separated; absent: `display,thumb`); `renditions` "
-        "may hold `thumb_512`; may carry `write_id` (the last conditional write's id; "
-        "optional, no reader step)",
+       "`upload_method`, `declared_sha256`, `multipart_upload_id`, `part_size`, and `sizes` "
+       "(the renditions asked for, comma-separated; absent: `display,thumb`); `renditions` "
+       "may hold `thumb_512`; may carry `write_id` (the last conditional write's id) and "
+       "`metadata` (JSON text); both optional, absent on items written before them: no "
+       "reader step",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

@@ -20,6 +20,7 @@ from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.domain.jobs import JobStatus
 from chalicelib.ports import Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
@@ -44,6 +45,8 @@ class WebhookItem(Model):
     failing_until = UTCDateTimeAttribute(null=True)
     failures = NumberAttribute(null=True)
     suspect_event = UnicodeAttribute(null=True)
+    # The service webhook's statuses, comma-separated; absent on an owner's (and older items).
+    events = UnicodeAttribute(null=True)
 
 
 class DynamoWebhookStore:
@@ -64,7 +67,8 @@ class DynamoWebhookStore:
         return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
                        previous_secret=item.previous_secret, previous_until=item.previous_until,
                        breaker=Breaker(failing_until=item.failing_until, failures=int(item.failures or 0),
-                                       suspect_event=item.suspect_event))
+                                       suspect_event=item.suspect_event),
+                       events=tuple(JobStatus(s) for s in (item.events or "").split(",") if s))
 
     def create_webhook(self, webhook: Webhook) -> None:
         self._save(webhook, self._model.pk.does_not_exist())
@@ -76,7 +80,9 @@ class DynamoWebhookStore:
     def _save(self, webhook: Webhook, condition) -> None:
         item = self._model(WEBHOOK_PREFIX + webhook.owner, url=webhook.url, secret=webhook.secret,
                            created_at=webhook.created_at, previous_secret=webhook.previous_secret,
-                           previous_until=webhook.previous_until, **_breaker_fields(webhook.breaker))
+                           previous_until=webhook.previous_until,
+                           events=",".join(s.value for s in webhook.events) or None,
+                           **_breaker_fields(webhook.breaker))
         try:
             item.save(condition=condition)
         except PynamoDBException as error:

@@ -28,6 +28,13 @@ class Unauthorized(DomainError):
     code = ErrorCode.UNAUTHORIZED
 
 
+class Forbidden(DomainError):
+    """A good token of the wrong kind: a user's on a service route, or the service's on an
+    owner's route (an upload, say)."""
+
+    code = ErrorCode.FORBIDDEN
+
+
 class InvalidRequest(DomainError):
     code = ErrorCode.INVALID_REQUEST
 

@@ -139,6 +139,8 @@ class Job:
     # The renditions the upload asked for (chalicelib/domain/renditions.py, asked_renditions);
     # a record from before they could be asked for has none stored, and made these two.
     sizes: tuple[RenditionName, ...] = ALWAYS
+    # The app's own strings (chalicelib/domain/metadata.py), as the upload gave them.
+    metadata: dict[str, str] = field(default_factory=dict)
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at

@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     """
 
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     JOB_NOT_FOUND = "job_not_found"
     WEBHOOK_NOT_FOUND = "webhook_not_found"
     JOB_EXPIRED = "job_expired"
@@ -54,6 +55,23 @@ class Outcome(StrEnum):
     IGNORED = "ignored"        # not an original of ours, or no such job
     DUPLICATE = "duplicate"    # the job had already ended (finished or cancelled): nothing to do
     LOST = "lost"              # this attempt's final write lost to a newer state
+
+
+class SweepOutcome(StrEnum):
+    """What the sweeper did with one due job, or with a batch or shard: the keys of its report,
+    which its `sweep_done` log line carries as they are."""
+
+    SKIPPED = "skipped"                  # not due after all, or moved meanwhile (not logged)
+    FAILED = "failed"                    # ended failed: no claim or re-drive left
+    NEVER_STORED = "never_stored"        # queued, but its original was never stored
+    UPLOAD_MISSING = "upload_missing"    # awaiting an upload that never came
+    UPLOAD_FOUND = "upload_found"        # its upload arrived without an event: queued now
+    WAITING = "waiting"                  # its message may still be queued: looked at later
+    REDRIVEN = "redriven"                # its lost event was sent again
+    REDRIVE_RACED = "redrive_raced"      # sent again, but a worker moved it meanwhile
+    EXPIRED_DELETED = "expired_deleted"  # past retention: its objects and records deleted
+    ERRORS = "errors"                    # steps or shard queries that failed (tried next run)
+    SHARDS_LEFT = "shards_left"          # shards the time budget left for the next run
 
 
 class UploadMethod(StrEnum):

@@ -10,6 +10,7 @@ from chalicelib.domain.vocabulary import ErrorCode as C
 # their statuses complete the table.
 PROBLEMS: dict[C, tuple[int, str]] = {
     C.UNAUTHORIZED: (401, "Missing or invalid bearer token"),
+    C.FORBIDDEN: (403, "This token may not do that"),
     C.JOB_NOT_FOUND: (404, "No such job"),
     C.WEBHOOK_NOT_FOUND: (404, "No webhook is registered"),
     C.JOB_EXPIRED: (410, "The job has passed its retention period"),

@@ -12,6 +12,9 @@ from typing import Optional
 
 from chalicelib.domain import sniff
 from chalicelib.domain.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
+# The Idempotency-Key header's check is the domain's rule.
+from chalicelib.domain.idempotency import check_idempotency_key as idempotency_key
+from chalicelib.http import auth
 
 MULTIPART = "multipart/form-data"
 JSON = "application/json"
@@ -28,23 +31,12 @@ MULTIPART_OVERHEAD = 64 * 1024
 MULTIPART_MAX_PARTS = 128
 MULTIPART_MAX_HEADERS = 8
 MULTIPART_MAX_HEADER_BYTES = 4224
-# {"content_type": ..., "size": ...} is under 100 bytes; anything near this is not one.
-MAX_JSON_BYTES = 4096
+# {"content_type": ..., "size": ...} is under 100 bytes, its metadata at most 2 KiB of UTF-8
+# (more as \u escapes); anything near this is not one.
+MAX_JSON_BYTES = 16384
 # Nesting a JSON object may have; ours has one level. Deeper bodies are refused before
 # they are parsed, so a hostile one never reaches the parser's recursion limit.
 MAX_JSON_DEPTH = 8
-
-
-# 1-255 printable ASCII characters, as the contract says, less a space at either end: HTTP
-# drops those from a header's value, so such a key could never arrive as it was sent.
-IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?")
-
-
-def idempotency_key(value: Optional[str]) -> Optional[str]:
-    if value is not None and not IDEMPOTENCY_KEY.fullmatch(value):
-        raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters, "
-                             "not starting or ending with a space")
-    return value
 
 
 def formats_param(value: Optional[str]) -> list[str]:
@@ -116,8 +108,8 @@ def _file_part(body: bytes, boundary: str, max_bytes: int) -> bytes:
 def json_object(body: bytes, content_type: str, fields: dict[str, type]) -> dict:
     """The JSON object of a request, with exactly the members in `fields` that it has.
 
-    A member's type is int, str, list (of strings), or object (any JSON value, which the
-    caller checks). An integral number such as 1472.0 is an int: JSON has one number type,
+    A member's type is int, str, list (of strings), dict (an object; null is not one), or
+    object (any JSON value, which the caller checks). An integral number such as 1472.0 is an int: JSON has one number type,
     and JSON Schema calls 1472.0 an integer.
     """
     if media_type(content_type) != JSON:
@@ -152,7 +144,7 @@ def _typed(name: str, value: object, kind: type):
     return value
 
 
-_KIND_NAMES = {int: "an integer", str: "a string", list: "an array"}
+_KIND_NAMES = {int: "an integer", str: "a string", list: "an array", dict: "a JSON object"}
 
 
 def completed_parts(body: bytes, content_type: str) -> Optional[list[tuple[int, str]]]:
@@ -194,3 +186,68 @@ def _depth(body: bytes) -> int:
         elif byte in (0x5D, 0x7D):  # ] }
             depth -= 1
     return deepest
+
+
+# GET /image-jobs's parameters (docs/contract.md "The list"); `owner` on the service's list.
+_LIST_PARAMS = frozenset({"page_size", "page_token", "status", "created_after", "created_before"})
+
+
+def list_query(params, with_owner: bool = False):
+    """The list's query from the query string (a Chalice MultiDict, or None): `status` may be
+    repeated or comma-separated. Unknown parameters are refused, so a typo never silently
+    lists everything. With `with_owner`, (query, owner); `owner` is required there."""
+    from chalicelib.domain.jobs import JobStatus
+    from chalicelib.usecases.listing import DEFAULT_PAGE_SIZE, ListQuery
+
+    params = params or {}
+    allowed = _LIST_PARAMS | ({"owner"} if with_owner else set())
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise InvalidRequest("Unknown parameters: " + ", ".join(unknown)[:200])
+    values = (lambda k: params.getlist(k)) if hasattr(params, "getlist") else (lambda k: [params[k]])
+
+    def one(name):
+        got = values(name) if name in params else []
+        if len(got) > 1:
+            raise InvalidRequest(f"'{name}' may be given once")
+        return got[0] if got else None
+
+    size = one("page_size")
+    if size is not None and not re.fullmatch(r"[0-9]{1,4}", size):
+        raise InvalidRequest("page_size must be a whole number")
+    statuses = set()
+    for text in (values("status") if "status" in params else []):
+        for name in filter(None, (n.strip() for n in text.split(","))):
+            try:
+                statuses.add(JobStatus(name))
+            except ValueError:
+                raise InvalidRequest(f"Unknown status '{name[:40]}'") from None
+    query = ListQuery(page_size=int(size) if size is not None else DEFAULT_PAGE_SIZE,
+                      page_token=one("page_token"), statuses=frozenset(statuses),
+                      created_after=_time("created_after", one("created_after")),
+                      created_before=_time("created_before", one("created_before")))
+    if not with_owner:
+        return query
+    owner = one("owner")
+    if owner and len(owner.encode("utf-8", "surrogatepass")) > auth.MAX_SUBJECT_BYTES:
+        # No token can carry such a subject (chalicelib/http/auth.py): no such owner.
+        raise InvalidRequest(f"'owner' is a token subject: at most {auth.MAX_SUBJECT_BYTES} bytes of UTF-8")
+    if not owner:
+        raise InvalidRequest("The service's list needs 'owner': listing every owner's jobs at once "
+                             "would read the whole table (the service webhook tells every job)")
+    return query, owner
+
+
+def _time(name: str, value):
+    """RFC 3339 with a zone (`Z` or an offset); None when absent."""
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None or "T" not in value.upper():
+        raise InvalidRequest(f"'{name}' must be an RFC 3339 time with a zone, e.g. 2026-07-15T10:00:00Z")
+    return parsed

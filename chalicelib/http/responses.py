@@ -50,14 +50,23 @@ def accepted(accepted, retry_after_seconds: int, applied: Optional[int] = None) 
     return Response(status_code=202, body=views.accepted_body(accepted), headers=headers)
 
 
-def job(job, urls, retry_after_seconds: int, applied: Optional[int] = None) -> Response:
+def job(job, urls, retry_after_seconds: int, applied: Optional[int] = None,
+        with_owner: bool = False) -> Response:
     """200 with the job, its ETag, and Preference-Applied when the answer was held."""
     headers = {**NO_STORE, "ETag": prefer.etag(job)}
     if not job.status.terminal:
         headers["Retry-After"] = str(retry_after_seconds)
     if applied is not None:
         headers["Preference-Applied"] = prefer.applied(applied)
-    return Response(status_code=200, body=views.job_body(job, urls), headers=headers)
+    return Response(status_code=200, body=views.job_body(job, urls, with_owner), headers=headers)
+
+
+def jobs_page(page, urls_of, with_owner: bool = False) -> Response:
+    """200 with a page of the list: each job as GET shows it, and the token of the next."""
+    body = {"jobs": [views.job_body(j, urls_of(j), with_owner) for j in page.jobs]}
+    if page.next_page_token is not None:
+        body["next_page_token"] = page.next_page_token
+    return Response(status_code=200, headers=dict(NO_STORE), body=body)
 
 
 def accepted_or_finished(upload, held, urls, retry_after_seconds: int) -> Response:

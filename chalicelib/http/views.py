@@ -47,8 +47,11 @@ def _part(part: PartUpload) -> dict:
     return {"part_number": part.number, "size": part.size, "stored": False, "url": part.url}
 
 
-def job_body(job: Job, urls: Optional[Urls]) -> dict:
+def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
+    """`with_owner`: for the service principal, which reads every owner's jobs."""
     body: dict = {"job_id": job.job_id, "status": job.status.value}
+    if with_owner:
+        body["owner"] = job.owner
     if job.status is JobStatus.READY and urls is not None:
         # image_url and thumb_url came before the map, and stay for the clients that read them.
         body["image_url"] = urls.by_name[RenditionName.DISPLAY]
@@ -61,6 +64,8 @@ def job_body(job: Job, urls: Optional[Urls]) -> dict:
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}
+    if job.metadata:  # as the upload gave it; jobs without (and older ones) have none
+        body["metadata"] = dict(job.metadata)
     body["created_at"] = rfc3339(job.created_at)
     if job.status.terminal and job.finished_at is not None:
         body["finished_at"] = rfc3339(job.finished_at)
@@ -96,5 +101,7 @@ def webhook_body(webhook: Optional[Webhook], show_secret: bool = False) -> dict:
     body = {"url": webhook.url}
     if show_secret:
         body["secret"] = webhook.secret
+    if webhook.events:  # the service webhook's: the statuses it is sent
+        body["events"] = [s.value for s in webhook.events]
     body["created_at"] = rfc3339(webhook.created_at)
     return body

@@ -3,10 +3,14 @@
 A decoder stuck in C code cannot be interrupted by a thread, so the worker decodes in a
 child process: RLIMIT_CPU makes the kernel stop it once a call has used its CPU seconds,
 RLIMIT_DATA refuses it memory past the call's ceiling, and a wall-clock deadline stops it
-if it hangs. A child is forked on first use and serves call after call (a fork per image
-costs copy-on-write faults and cold caches); one that dies or is stopped is replaced by the
-next call. Fork, pipes and setrlimit all work inside Lambda. The child's side:
-chalicelib/imaging/sandbox_child.py.
+if it hangs. A child is started on first use and serves call after call (a process per image
+costs its start each time); one that dies or is stopped is replaced by the next call.
+
+The child is a fresh interpreter (posix_spawn of this Python), not a fork: a fork inherits the
+parent's heap with what it freed, and RLIMIT_DATA refuses only memory a process has not mapped
+yet, so a decode could use all that besides its ceiling (a test suite's or a busy worker's
+heap holds hundreds of MiB free). A fresh one also holds none of the parent's secrets. Spawn,
+pipes and setrlimit all work inside Lambda. The child's side: chalicelib/imaging/sandbox_child.py.
 
 Each concurrent caller gets a child of its own from a small pool (the local runner's worker
 threads decode in parallel; Lambda uses one): a single shared child would serialise them.
@@ -17,16 +21,16 @@ import os
 import pickle
 import select
 import signal
+import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from chalicelib.domain.errors import ImageTooComplex, TransientError
 from chalicelib.imaging.sandbox_child import (
     LIFETIME_CPU_SECONDS,
     ChildFailed,
     read_message,
-    serve,
     write_message,
 )
 
@@ -48,6 +52,11 @@ class _Child:
     def __init__(self, pid: int, requests: int, replies: int):
         self.pid, self.requests, self.replies = pid, requests, replies
         self.cpu_used = 0.0  # as of its last reply
+        # The largest memory ceiling of its calls so far (None: none yet; 0: no ceiling).
+        # Memory a call freed stays in the child's heap (see above): a call with a lower
+        # ceiling than an earlier one's could use it all. So such a call gets a fresh child
+        # (the worker's calls all have one ceiling, and never pay for that).
+        self.ceiling: Optional[int] = None
         self.reaped = False  # then its pid may be another process's: never signal it
 
     def alive(self) -> bool:
@@ -76,7 +85,7 @@ class _Pool:
 
     def run(self, fn, args, cpu_seconds: float, wall_seconds: float, memory_bytes: int) -> Any:
         request = pickle.dumps((fn, args, cpu_seconds, memory_bytes), protocol=pickle.HIGHEST_PROTOCOL)
-        used = [self._take(cpu_seconds)]
+        used = [self._take(cpu_seconds, memory_bytes)]
         try:
             reply = self._call(used, request, cpu_seconds, wall_seconds)
         except BaseException:
@@ -105,7 +114,8 @@ class _Pool:
             write_message(child.requests, request)
         except OSError:  # it died before this call (its pipe is closed): not this call's doing
             self._end(child)
-            child = self._spawn()
+            ceiling, child = child.ceiling, self._spawn()
+            child.ceiling = ceiling  # this call's, which _take recorded on the one it replaces
             used.append(child)
             try:
                 write_message(child.requests, request)
@@ -130,15 +140,19 @@ class _Pool:
                 finished or used - child.cpu_used >= cpu_seconds * 0.9):
             raise ImageTooComplex("The image takes too long to decode.")
 
-    def _take(self, cpu_seconds: float) -> _Child:
+    def _take(self, cpu_seconds: float, memory_bytes: int) -> _Child:
         while True:
             with self._lock:
                 child = self._idle.pop() if self._idle else None
             if child is None:
-                return self._spawn()
-            if child.alive() and child.cpu_used + cpu_seconds + 2 < LIFETIME_CPU_SECONDS:
+                child = self._spawn()
+                child.ceiling = memory_bytes
                 return child
-            self._end(child)  # dead, or too near its lifetime limit: it exits at EOF
+            if (child.alive() and child.cpu_used + cpu_seconds + 2 < LIFETIME_CPU_SECONDS
+                    and _within(memory_bytes, child.ceiling)):
+                child.ceiling = memory_bytes
+                return child
+            self._end(child)  # dead, too near its lifetime limit, or holding too much: it exits at EOF
 
     def _end(self, child: _Child, kill: bool = False) -> tuple[int, float]:
         """Close its pipes and reap it (after SIGKILL if `kill`): (wait status, CPU seconds
@@ -162,29 +176,35 @@ class _Pool:
         return status, usage.ru_utime + usage.ru_stime
 
     def _spawn(self) -> _Child:
-        # Forked from one long-lived thread: the parent-death signal follows the thread
-        # that forked, and the caller's thread may end before the process does.
+        # Started from one long-lived thread: the parent-death signal follows the thread
+        # that started it, and the caller's thread may end before the process does.
         with self._lock:
             if self._spawner is None:
                 from concurrent.futures import ThreadPoolExecutor
 
-                self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-fork")
+                self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-start")
             spawner = self._spawner
-        return spawner.submit(self._fork).result()
+        return spawner.submit(self._start).result()
 
-    def _fork(self) -> _Child:
+    def _start(self) -> _Child:
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
         for fd in (requests_w, replies_w):
             _widen(fd)
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the pool was reset by _after_fork: this child holds no sibling's pipes
-            os.close(requests_w)
-            os.close(replies_r)
-            serve(requests_r, replies_w, parent)
-        os.close(requests_r)
-        os.close(replies_w)
+        # The child's ends, by the same numbers and inheritable (a dup2 onto itself clears
+        # close-on-exec); every other descriptor closes at exec or in the child.
+        keep = [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in (requests_r, replies_w)]
+        # What this process imports from, so the child finds chalicelib and the called
+        # function's module (a test's, say) as this process does.
+        path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
+        env = {**os.environ, "PYTHONPATH": path}
+        try:
+            pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "chalicelib.imaging.sandbox_child",
+                                                  str(requests_r), str(replies_w), str(os.getpid())],
+                                 env, file_actions=keep)
+        finally:
+            os.close(requests_r)
+            os.close(replies_w)
         child = _Child(pid, requests_w, replies_r)
         with self._lock:
             self._live.add(child)
@@ -195,6 +215,13 @@ class _Pool:
         pipes lets each one see its end when the parent closes its own."""
         for child in list(self._live):
             child.close()
+
+
+def _within(memory_bytes: int, ceiling: Optional[int]) -> bool:
+    """Whether a child whose calls had `ceiling` may serve a call with `memory_bytes`."""
+    if ceiling is None or memory_bytes == 0:
+        return True
+    return ceiling != 0 and memory_bytes >= ceiling
 
 
 def _widen(fd: int) -> None:

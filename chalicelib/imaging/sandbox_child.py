@@ -1,4 +1,6 @@
 """The decoding child's side of chalicelib/imaging/sandbox.py: serve calls until the pipe closes.
+It runs as `python -m chalicelib.imaging.sandbox_child REQUESTS REPLIES PARENT` (the pipes'
+descriptors and the parent's pid).
 
 Messages both ways are pickles with an 8-byte length in front. A request is
 (fn, args, cpu_seconds, memory_bytes); a reply is (ok, value, cpu_used_so_far).
@@ -26,7 +28,7 @@ class ChildFailed(Exception):
 
 
 def serve(requests: int, replies: int, parent: int) -> NoReturn:
-    """Run in the forked child; never returns."""
+    """Run in the child; never returns."""
     code = 0
     try:
         _die_with(parent)
@@ -38,8 +40,9 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         inherited = resource.getrlimit(resource.RLIMIT_CPU)[1]
         hard = LIFETIME_CPU_SECONDS if inherited == resource.RLIM_INFINITY else min(LIFETIME_CPU_SECONDS, inherited)
-        # The memory ceiling is counted from what the fork inherited: the parent's heap is
-        # in this child's data segment too, but shared with it until written.
+        # The memory ceiling is counted from what the child holds once its code is loaded:
+        # the decoders' own libraries are not a call's memory.
+        import chalicelib.imaging.render  # noqa: F401  (the calls' module: loaded before the count)
         inherited_data = data_bytes()
         data_hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
         while True:
@@ -76,7 +79,7 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
         code = 1
     finally:
         sys.stdout.flush()
-        os._exit(code)  # no cleanup of the parent's state inherited by the fork
+        os._exit(code)  # no interpreter teardown: a decoder may be mid-way in C
 
 
 def data_bytes() -> int:
@@ -115,7 +118,7 @@ def _close_inherited(keep: set[int]) -> None:
 
 def _die_with(parent: int) -> None:
     """SIGKILL when the parent dies, even mid-decode (Linux; elsewhere the child still ends
-    at the pipe's end). The signal follows the thread that forked, so sandbox.py forks from
+    at the pipe's end). The signal follows the thread that started it, so sandbox.py starts it from
     a thread that lives as long as the process."""
     try:
         import ctypes
@@ -160,3 +163,7 @@ def _read_exactly(fd: int, size: int, wait) -> Optional[bytes]:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

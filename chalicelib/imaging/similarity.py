@@ -18,30 +18,49 @@ _BLOCK = 4  # a window is 2x2 blocks: 8x8 pixels, one every 4
 
 def ssim(reference: Image.Image, coded: Image.Image) -> float:
     """Mean SSIM of two RGB images of one size, 1.0 when identical."""
-    if reference.size != coded.size:
-        raise ValueError("SSIM compares images of one size")
-    channels = zip(reference.convert("RGB").split(), coded.convert("RGB").split())
-    return sum(_channel(x.convert("F"), y.convert("F")) for x, y in channels) / 3
+    return Reference(reference).ssim(coded)
 
 
-def _channel(x: Image.Image, y: Image.Image) -> float:
-    width, height = x.size
-    blocks = (max(1, width // _BLOCK), max(1, height // _BLOCK))
-    if min(blocks) < 2:  # too small for two windows: the whole image is the one window
-        stats = [_mean(im) for im in _moments(x, y)]
-        return _formula(*stats).getpixel((0, 0))
-    box = (0, 0, blocks[0] * _BLOCK, blocks[1] * _BLOCK)
-    x, y = x.crop(box), y.crop(box)
-    means = [im.reduce(_BLOCK) for im in _moments(x, y)]
-    windows = [_windows(im) for im in means]
-    ssim_map = _formula(*windows)
-    return _mean(ssim_map).getpixel((0, 0))
+class Reference:
+    """The uncoded image's own window statistics, made once: each coding compared with it
+    (the JPEG, then each try of a variant) computes only its own and the joint ones."""
+
+    def __init__(self, im: Image.Image):
+        self.size = im.size
+        width, height = im.size
+        self._blocks = (max(1, width // _BLOCK), max(1, height // _BLOCK))
+        self._channels = [self._prepare(x.convert("F")) for x in im.convert("RGB").split()]
+
+    def ssim(self, coded: Image.Image) -> float:
+        if coded.size != self.size:
+            raise ValueError("SSIM compares images of one size")
+        planes = coded.convert("RGB").split()
+        return sum(self._channel(x, stats, self._prepare_coded(y.convert("F")))
+                   for (x, stats), y in zip(self._channels, planes)) / 3
+
+    def _prepare_coded(self, y: Image.Image) -> Image.Image:
+        if min(self._blocks) < 2:
+            return y
+        return y.crop((0, 0, self._blocks[0] * _BLOCK, self._blocks[1] * _BLOCK))
+
+    def _prepare(self, x: Image.Image) -> tuple[Image.Image, list[Image.Image]]:
+        """The plane (cropped to whole blocks) and the statistics of x and x²."""
+        if min(self._blocks) < 2:
+            return x, [_mean(x), _mean(_product(x, x))]
+        x = x.crop((0, 0, self._blocks[0] * _BLOCK, self._blocks[1] * _BLOCK))
+        return x, [_windows(im.reduce(_BLOCK)) for im in (x, _product(x, x))]
+
+    def _channel(self, x: Image.Image, stats: list[Image.Image], y: Image.Image) -> float:
+        if min(self._blocks) < 2:  # too small for two windows: the whole image is the one window
+            mx, mxx = stats
+            moments = [_mean(y), _mean(_product(y, y)), _mean(_product(x, y))]
+            return _formula(mx, moments[0], mxx, moments[1], moments[2]).getpixel((0, 0))
+        my, myy, mxy = [_windows(im.reduce(_BLOCK)) for im in (y, _product(y, y), _product(x, y))]
+        return _mean(_formula(stats[0], my, stats[1], myy, mxy)).getpixel((0, 0))
 
 
-def _moments(x: Image.Image, y: Image.Image) -> list[Image.Image]:
-    """x, y, x², y², xy: their block means make a window's statistics."""
-    return [x, y] + [ImageMath.lambda_eval(lambda a: a["p"] * a["q"], p=p, q=q)
-                     for p, q in ((x, x), (y, y), (x, y))]
+def _product(p: Image.Image, q: Image.Image) -> Image.Image:
+    return ImageMath.lambda_eval(lambda a: a["p"] * a["q"], p=p, q=q)
 
 
 def _windows(blocks: Image.Image) -> Image.Image:

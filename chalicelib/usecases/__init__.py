@@ -1,7 +1,10 @@
 """The use cases, one module each, all given the same Context (chalicelib/usecases/context.py):
 
-  uploads.Uploads       POST /images and POST /uploads, with Idempotency-Key
+  uploads.Uploads       POST /images, the bytes through the API
+  direct_uploads.DirectUploads  POST /uploads, and a direct upload's parts and completion
+  idempotency.Idempotency  creating a job under its Idempotency-Key and quota (both uploads)
   manage.ManageJobs     read, cancel and delete an owner's job
+  listing.ListJobs      an owner's jobs, a page at a time
   worker.Worker         object-created event -> renditions -> ready or failed
   sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
   webhooks.Webhooks     an owner's webhook, and delivering its events
@@ -19,6 +22,9 @@ from chalicelib.usecases.admission import Admission
 from chalicelib.usecases.context import Context
 
 if TYPE_CHECKING:
+    from chalicelib.usecases.direct_uploads import DirectUploads
+    from chalicelib.usecases.idempotency import Idempotency
+    from chalicelib.usecases.listing import ListJobs
     from chalicelib.usecases.manage import ManageJobs
     from chalicelib.usecases.push import Push
     from chalicelib.usecases.sweeper import Sweeper
@@ -41,16 +47,34 @@ class UseCases:
         return Admission(self.ctx)
 
     @cached_property
+    def idempotency(self) -> Idempotency:
+        from chalicelib.usecases.idempotency import Idempotency
+
+        return Idempotency(self.ctx, self.admission)
+
+    @cached_property
     def uploads(self) -> Uploads:
         from chalicelib.usecases.uploads import Uploads
 
-        return Uploads(self.ctx, self.admission)
+        return Uploads(self.ctx, self.admission, self.idempotency)
+
+    @cached_property
+    def direct_uploads(self) -> DirectUploads:
+        from chalicelib.usecases.direct_uploads import DirectUploads
+
+        return DirectUploads(self.ctx, self.admission, self.idempotency)
 
     @cached_property
     def manage(self) -> ManageJobs:
         from chalicelib.usecases.manage import ManageJobs
 
         return ManageJobs(self.ctx)
+
+    @cached_property
+    def listing(self) -> ListJobs:
+        from chalicelib.usecases.listing import ListJobs
+
+        return ListJobs(self.ctx)
 
     @cached_property
     def worker(self) -> Worker:

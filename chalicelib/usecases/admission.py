@@ -3,6 +3,7 @@ everyone, shedding uploads while the queue's backlog is over its bound. (Each ow
 quota of unfinished jobs is a store precondition: JobStore.create.)"""
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Optional
 from chalicelib.domain.errors import ConditionFailed, Overloaded, RateLimited, TransientError
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
+from chalicelib.usecases.leases import Lease
 
 log = get_logger("capacity")
 
@@ -28,14 +30,17 @@ class Admission:
         self._seen: tuple[Optional[datetime], int] = (None, 0)
         self._buckets: dict[str, tuple[float, float]] = {}  # owner -> (tokens, at)
         self._reconciled: dict[str, float] = {}
+        self._leases: dict[str, Lease] = {}
 
     def check_rate(self, owner: str) -> None:
         """429 rate_limited past the owner's rate: a token bucket per owner, shared by every
         API process through ctx.rates (without one, this process's bucket alone).
 
-        This process's own bucket is checked first and takes a token only for a request the
-        shared one admitted, so it never holds fewer tokens than the shared one: a request it
-        refuses, the shared bucket would refuse too, and costs no write."""
+        This process leases the shared bucket's tokens a few at a time (one conditional write
+        for them all) and spends them here without a write; a lease left unspent expires
+        (chalicelib/usecases/leases.py says how big and for how long). This process's own
+        bucket is checked first: it never holds fewer tokens than the shared one, and it is
+        what holds while the table is down."""
         s = self._ctx.settings
         rate, burst = s.owner_requests_per_second, s.owner_burst
         now = self._monotonic()
@@ -46,15 +51,24 @@ class Admission:
             if self._ctx.rates is None:
                 self._keep(owner, tokens - 1, now, rate, burst)
                 return
-        shared = self._take_shared(owner, rate, burst, full=tokens >= burst)
+            wall = self._ctx.clock().timestamp()
+            lease = self._leases.get(owner)
+            if lease is None:
+                lease = self._leases[owner] = Lease()
+            ask = lease.spend_or_ask(wall, burst)
+            if ask == 0:
+                self._keep(owner, tokens - 1, now, rate, burst)
+                return
+            if ask < 0:
+                self._refuse_for(lease.paused_until - wall)
+        got = self._lease_shared(owner, lease, ask, wall, rate, burst)
         with self._lock:
             tokens = self._tokens(owner, now, rate, burst)
-            if shared is None:
-                # Empty everywhere: refuse here too until a token comes back, at most 1 / rate
-                # from now (the shared bucket's may come a little sooner).
-                self._buckets[owner] = (0.0, now)
-                self._refuse(owner, 0.0, now, rate)
-            self._keep(owner, min(tokens - 1, shared), now, rate, burst)
+            if got is None:
+                self._refuse_for(lease.paused_until - wall)
+            self._keep(owner, tokens - 1, now, rate, burst)
+            if len(self._leases) > _MAX_TRACKED_OWNERS:
+                self._leases = {o: l for o, l in self._leases.items() if l.live(wall)}
 
     def _tokens(self, owner: str, now: float, rate: float, burst: int) -> float:
         tokens, at = self._buckets.get(owner, (float(burst), now))
@@ -66,31 +80,42 @@ class Admission:
             self._forget_idle(now, rate, burst)
 
     def _refuse(self, owner: str, tokens: float, now: float, rate: float):
-        wait = max(1, int((1 - tokens) / rate + 0.999))
-        log.warning("request_rate_limited", reason="rate")
-        raise RateLimited("Too many requests; slow down", retry_after=wait)
+        self._refuse_for((1 - tokens) / rate)
 
-    def _take_shared(self, owner: str, rate: float, burst: int, full: bool) -> Optional[float]:
-        """A token from the shared bucket: the tokens left after it, or None when it is
-        empty. One conditional write when this process guessed the bucket's state right
-        (full, or neither full nor empty), two when not; a third only when another process
-        filled the gap between them."""
+    def _refuse_for(self, seconds: float):
+        log.warning("request_rate_limited", reason="rate")
+        raise RateLimited("Too many requests; slow down", retry_after=max(1, math.ceil(seconds - 1e-9)))
+
+    def _lease_shared(self, owner: str, lease: "Lease", ask: int, now: float, rate: float,
+                      burst: int) -> Optional[int]:
+        """Lease `ask` tokens (fewer when the shared bucket has fewer) and spend one: the
+        tokens leased, None when there are none. One conditional write when this process
+        knows the bucket's state (it is alone on the owner, or the owner is idle); when
+        another took tokens meanwhile, a read and a second write."""
         rates = self._ctx.rates
         cost, depth = 1 / rate, burst / rate
-        now = self._ctx.clock().timestamp()
-        steps = (rates.take_from_full, rates.take) if full else (rates.take, rates.take_from_full, rates.take)
         try:
-            for step in steps:
+            for attempt in range(2):
+                count = min(ask, lease.available(now, cost, depth, burst))
+                if not lease.worth(count, ask, now):
+                    break
+                step = rates.take_from_full if lease.full(now) else rates.take
                 try:
-                    full_at = step(owner, now, cost, depth)
+                    full_at = step(owner, now, count * cost, depth)
                 except ConditionFailed:
+                    if attempt == 0:
+                        lease.known(rates.full_at(owner))
                     continue
-                return (now + depth - full_at) / cost
+                with self._lock:
+                    lease.granted(count, full_at, now, cost, depth)
+                return count
         except TransientError:
             # The table is down: fairness is not worth refusing everyone for; this
             # process's own bucket still holds.
             log.warning("rate_store_unavailable")
-            return float(burst)
+            return burst
+        with self._lock:
+            lease.pause(now, cost, depth, ask)
         return None
 
     def _forget_idle(self, now: float, rate: float, burst: int) -> None:

@@ -1,13 +1,14 @@
-"""What follows a job becoming terminal, besides the write that made it so: its metrics and
-its owner's webhook. Called once per job, from lifecycle.conclude. Best effort: neither may
-fail the job."""
+"""What follows a job's change of status, besides the write that made it so: for a terminal
+one its metrics and its owner's webhook (job_finished, called once per job from
+lifecycle.conclude); for every one, the service webhook's event when it asks for that status
+(job_moved for queued and processing). Best effort: none of it may fail the job."""
 from __future__ import annotations
 
 import uuid
 
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.ports import WebhookEvent
+from chalicelib.ports import SERVICE_RECEIVER, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases.context import Context
@@ -20,6 +21,12 @@ _EVENT_IDS = uuid.UUID("8f0c4a52-3c2e-4d0e-9a51-6c1f2b7d9e43")
 def job_finished(ctx: Context, job: Job) -> None:
     measure(ctx, job)
     enqueue_webhook(ctx, job)
+    enqueue_service_webhook(ctx, job)
+
+
+def job_moved(ctx: Context, job: Job) -> None:
+    """A job has just become queued or processing, by the write that made it so."""
+    enqueue_service_webhook(ctx, job)
 
 
 def measure(ctx: Context, job: Job) -> None:
@@ -45,6 +52,32 @@ def event_id(job: Job) -> str:
     """Fixed by the job and its terminal status: queuing the same event twice (a retried
     write, say) still gives receivers one id to de-duplicate on."""
     return "msg_" + uuid.uuid5(_EVENT_IDS, f"{job.job_id}/{job.status.value}").hex
+
+
+def service_event_id(job: Job) -> str:
+    """Fixed by the job, its status and (for processing, which a re-claim repeats) its
+    attempt; never an id of the owner's webhook, whose receiver is another."""
+    attempt = f"/{job.attempt}" if job.status is JobStatus.PROCESSING else ""
+    return "msg_" + uuid.uuid5(_EVENT_IDS, f"{job.job_id}/{job.status.value}{attempt}/service").hex
+
+
+def enqueue_service_webhook(ctx: Context, job: Job) -> None:
+    """Queue the service webhook's event of the job's new status, if there is a service
+    webhook and it asks for that status. Best effort, as enqueue_webhook."""
+    if ctx.webhooks is None or ctx.webhook_queue is None:
+        return
+    try:
+        hook = ctx.webhooks.get_webhook(SERVICE_RECEIVER)
+        if hook is None or not hook.sent(job.status):
+            return
+        event = WebhookEvent(event_id=service_event_id(job), owner=job.owner, job_id=job.job_id,
+                             service=True, status=None if job.status.terminal else job.status.value)
+        ctx.webhook_queue.send(event)
+    except Exception:
+        log.exception("webhook_enqueue_failed", job_id=job.job_id, receiver=SERVICE_RECEIVER)
+        return
+    ctx.metrics.emit({Metric.WEBHOOKS_QUEUED: 1})
+    log.info("webhook_queued", job_id=job.job_id, event_id=event.event_id, receiver=SERVICE_RECEIVER)
 
 
 def enqueue_webhook(ctx: Context, job: Job) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.domain.errors import ConditionFailed, JobExpired, JobNotFound, TransientError
 from chalicelib.domain.jobs import Job, JobStatus
+from chalicelib.domain.objectkeys import is_job_id
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import announce
@@ -16,6 +17,18 @@ log = get_logger("lifecycle")
 # A job failed with one of these never had its original: it can no longer succeed, so its
 # Idempotency-Key must not keep replaying it (the sweeper frees it; a replay takes it over).
 NEVER_STORED = frozenset({ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.UPLOAD_MISSING})
+
+
+def owned(ctx: Context, owner: Optional[str], job_id: str, live: bool = False) -> Job:
+    """The owner's job (owner None: any owner's, for the service principal). JobNotFound for
+    a malformed id, no job, or another owner's (one answer, so that no one learns which ids
+    exist); with `live`, JobExpired past its end."""
+    job = ctx.jobs.get(job_id) if is_job_id(job_id) else None
+    if job is None or (owner is not None and job.owner != owner):
+        raise JobNotFound()
+    if live and job.is_expired(ctx.clock()):
+        raise JobExpired()
+    return job
 
 
 def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) -> Optional[Job]:

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from chalicelib.domain.errors import ConditionFailed, JobExpired, JobFinished, JobNotFound, TransientError
+from chalicelib.domain.errors import ConditionFailed, JobFinished, TransientError
 from chalicelib.domain.jobs import Job, JobStatus
-from chalicelib.domain.objectkeys import is_job_id
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -19,10 +18,15 @@ class ManageJobs:
         self._ctx = ctx
 
     def get_job(self, owner: str, job_id: str) -> Job:
-        job = self._owned(owner, job_id)
-        if job.is_expired(self._ctx.clock()):
-            raise JobExpired()
-        return job
+        return lifecycle.owned(self._ctx, owner, job_id, live=True)
+
+    def get_any_job(self, job_id: str) -> Job:
+        """As get_job, for the service principal: any owner's job."""
+        return lifecycle.owned(self._ctx, None, job_id, live=True)
+
+    def delete_any(self, job_id: str) -> None:
+        """As delete, for the service principal: any owner's job."""
+        self.delete(lifecycle.owned(self._ctx, None, job_id).owner, job_id)
 
     def urls(self, job: Job) -> Optional[Urls]:
         """Presigned from the stored keys (a stored URL would expire while the job stays
@@ -65,18 +69,12 @@ class ManageJobs:
 
     def delete(self, owner: str, job_id: str) -> None:
         ctx = self._ctx
-        job = self._owned(owner, job_id)
+        job = lifecycle.owned(self._ctx, owner, job_id)
         if not job.status.terminal:
             # Stop a worker first, so it cannot write renditions after the objects are gone.
             try:
                 ctx.jobs.move(job.cancelled(ctx.clock(), ctx.retention), job.status)
             except ConditionFailed:
-                job = self._owned(owner, job_id)
+                job = lifecycle.owned(self._ctx, owner, job_id)
         lifecycle.remove(ctx, job)
         log.info("job_deleted", job_id=job_id)
-
-    def _owned(self, owner: str, job_id: str) -> Job:
-        job = self._ctx.jobs.get(job_id) if is_job_id(job_id) else None
-        if job is None or job.owner != owner:
-            raise JobNotFound()
-        return job

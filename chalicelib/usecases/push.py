@@ -10,6 +10,7 @@ local runner, on every backend) `PushingJobStore`, which offers each status writ
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import queue
@@ -17,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional, Union
 
 from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, RateLimited, TransientError
 from chalicelib.domain.jobs import Job
@@ -191,7 +192,8 @@ class Fanout:
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
 
-    def offer(self, job: Job) -> None:
+    def offer(self, job: Union[Job, Callable[[], Optional[Job]]]) -> None:
+        """A job to publish, or a read that gives one (None: nothing to publish)."""
         try:
             self._waiting.put_nowait(job)
         except queue.Full:
@@ -211,18 +213,25 @@ class Fanout:
 
     def _run(self) -> None:
         while True:
-            job = self._waiting.get()
+            offered = self._waiting.get()
             try:
-                self._publish(job)
+                job = offered if isinstance(offered, Job) else offered()
+                if job is not None:
+                    self._publish(job)
             except Exception:
-                log.exception("push_publish_failed", job_id=job.job_id)
+                log.exception("push_publish_failed", job_id=getattr(offered, "job_id", None))
             finally:
                 self._waiting.task_done()
 
 
 class PushingJobStore:
     """A JobStore that offers each status it writes to a Fanout, once the write has landed:
-    the trigger where the table has no stream. Every other call goes to the store as is."""
+    the trigger where the table has no stream. Every other call goes to the store as is.
+
+    A write that failed as unavailable may still have landed (an answer lost, every re-send
+    timed out; the upload's retry then replays the job): a stream would carry it, so here the
+    fan-out reads the job and publishes what is stored. If nothing landed that is the state
+    already sent, which clients drop as one they hold (its ETag)."""
 
     def __init__(self, store, fanout: Fanout):
         self._store = store
@@ -231,28 +240,42 @@ class PushingJobStore:
     def __getattr__(self, name):
         return getattr(self._store, name)
 
+    @contextlib.contextmanager
+    def _unsure(self, job_id: str) -> Iterator[None]:
+        try:
+            yield
+        except TransientError:
+            self._fanout.offer(lambda: self._store.get(job_id))
+            raise
+
     def create(self, job: Job, quota: int) -> None:
-        self._store.create(job, quota)
+        with self._unsure(job.job_id):
+            self._store.create(job, quota)
         self._fanout.offer(job)
 
     def create_with_key(self, job: Job, record, now, quota: int) -> None:
-        self._store.create_with_key(job, record, now, quota)
+        with self._unsure(job.job_id):
+            self._store.create_with_key(job, record, now, quota)
         self._fanout.offer(job)
 
     def move(self, job: Job, from_status) -> None:
-        self._store.move(job, from_status)
+        with self._unsure(job.job_id):
+            self._store.move(job, from_status)
         self._fanout.offer(job)
 
     def claim(self, job_id: str, now, lease, max_attempts: int) -> Job:
-        job = self._store.claim(job_id, now, lease, max_attempts)
+        with self._unsure(job_id):
+            job = self._store.claim(job_id, now, lease, max_attempts)
         self._fanout.offer(job)
         return job
 
     def finish_attempt(self, job: Job, attempt: int) -> None:
-        self._store.finish_attempt(job, attempt)
+        with self._unsure(job.job_id):
+            self._store.finish_attempt(job, attempt)
         self._fanout.offer(job)
 
     def update_if_unchanged(self, job: Job, seen: Job) -> None:
-        self._store.update_if_unchanged(job, seen)
+        with self._unsure(job.job_id):
+            self._store.update_if_unchanged(job, seen)
         if job.version != seen.version:  # a re-drive or a new sweep time is no change to a client
             self._fanout.offer(job)

@@ -21,11 +21,11 @@ from typing import Callable, Optional, Sequence
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus
-from chalicelib.domain.vocabulary import ErrorCode
+from chalicelib.domain.vocabulary import ErrorCode, SweepOutcome
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
-from chalicelib.usecases import lifecycle
+from chalicelib.usecases import announce, lifecycle
 from chalicelib.usecases.context import Context
 
 log = get_logger("sweeper")
@@ -81,15 +81,15 @@ class Sweeper:
                 order, contexts))
         for part in parts:
             report.update(part)
-        left = [shard for shard, part in zip(order, parts) if part["shards_left"]]
+        left = [shard for shard, part in zip(order, parts) if part[SweepOutcome.SHARDS_LEFT]]
         if left:
             with self._start_lock:
                 self._start = left[0]
-        report.pop("skipped", None)
+        report.pop(SweepOutcome.SKIPPED, None)
         if report:
             log.info("sweep_done", **report)
-        if report["redriven"]:
-            self._ctx.metrics.emit({Metric.REDRIVES: report["redriven"]})
+        if report[SweepOutcome.REDRIVEN]:
+            self._ctx.metrics.emit({Metric.REDRIVES: report[SweepOutcome.REDRIVEN]})
         self._report_queues()
         return report
 
@@ -110,24 +110,24 @@ class Sweeper:
             for status, act in acts:
                 for _ in range(max_batches):
                     if ctx.clock() >= stop_at or not deadline.has_time_for(_CALLS_PER_STEP):
-                        report["shards_left"] = 1  # the next run starts here
+                        report[SweepOutcome.SHARDS_LEFT] = 1  # the next run starts here
                         return report
                     jobs = ctx.jobs.due(status, now, batch, shard=shard)
                     try:
                         report.update(act(jobs))
                     except _OutOfTime as stopped:
                         report.update(stopped.report)
-                        report["shards_left"] = 1
+                        report[SweepOutcome.SHARDS_LEFT] = 1
                         return report
                     if len(jobs) < batch:
                         break
         except TransientError:  # the table, for this shard's query: the others go on
             log.exception("sweep_shard_failed", shard=shard)
-            report["errors"] += 1
+            report[SweepOutcome.ERRORS] += 1
         return report
 
     @staticmethod
-    def _each(act: Callable[[Job], str]) -> ActOnBatch:
+    def _each(act: Callable[[Job], SweepOutcome]) -> ActOnBatch:
         """One job after another; a job whose step fails is counted and the next one taken."""
         def on_batch(jobs: list[Job]) -> Counter:
             report: Counter = Counter()
@@ -138,7 +138,7 @@ class Sweeper:
                     report[act(job)] += 1
                 except TransientError:
                     log.exception("sweep_step_failed", job_id=job.job_id)
-                    report["errors"] += 1
+                    report[SweepOutcome.ERRORS] += 1
             return report
 
         return on_batch
@@ -151,47 +151,47 @@ class Sweeper:
         return OrphanScan(self._ctx).run(scheduled)
 
     # -- per status ------------------------------------------------------------------------
-    def _processing(self, job: Job, now: datetime, drained: "_Drained") -> str:
+    def _processing(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         s = self._ctx.settings
         if job.lease_active(now):
-            return "skipped"
+            return SweepOutcome.SKIPPED
         # No claim left for a worker (the claim rule's own clause), or re-driven this often.
         if not job.attempt_left(s.max_attempts) or job.redrives >= s.max_attempts:
-            return self._fail(job, ErrorCode.PROCESSING_FAILED, "failed")
+            return self._fail(job, ErrorCode.PROCESSING_FAILED, SweepOutcome.FAILED)
         # The lease ran out: the worker died or gave the job back, and its message comes
         # back on its own (visibility timeout, nack) unless it was lost. It was sent before
         # the claim or the last re-drive, both of which set updated_at.
         return self._redrive_if_lost(job, now, drained, sent_by=job.updated_at,
                                      look_again_after=self._ctx.lease)
 
-    def _queued(self, job: Job, now: datetime, drained: "_Drained") -> str:
+    def _queued(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         ctx, s = self._ctx, self._ctx.settings
         stored = ctx.objects.head(job.original_key)
         if stored is None:
             # The upload died before storing the original, and so did its compensation: no
             # event will ever come. End it, and free its key for the client's retry.
-            return self._fail(job, ErrorCode.STORAGE_UNAVAILABLE, "never_stored")
+            return self._fail(job, ErrorCode.STORAGE_UNAVAILABLE, SweepOutcome.NEVER_STORED)
         if job.redrives >= s.max_attempts:
             # Its event was re-sent and lost this often: something drops it every time.
-            return self._fail(job, ErrorCode.PROCESSING_FAILED, "failed")
+            return self._fail(job, ErrorCode.PROCESSING_FAILED, SweepOutcome.FAILED)
         # Storage sent the event after the write; a worker or a re-drive that queued the
         # job set updated_at after (or when) sending theirs.
         return self._redrive_if_lost(job, now, drained, sent_by=max(job.updated_at, stored.last_modified),
                                      look_again_after=ctx.queue_timeout)
 
-    def _awaiting(self, job: Job, now: datetime, drained: "_Drained") -> str:
+    def _awaiting(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         ctx = self._ctx
         # The URLs expire at upload_expires_at, and a transfer begun just before may still be
         # arriving: wait as long as the largest one takes at the slowest uplink planned for.
         if job.upload_expires_at is not None and now < job.upload_expires_at + ctx.upload_grace:
-            return "skipped"
+            return SweepOutcome.SKIPPED
         # A multipart upload is aborted before storage is asked, so that a completion racing
         # this sweep either lands first (its object is found below and the job goes on) or
         # finds the upload gone: never an object stored for a job failed here.
         lifecycle.abort_upload(ctx, job)
         stored = ctx.objects.head(job.original_key)
         if stored is None:
-            return self._fail(job, ErrorCode.UPLOAD_MISSING, "upload_missing")
+            return self._fail(job, ErrorCode.UPLOAD_MISSING, SweepOutcome.UPLOAD_MISSING)
         # The file arrived but no event moved the job: queue it as the event would have,
         # and send the event again if it is known lost.
         queued = job.queued(now, ctx.queue_timeout)
@@ -201,9 +201,10 @@ class Sweeper:
         try:
             ctx.jobs.update_if_unchanged(queued, seen=job)
         except ConditionFailed:
-            return "skipped"  # the event came meanwhile, or the client cancelled
+            return SweepOutcome.SKIPPED  # the event came meanwhile, or the client cancelled
         log.info("upload_found", job_id=job.job_id, redriven=queued.redrives > job.redrives)
-        return "upload_found"
+        announce.job_moved(ctx, queued)
+        return SweepOutcome.UPLOAD_FOUND
 
     def _expired(self, jobs: list[Job], now: datetime) -> Counter:
         """A batch at once (docs/scale.md 6.2): one DeleteObjects for all their objects, the
@@ -216,31 +217,31 @@ class Sweeper:
             lifecycle.remove_many(self._ctx, expired)
         except TransientError:
             log.exception("sweep_step_failed", job_ids=len(expired))
-            return Counter(errors=1)
-        return Counter(expired_deleted=len(expired))
+            return Counter({SweepOutcome.ERRORS: 1})
+        return Counter({SweepOutcome.EXPIRED_DELETED: len(expired)})
 
     # -- steps -----------------------------------------------------------------------------
-    def _fail(self, job: Job, code: ErrorCode, outcome: str) -> str:
+    def _fail(self, job: Job, code: ErrorCode, outcome: SweepOutcome) -> SweepOutcome:
         ctx = self._ctx
         failed = lifecycle.fail(ctx, job, code, lambda f: ctx.jobs.update_if_unchanged(f, seen=job))
         if failed is None:
-            return "skipped"
+            return SweepOutcome.SKIPPED
         if code in lifecycle.NEVER_STORED and job.idempotency_scope:
             # A retry with the same key must make a new job, not replay this one.
             ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
         return outcome
 
     def _redrive_if_lost(self, job: Job, now: datetime, drained: "_Drained", sent_by: datetime,
-                         look_again_after: timedelta) -> str:
+                         look_again_after: timedelta) -> SweepOutcome:
         ctx = self._ctx
         if not drained.lost(sent_by):
             # Its message may still be waiting its turn behind a backlog: look again later,
             # without touching updated_at (the bound on when its message was sent).
             lifecycle.call_best_effort(ctx.jobs.update_if_unchanged,
                               dataclasses.replace(job, sweep_at=now + look_again_after), job)
-            return "waiting"
+            return SweepOutcome.WAITING
         if ctx.publisher is None:
-            return "skipped"
+            return SweepOutcome.SKIPPED
         self._publish(job)
         try:
             ctx.jobs.update_if_unchanged(job.redriven(now, look_again_after), seen=job)
@@ -248,9 +249,9 @@ class Sweeper:
             # A worker (or another sweeper) moved it meanwhile: the extra message finds it
             # busy or done, which the worker treats as a duplicate.
             log.info("job_redrive_raced", job_id=job.job_id)
-            return "redrive_raced"
+            return SweepOutcome.REDRIVE_RACED
         log.info("job_redriven", job_id=job.job_id, status=job.status.value)
-        return "redriven"
+        return SweepOutcome.REDRIVEN
 
     def _publish(self, job: Job) -> None:
         ctx = self._ctx

@@ -1,7 +1,11 @@
 """Webhooks: an owner registers one endpoint; when one of their jobs reaches a terminal status,
-the job, exactly as GET shows it, is POSTed there, signed per Standard Webhooks.
+the job, exactly as GET shows it, is POSTed there, signed per Standard Webhooks. The service
+principal registers one more, the service webhook (its receiver SERVICE_RECEIVER): every
+owner's jobs, of the statuses its `events` name, as the service's GET shows them (with the
+owner). Each receiver has its own breaker; an event's `receiver` keys it.
 
   register / show / remove / rotate   PUT, GET, DELETE /webhook, POST /webhook/rotate-secret
+  register_service                    PUT /service/webhook (show, remove, rotate as above)
   enqueue(ctx, job)                   a job became terminal: queue one event (best effort)
   Webhooks.deliver                    one attempt at one queued event
 
@@ -50,9 +54,9 @@ from chalicelib.domain.errors import (
     TransientError,
     WebhookNotFound,
 )
-from chalicelib.domain.jobs import Job
+from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
 from chalicelib.http.views import job_body
-from chalicelib.ports import Breaker, Webhook, WebhookEvent
+from chalicelib.ports import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases import webhook_urls
@@ -78,8 +82,9 @@ UNBOUNDED = -1  # the slot of a delivery when nothing bounds them (ctx.delivery_
 
 def receiver_key(hook: Webhook) -> str:
     """What a receiver's slots and turns are counted under. An owner's endpoint is theirs
-    alone; an endpoint shared by owners would be counted under its own key, once."""
-    return "owner/" + hook.owner
+    alone, and the service webhook's the service's; an endpoint shared by owners would be
+    counted under its own key, once."""
+    return "service" if hook.owner == SERVICE_RECEIVER else "owner/" + hook.owner
 
 
 class Reason(StrEnum):
@@ -93,6 +98,7 @@ class Reason(StrEnum):
     REFUSED_ADDRESS = "refused_address"  # the name now resolves somewhere it may not go
     NO_WEBHOOK = "no_webhook"            # the owner removed it
     JOB_GONE = "job_gone"                # the job was deleted before its event went out
+    SUPERSEDED = "superseded"            # a progress event whose job has a later status now
     ERROR = "error"                      # the attempt raised something unexpected here
 
 
@@ -150,7 +156,7 @@ class Webhooks:
         self._urls = urls  # ManageJobs.urls: the very URLs GET would show
 
     # -- registration --------------------------------------------------------------------
-    def register(self, owner: str, url: object) -> Registration:
+    def register(self, owner: str, url: object, events: tuple[JobStatus, ...] = ()) -> Registration:
         store = self._store()
         target = self._check(url)
         for _ in range(3):  # a lost race means another request changed it: look again
@@ -158,18 +164,27 @@ class Webhooks:
             current = store.get_webhook(owner)
             try:
                 if current is None:
-                    hook = Webhook(owner=owner, url=target.url, secret=new_secret(), created_at=now)
+                    hook = Webhook(owner=owner, url=target.url, secret=new_secret(), created_at=now,
+                                   events=events)
                     store.create_webhook(hook)
                     log.info("webhook_registered", host=target.host)
                     return Registration(hook, show_secret=True)
                 # A new URL may be a mended endpoint: let deliveries try it at once.
-                hook = dataclasses.replace(current, url=target.url, breaker=Breaker())
+                hook = dataclasses.replace(current, url=target.url, breaker=Breaker(), events=events)
                 store.update_webhook(hook, seen=current)
                 log.info("webhook_changed", host=target.host)
                 return Registration(hook, show_secret=False)
             except ConditionFailed:
                 continue
         raise TransientError("the webhook kept changing")
+
+    def register_service(self, url: object, events: Optional[list] = None) -> Registration:
+        """The service webhook: every owner's job events, of the statuses in `events`
+        (default the terminal ones). As an owner's otherwise; a new `events` list replaces
+        the old one, and PUT without one sets the default again."""
+        chosen = service_events(events)
+        registration = self.register(SERVICE_RECEIVER, url, chosen)
+        return registration
 
     def show(self, owner: str) -> Optional[Webhook]:
         return self._store().get_webhook(owner)
@@ -223,12 +238,16 @@ class Webhooks:
         now = ctx.clock()
         if event.not_before is not None and now < event.not_before:
             self._retry(receipt, (event.not_before - now).total_seconds())
-        hook = self._store().get_webhook(event.owner)
+        hook = self._store().get_webhook(event.receiver)
         if hook is None:
             return self._drop(event, Reason.NO_WEBHOOK)
         job = ctx.jobs.get(event.job_id)
-        if job is None or job.owner != event.owner or not job.status.terminal:
+        if job is None or job.owner != event.owner:
             return self._drop(event, Reason.JOB_GONE)
+        if (job.status.value != event.status) if event.status else not job.status.terminal:
+            # A queued or processing event of a job that has moved on since: the body would
+            # contradict it, and the later status has its own event.
+            return self._drop(event, Reason.SUPERSEDED)
         if hook.breaker.is_open(now):
             # The endpoint is down: wait for the breaker, without spending an attempt.
             return self._defer(event, hook.breaker.failing_until, now, why="breaker")
@@ -249,7 +268,8 @@ class Webhooks:
         ctx = self._ctx
         try:
             target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
-            payload = json.dumps(job_body(job, self._urls(job)), separators=(",", ":")).encode()
+            payload = json.dumps(job_body(job, self._urls(job), with_owner=event.service),
+                                 separators=(",", ":")).encode()
             headers = signature_headers(hook, event.event_id, now, payload)
             status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
                                              ctx.settings.webhook_timeout_seconds)
@@ -381,6 +401,29 @@ class Webhooks:
             self._ctx.webhooks.save_breaker(owner, breaker)
         except TransientError:
             pass
+
+
+# What the service webhook may be sent: every status a job has after its upload arrived.
+SERVICE_EVENTS = (JobStatus.QUEUED, JobStatus.PROCESSING, *sorted(TERMINAL, key=lambda s: s.value))
+
+
+def service_events(names: Optional[list]) -> tuple[JobStatus, ...]:
+    """The statuses of PUT /service/webhook's `events`, in SERVICE_EVENTS' order; the terminal
+    ones when absent. InvalidRequest for an empty list or a name not offered."""
+    if names is None:
+        return tuple(s for s in SERVICE_EVENTS if s.terminal)
+    chosen = set()
+    for name in names:
+        try:
+            status = JobStatus(name)
+        except ValueError:
+            status = None
+        if status not in SERVICE_EVENTS:
+            raise InvalidRequest("events may name " + ", ".join(s.value for s in SERVICE_EVENTS))
+        chosen.add(status)
+    if not chosen:
+        raise InvalidRequest("events must name at least one status (omit it for the terminal ones)")
+    return tuple(s for s in SERVICE_EVENTS if s in chosen)
 
 
 def verdict_of(status: int) -> Verdict:

@@ -30,7 +30,7 @@ from chalicelib.imaging.sandbox import run_limited
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
-from chalicelib.usecases import lifecycle
+from chalicelib.usecases import announce, lifecycle
 from chalicelib.usecases.context import Context
 
 log = get_logger("worker")
@@ -84,6 +84,7 @@ class Worker:
         job = self._claim(job_id)
         if isinstance(job, Outcome):
             return job
+        announce.job_moved(ctx, job)
         timings = {}
         if job.attempt == 1:
             timings[Metric.QUEUE_WAIT] = (received - job.created_at).total_seconds() * 1000
@@ -138,6 +139,7 @@ class Worker:
             queued = job.queued(ctx.clock(), ctx.queue_timeout)
             ctx.jobs.move(queued, JobStatus.AWAITING_UPLOAD)
             log.info("upload_arrived", job_id=job.job_id)
+            announce.job_moved(ctx, queued)
             return queued
         except ConditionFailed:
             return ctx.jobs.get(job.job_id) or job

@@ -60,7 +60,7 @@ def test_a_ready_card_offers_avif_and_webp_loads_the_avif_and_paints_the_placeho
     expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
     assert [sorted(urlsplit(u).query.removeprefix("formats=").split(","))
             for u in posts if urlsplit(u).path == "/api/v1/images"] == [["avif", "webp"]]
-    answer = api_get(runner, job.get_attribute("data-job-id")).json()
+    answer = api_get(page, runner, job.get_attribute("data-job-id")).json()
     thumb, display = answer["renditions"]["thumb"], answer["renditions"]["display"]
     thumb_512 = answer["renditions"]["thumb_512"]
     assert set(thumb["variants"]) == set(thumb_512["variants"]) == {"image/avif", "image/webp"}
@@ -112,18 +112,23 @@ def test_a_ready_card_offers_avif_and_webp_loads_the_avif_and_paints_the_placeho
 
 
 @pytest.mark.parametrize("size", [(600, 400), (300, 500), (640, 640)])
-def test_the_pages_blurhash_decoder_paints_what_the_reference_decoder_does(page, runner, size):
+def test_the_packages_blurhash_decoder_paints_what_the_reference_decoder_does(page, runner, size):
+    """The page decodes with the package's decodePlaceholder (the `blurhash` npm package, in
+    the page's bundle): the pixels of the Python decoder, at the display rendition's aspect."""
     source = Image.open(io.BytesIO(photo("chelsea.png"))).resize(size)
     hash_ = make_placeholder(source).blurhash
     open_page(page, runner)
-    width, height = 32, 24
-    painted = page.evaluate("""async ([hash, width, height]) => {
-        const { decode } = await import("/js/blurhash.js");
-        return Array.from(decode(hash, width, height));
-    }""", [hash_, width, height])
+    decoded = page.evaluate("""async ([hash, width, height]) => {
+        const sdk = await import("/vendor/image-jobs-client.js");
+        const client = new sdk.Client({ baseUrl: location.origin });
+        const job = new sdk.Job(client, `${location.origin}/j`, { job_id: "j", status: "ready",
+            placeholder: { blurhash: hash, average_color: "#808080" },
+            renditions: { display: { url: "d", width, height } } });
+        const { pixels, width: w, height: h } = sdk.decodePlaceholder(job, 32);
+        return [w, h, Array.from(pixels)];
+    }""", [hash_, *size])
+    width, height, painted = decoded
+    assert max(width, height) == 32 and (width, height) == ((32, round(32 * size[1] / size[0])) if size[0] >= size[1]
+                                                            else (round(32 * size[0] / size[1]), 32))
     expected = [channel for row in blurhash.decode(hash_, width, height) for px in row for channel in (*px, 255)]
     assert painted == expected
-    assert page.evaluate("""async () => {
-        const { decode } = await import("/js/blurhash.js");
-        try { decode("not a hash!", 4, 4); return "decoded"; } catch (error) { return error.message; }
-    }""") == "not a BlurHash"

@@ -1,4 +1,4 @@
-"""The page's one push socket (web/js/push.js): cards learn every change from it without
+"""The page's one push socket (web/js/service.js, on the package's watch()): cards learn every change from it without
 polling, and poll as before when it is refused or closes, re-reading by GET after a reconnect.
 On every backend: the embedded stack, LocalStack, and the AMQP path."""
 from __future__ import annotations

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from image_jobs import Client, PushUnavailable
-from image_jobs.push import BACKOFF_FIRST, Watch
+from image_jobs.polling import BACKOFF_FIRST
+from image_jobs.push import Watch
 from tests.conftest import free_port
 
 

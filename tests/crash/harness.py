@@ -298,7 +298,7 @@ def _upload(world: World, key: Optional[str]):
 
 
 def _direct(world: World, key: Optional[str]):
-    accepted = world.use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), key)
+    accepted = world.use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), key)
     if accepted.upload is not None:
         world.client_put(accepted.upload.fields["key"])
     return accepted
@@ -528,7 +528,7 @@ def _lost_direct(w: World) -> dict:
 
 
 def _never_uploaded(w: World) -> dict:
-    job = w.use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), "key-2").job
+    job = w.use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(IMAGE), "key-2").job
     w.clock.advance(w.settings.upload_url_ttl_seconds + w.use_cases.ctx.upload_grace.total_seconds() + 1)
     return {"job": job.job_id}
 

@@ -7,7 +7,10 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+from chalicelib.http.auth import SERVICE_SCOPE
 
 from infra.lambda_package import RUNTIMES, check_tree, shared_objects
 from tests.deploy.conftest import FUNCTIONS
@@ -178,9 +181,15 @@ def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
                   for method, op in item.items() if method not in ("parameters", "options")]
     served = [(path, method, op) for path, method, op in operations
               if method in spec["paths"][f"/{stage}{path}"]]
-    assert len(served) == 12  # the five job routes, the two of a direct upload, the four webhook ones, push
+    # The five job routes and the list, the two of a direct upload, the four webhook ones, push,
+    # and the seven of the service principal.
+    assert len(served) == 20
     for path, method, op in served:
-        assert op.get("security") == [{name: []}], f"{method.upper()} {path} has no authorizer"
+        # The service routes take only an access token with the service's scope (API Gateway
+        # checks it); every other route an ID token (no scope).
+        scopes = [SERVICE_SCOPE] if path.startswith("/v1/service/") else []
+        assert op.get("security") == [{name: scopes}], f"{method.upper()} {path} has no authorizer"
+    assert sum(1 for path, _, _ in served if path.startswith("/v1/service/")) == 7
     # The methods a path lacks reach the app, which answers 405 with Allow, token or not.
     for path, method, op in operations:
         if (path, method, op) not in served:
@@ -374,3 +383,12 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
     assert "app.py" not in stale and "chalicelib/usecases/worker.py" not in stale
     assert "botocore/client.py" not in stale
     assert not [n for n in names if "__pycache__/" in n and f".{tag}.pyc" not in n]
+
+
+@pytest.mark.timeout(600)
+def test_the_cold_start_benchmark_runs_on_this_package(packaged):
+    """benchmarks/cold_package.py's short run (tests/bench/test_benchmarks_run.py runs the
+    others), on the zip built here once rather than a second `chalice package`."""
+    from tests.bench.test_benchmarks_run import run_benchmark
+
+    run_benchmark("cold_package.py", ["--cold", "1", "--zip", str(packaged.zip_path)], 300)

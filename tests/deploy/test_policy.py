@@ -194,7 +194,9 @@ def exercise_rates(store: DynamoRateStore) -> set[str]:
     store.take("alice", now, 0.1, 4.0)
     with pytest.raises(ConditionFailed):
         store.take_from_full("alice", now, 0.1, 4.0)
-    return {"take_from_full", "take"}
+    assert store.full_at("alice") == pytest.approx(now + 0.2)
+    assert store.full_at("bob") is None
+    return {"take_from_full", "take", "full_at"}
 
 
 def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
@@ -244,6 +246,8 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("save_scan_point", "originals/0", ScanPoint(after="originals/0abc", pass_started=NOW))  # PutItem
     call("scan_points", ["originals/0", "originals/1"])  # BatchGetItem
     call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
+    page = call("owned", "alice", 1)  # Query on the owner index, then BatchGetItem
+    call("owned", "alice", 1, page.last, NOW - timedelta(days=1), NOW + timedelta(days=1))
     lease = timedelta(seconds=120)
     claimed = call("claim", "j1", NOW, lease, 3)
     call("release_lease", "j1", claimed.attempt, NOW + timedelta(seconds=1))

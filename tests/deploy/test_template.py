@@ -132,8 +132,7 @@ def test_outputs_give_the_app_everything_it_reads(outputs):
 
 def test_the_user_pool_client_can_sign_in_without_a_secret():
     template = load_template()
-    (client,) = resources(template, "AWS::Cognito::UserPoolClient").values()
-    props = client["Properties"]
+    props = template["Resources"]["UserPoolClient"]["Properties"]
     assert props["GenerateSecret"] is False
     assert "ALLOW_USER_PASSWORD_AUTH" in props["ExplicitAuthFlows"]  # docs/deploy.md's curl
     assert props["UserPoolId"] == {"Ref": "UserPool"}
@@ -153,8 +152,7 @@ def test_browsers_may_post_uploads_and_read_renditions_from_the_web_origin():
 
 def test_the_hosted_ui_signs_the_web_page_in_with_a_code_and_pkce_only_when_asked():
     template = load_template()
-    (client,) = resources(template, "AWS::Cognito::UserPoolClient").values()
-    props = client["Properties"]
+    props = template["Resources"]["UserPoolClient"]["Properties"]
     assert props["AllowedOAuthFlows"] == {"Fn::If": ["HasHostedUi", ["code"], {"Ref": "AWS::NoValue"}]}
     assert props["CallbackURLs"] == {"Fn::If": ["HasHostedUi", [{"Ref": "WebAppUrl"}], {"Ref": "AWS::NoValue"}]}
     assert props["GenerateSecret"] is False  # a page cannot keep one; PKCE instead
@@ -187,3 +185,31 @@ def test_the_renditions_distribution_reaches_only_renditions_through_signed_urls
     assert "distribution/${RenditionsDistribution}" in cdn["Condition"]["StringEquals"]["AWS:SourceArn"]["Fn::Sub"]
     (oac,) = resources(template, "AWS::CloudFront::OriginAccessControl").values()
     assert oac["Properties"]["OriginAccessControlConfig"]["SigningBehavior"] == "always"
+
+
+def test_the_service_client_gets_the_service_scope_by_client_credentials_only():
+    """The app's backend: an access token with image-jobs/service, from the template's
+    resource server, by the client-credentials grant; the users' client never gets it."""
+    from chalicelib.http.auth import SERVICE_SCOPE
+
+    template = load_template()
+    clients = resources(template, "AWS::Cognito::UserPoolClient")
+    assert set(clients) == {"UserPoolClient", "ServiceClient"}
+    (server,) = resources(template, "AWS::Cognito::UserPoolResourceServer").values()
+    scopes = [f"{server['Properties']['Identifier']}/{s['ScopeName']}" for s in server["Properties"]["Scopes"]]
+    assert scopes == [SERVICE_SCOPE]
+    props = clients["ServiceClient"]["Properties"]
+    assert props["GenerateSecret"] is True and props["AllowedOAuthFlows"] == ["client_credentials"]
+    assert props["AllowedOAuthScopes"] == [SERVICE_SCOPE] and props["AllowedOAuthFlowsUserPoolClient"] is True
+    assert "ExplicitAuthFlows" not in props  # no user sign-in through it
+    assert SERVICE_SCOPE not in json.dumps(clients["UserPoolClient"])
+
+
+def test_the_list_index_is_keys_only_on_owner_then_creation():
+    from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX
+
+    table = load_template()["Resources"]["JobsTable"]["Properties"]
+    (index,) = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == OWNER_CREATED_INDEX]
+    assert index["KeySchema"] == [{"AttributeName": "owner", "KeyType": "HASH"},
+                                  {"AttributeName": "created_at", "KeyType": "RANGE"}]
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}

@@ -3,7 +3,7 @@
 benchmarks/calls_per_job.py runs one image through the real service on moto's server and
 records every AWS request; infra/capacity.py keeps the result as the model's input. If a
 change to the code adds a call, a write or a log line, this fails until the model (and
-docs/scale.md's tables, `python -m infra.capacity`) are brought up to date.
+docs/scale.md's tables, `python -m infra.report`) are brought up to date.
 """
 from __future__ import annotations
 

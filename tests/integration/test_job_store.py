@@ -499,3 +499,39 @@ def test_a_scan_point_is_empty_until_saved_then_reads_back(store):
         "originals/1": ScanPoint()}
     store.save_scan_point("originals/0", ScanPoint(after=None, pass_started=NOW))  # the pass ended
     assert store.scan_points(["originals/0"]) == {"originals/0": ScanPoint(after=None, pass_started=NOW)}
+
+
+# -- the owner index (GET /image-jobs) -------------------------------------------------------
+def _owned_jobs(owner, count, start=NOW, step=timedelta(microseconds=1500)):
+    import uuid
+    return [dataclasses.replace(new_job(str(uuid.uuid4())), owner=owner, created_at=start + i * step)
+            for i in range(count)]
+
+
+def test_metadata_round_trips_in_its_order_and_old_items_have_none(store):
+    job = dataclasses.replace(new_job(), metadata={"post": "p-1", "a": "ünï ☃", "z": ""})
+    store.create(job, QUOTA)
+    got = store.get(job.job_id)
+    assert got == job and list(got.metadata) == ["post", "a", "z"]
+    plain = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(plain, QUOTA)
+    assert store.get(plain.job_id).metadata == {}
+
+
+def test_owned_pages_newest_first_never_another_owners_and_within_bounds(store):
+    alice = _owned_jobs("alice", 7)
+    bob = _owned_jobs("bob", 3)
+    for job in alice + bob:
+        store.create(job, QUOTA)
+    first = store.owned("alice", 3)
+    assert [j.job_id for j in first.jobs] == [j.job_id for j in alice[::-1][:3]] and first.more
+    second = store.owned("alice", 3, first.last)
+    third = store.owned("alice", 3, second.last)
+    seen = [j.job_id for page in (first, second, third) for j in page.jobs]
+    assert seen == [j.job_id for j in alice[::-1]]
+    assert second.more and not third.more and len(third.jobs) == 1
+    # Exactly at the end: no more, so no empty last page.
+    assert not store.owned("alice", 7).more
+    within = store.owned("alice", 10, created_after=alice[2].created_at, created_before=alice[4].created_at)
+    assert [j.job_id for j in within.jobs] == [alice[4].job_id, alice[3].job_id, alice[2].job_id]
+    assert store.owned("carol", 5).jobs == [] and not store.owned("carol", 5).more

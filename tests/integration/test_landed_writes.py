@@ -19,7 +19,7 @@ from chalicelib.ports import IdempotencyRecord
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.dynamo_stub import DynamoStub
-from tests.fakes import FakeObjectStore
+from tests.fakes import FakeObjectStore, ListMetrics
 from tests.images import jpeg
 
 NOW = datetime(2026, 7, 15, 10, 0, 30, 449514, tzinfo=timezone.utc)
@@ -82,13 +82,29 @@ def test_a_second_create_of_the_same_id_is_refused(store):
         store.create(new_job(), 20)
 
 
-def test_a_keyed_create_whose_answer_was_lost_is_found_by_its_key(store, stub):
+def test_a_keyed_create_whose_answer_was_lost_is_this_calls_own(store, stub):
+    """The re-send finds the key held by this very call's job: answered as the create it is
+    (so what follows a create, such as the push fan-out's first message, follows it too)."""
     record = IdempotencyRecord("scope-1", "fp", JOB_ID, NOW + timedelta(hours=24))
     stub.lose_answer("TransactWriteItems")
-    from chalicelib.domain.errors import IdempotencyKeyTaken
-    with pytest.raises(IdempotencyKeyTaken):  # the caller reads the key: its own job id
-        store.create_with_key(new_job(), record, NOW, 20)
+    store.create_with_key(new_job(), record, NOW, 20)
+    assert stub.lost == 1
+    assert stub.operations["GetItem"] == 0, "the refusal carries the job: no read needed"
     assert store.get_idempotency("scope-1").job_id == JOB_ID
+    assert store.get(JOB_ID).created_at == NOW and store.active_jobs("alice") == {JOB_ID}
+
+
+def test_a_keyed_create_of_another_call_finds_the_key_taken(store, stub):
+    """Not a re-send: another request with the key, its own new job, reads the key again."""
+    from chalicelib.domain.errors import IdempotencyKeyTaken
+
+    record = IdempotencyRecord("scope-1", "fp", JOB_ID, NOW + timedelta(hours=24))
+    store.create_with_key(new_job(), record, NOW, 20)
+    other = "6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"
+    with pytest.raises(IdempotencyKeyTaken):
+        store.create_with_key(new_job(other), IdempotencyRecord("scope-1", "fp", other, record.expires_at), NOW, 20)
+    assert stub.operations["GetItem"] == 0, "the refusal says the new job was not there: no read"
+    assert store.get(other) is None and store.get_idempotency("scope-1").job_id == JOB_ID
 
 
 def test_a_claim_whose_answer_was_lost_is_this_workers_claim(store, stub):
@@ -179,7 +195,7 @@ def test_a_failing_write_whose_answer_was_lost_concludes_the_job(use_cases, stub
 
 def test_a_cancel_whose_answer_was_lost_concludes_the_job(use_cases, stub):
     """Cancel: the slot is given back and the multipart upload aborted."""
-    accepted = use_cases.uploads.create_direct_upload(
+    accepted = use_cases.direct_uploads.create_direct_upload(
         "alice", "image/jpeg", 20 * 1024 * 1024, method="multipart")
     job_id = accepted.job.job_id
     objects = use_cases.ctx.objects
@@ -206,3 +222,20 @@ def test_a_job_stored_before_write_ids_is_written_as_before(stack, store):
         store.claim(JOB_ID, NOW, LEASE, 3)
     store.move(claimed.cancelled(NOW + timedelta(seconds=1), WEEK), JobStatus.PROCESSING)
     assert store.get(JOB_ID).status is JobStatus.CANCELLED
+
+
+def test_every_status_of_a_keyed_upload_whose_answers_were_lost_reaches_the_push_fanout(use_cases, stub):
+    """Where the table has no stream (the local runner) the fan-out hears of a status only
+    from the write that made it: each write that landed on a re-send is offered like any."""
+    from chalicelib.usecases.push import Fanout, PushingJobStore
+
+    published: list[tuple[str, JobStatus]] = []
+    fanout = Fanout(lambda job: published.append((job.job_id, job.status)) or 1, ListMetrics())
+    ctx = use_cases.ctx
+    ctx.jobs = PushingJobStore(ctx.jobs, fanout)
+    stub.lose_answer("TransactWriteItems")
+    job_id = use_cases.uploads.accept_upload("alice", jpeg(64, 48), "key-1").job.job_id
+    stub.lose_answer("UpdateItem", job_key(job_id))
+    assert use_cases.worker.handle_object_created(_event(use_cases, job_id)) is Outcome.READY
+    assert stub.lost == 2 and fanout.drain()
+    assert published == [(job_id, JobStatus.QUEUED), (job_id, JobStatus.PROCESSING), (job_id, JobStatus.READY)]

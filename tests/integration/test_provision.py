@@ -7,7 +7,7 @@ import pytest
 from pynamodb.attributes import TTLAttribute
 
 from chalicelib.adapters.dynamo_jobs import (
-    SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, make_job_model,
+    OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, make_job_model,
 )
 from chalicelib.config import INCOMPLETE_UPLOAD_DAYS, Settings
 from local.provision import bucket_lifecycle_rules, load_template, provision
@@ -92,12 +92,14 @@ def test_template_table_keys_are_the_models():
     (table,) = resources("AWS::DynamoDB::Table")
     types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
     model = make_job_model("t", "us-east-1", None)
-    (index,) = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == SWEEP_SHARDED_INDEX
-    schema = model.sweep_sharded_index._get_schema()
-    # PynamoDB lists the keys in its attributes' order, by name: compare them as a set.
-    assert sorted(index["KeySchema"], key=str) == sorted(schema["key_schema"], key=str)
-    assert index["Projection"]["ProjectionType"] == schema["projection"]["ProjectionType"]
+    indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {SWEEP_SHARDED_INDEX, OWNER_CREATED_INDEX}
+    for name, model_index in ((SWEEP_SHARDED_INDEX, model.sweep_sharded_index),
+                              (OWNER_CREATED_INDEX, model.owner_created_index)):
+        index, schema = indexes[name], model_index._get_schema()
+        # PynamoDB lists the keys in its attributes' order, by name: compare them as a set.
+        assert sorted(index["KeySchema"], key=str) == sorted(schema["key_schema"], key=str)
+        assert index["Projection"]["ProjectionType"] == schema["projection"]["ProjectionType"]
     attributes = model.get_attributes()
     for name, kind in types.items():
         assert attributes[name].attr_type == kind, name

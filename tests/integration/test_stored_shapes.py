@@ -278,3 +278,27 @@ def test_the_sweeper_keeps_live_jobs_and_removes_expired_ones_with_their_objects
         assert world.use_cases.ctx.jobs.get(job_id) is None, f"{name} was not removed"
         left = world.stored() & world.recorded.objects_of(job_id)
         assert not left, f"{name}: the sweeper left {sorted(left)}"
+
+
+def test_every_recorded_job_is_listed_by_its_owner_without_metadata(world):
+    """The list's index (owner, created_at) covers every shape's job items (DynamoDB backfills
+    it when the stack adds it: each shape has both attributes), and a job written before
+    metadata existed shows none, in the list and to the service principal as to its owner."""
+    from chalicelib.usecases.listing import ListQuery
+
+    now = world.use_cases.ctx.clock()
+    for owner in ("alice", "bob"):
+        expected = {job_id for o, job_id, _ in world.recorded.jobs().values() if o == owner}
+        listed, token = [], None
+        while True:
+            page = world.use_cases.listing.page(owner, owner, ListQuery(page_size=2, page_token=token))
+            listed += page.jobs
+            token = page.next_page_token
+            if token is None:
+                break
+        live = {j.job_id for j in listed}
+        assert live == {j for j in expected if not world.use_cases.ctx.jobs.get(j).is_expired(now)}
+        assert [j.created_at for j in listed] == sorted((j.created_at for j in listed), reverse=True)
+        for job in listed:
+            assert job.metadata == {} and "metadata" not in world.body(job)
+            assert world.use_cases.manage.get_any_job(job.job_id).owner == owner

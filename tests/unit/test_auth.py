@@ -64,3 +64,14 @@ def test_a_subject_past_the_bound_is_unauthorized_in_both_modes():
     claims = {"sub": "x" * (MAX_SUBJECT_BYTES + 1), "token_use": "id", "aud": "app"}
     with pytest.raises(Unauthorized):
         owner_of({}, {"authorizer": {"claims": claims}}, cognito)
+
+
+def test_the_service_principals_token_is_refused_at_push_connect():
+    from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, SERVICE_SCOPE, push_owner
+
+    now = int(time.time())
+    service = mint_token("app-backend", SECRET, 60, now, scope=SERVICE_SCOPE)
+    with pytest.raises(Unauthorized):
+        push_owner(f"{PUSH_PROTOCOL}, {BEARER_PROTOCOL}{service}", SETTINGS)
+    user = mint_token("alice", SECRET, 60, now, scope="image-jobs/other")
+    assert push_owner(f"{PUSH_PROTOCOL}, {BEARER_PROTOCOL}{user}", SETTINGS) == "alice"

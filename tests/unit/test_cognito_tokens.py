@@ -115,7 +115,9 @@ TOKENS = [
     ("an ID token with no audience", signed(id_token(aud=None)), False),
     ("an ID token for this app and another", signed(id_token(aud=[APP, OTHER_APP])), False),
     ("an expired ID token", signed(id_token(exp=NOW - 60, iat=NOW - 3660)), False),
-    ("an ID token not valid yet", signed(id_token(nbf=NOW + 600)), False),
+    # A day ahead: the table is made at collection, and under xdist a row may run many
+    # minutes later (a nbf 10 minutes ahead had passed by then on a loaded machine).
+    ("an ID token not valid yet", signed(id_token(nbf=NOW + 86400)), False),
     ("another pool's ID token", signed(id_token(iss=ISSUER.replace("Example1", "Example2"))), False),
     ("an ID token signed by a key the pool does not have", signed(id_token(), key=STRANGER), False),
     ("an ID token naming an unknown key", signed(id_token(), kid="pool-key-9"), False),
@@ -174,3 +176,42 @@ def test_a_cognito_stage_needs_this_apps_client_ids():
     two = Settings.from_environ({"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": POOL_ARN,
                                  "COGNITO_APP_CLIENT_IDS": f"{APP}, {OTHER_APP}"})
     assert two.cognito_app_clients == {APP, OTHER_APP}
+
+
+def scoped_authorizer(token: str, scopes: list[str]) -> Optional[dict]:
+    """API Gateway's COGNITO_USER_POOLS authorizer on a route with OAuth scopes (app.py's
+    service routes, `with_scopes`): it takes an access token of the pool carrying one of
+    them, and refuses an ID token (401)."""
+    try:
+        header = jwt.get_unverified_header(token)
+        (key,) = [k for k in jwks()["keys"] if k["kid"] == header.get("kid")]
+        claims = jwt.decode(token, jwt.PyJWK(key).key, algorithms=["RS256"], issuer=ISSUER,
+                            options={"verify_aud": False})
+    except (jwt.PyJWTError, ValueError):
+        return None
+    if claims.get("token_use") != "access" or not set(str(claims.get("scope", "")).split()) & set(scopes):
+        return None
+    return {name: str(value) for name, value in claims.items()}
+
+
+def test_the_service_routes_take_the_service_principals_access_token_only():
+    from chalicelib.domain.errors import Forbidden
+
+    service = signed(access_token(SERVICE, auth.SERVICE_SCOPE, sub=SERVICE))
+    claims = scoped_authorizer(service, [auth.SERVICE_SCOPE])
+    caller = auth.service_of({}, {"authorizer": {"claims": claims}}, SETTINGS)
+    assert caller == auth.Caller(SERVICE, service=True)
+    # The gateway refuses a user's ID token and an access token without the scope itself.
+    assert scoped_authorizer(signed(id_token()), [auth.SERVICE_SCOPE]) is None
+    assert scoped_authorizer(signed(access_token()), [auth.SERVICE_SCOPE]) is None
+    # Past the gateway, the app's own rule: a user's claims are forbidden on a service route,
+    # and the service's claims on an owner's route.
+    user = cognito_authorizer(signed(id_token()))
+    with pytest.raises(Forbidden):
+        auth.service_of({}, {"authorizer": {"claims": user}}, SETTINGS)
+    with pytest.raises(Forbidden):
+        auth.owner_of({}, {"authorizer": {"claims": claims}}, SETTINGS)
+    # An access token without the scope names nobody (cognito_owner's rule).
+    bare = {"sub": SERVICE, "token_use": "access", "scope": "aws.cognito.signin.user.admin"}
+    with pytest.raises(Unauthorized):
+        auth.caller_of({}, {"authorizer": {"claims": bare}}, SETTINGS)

@@ -101,6 +101,26 @@ def test_an_image_whose_decode_needs_more_than_the_memory_ceiling_is_image_too_c
     assert display.width == 1280
 
 
+def test_a_lower_ceiling_after_a_large_decode_still_holds_and_one_ceiling_keeps_one_child():
+    """Memory a large decode freed stays in its child's heap, where RLIMIT_DATA does not
+    count it as new: a call with a lower ceiling gets a fresh child; calls with the same
+    ceiling (the worker's) keep theirs."""
+    import os
+
+    from chalicelib.domain.errors import ImageTooComplex
+    from chalicelib.imaging.sandbox import run_limited
+    from tests.images import png
+
+    big = 512 * 1024 * 1024
+    run_limited(render.make_renditions, png(6000, 4000), 50_000_000, cpu_seconds=30, wall_seconds=60,
+                memory_bytes=big)
+    with pytest.raises(ImageTooComplex):
+        run_limited(render.make_renditions, png(3000, 3000), 50_000_000, cpu_seconds=10, wall_seconds=60,
+                    memory_bytes=16 * 1024 * 1024)
+    pids = {run_limited(os.getpid, cpu_seconds=5, wall_seconds=30, memory_bytes=big) for _ in range(4)}
+    assert len(pids) == 1
+
+
 @pytest.mark.parametrize("defect", JPEG_DEFECTS)
 def test_a_jpeg_libjpeg_tolerates_is_accepted_with_its_scans_counted(defect):
     from tests.images import jpeg_with_defect

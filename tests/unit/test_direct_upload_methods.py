@@ -47,7 +47,7 @@ def put_parts(use_cases, upload: UploadParts, data: bytes, numbers=None):
 def test_a_put_upload_is_pinned_to_type_length_and_checksum_and_ends_ready(use_cases):
     data = jpeg(800, 600)
     digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="PUT",
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="PUT",
                                                       sha256=digest)
     upload = accepted.upload
     assert isinstance(upload, UploadPut)
@@ -68,68 +68,68 @@ def test_a_put_upload_is_pinned_to_type_length_and_checksum_and_ends_ready(use_c
 def test_bad_upload_options_are_400_and_leave_nothing(use_cases, fields, detail):
     size = fields.pop("size", 3 * PART)
     with pytest.raises(InvalidRequest, match=detail):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, **fields)
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", size, **fields)
     assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.uploads == {}
 
 
 def test_a_multipart_upload_gives_every_part_and_completes_from_the_parts_stored(use_cases):
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     upload = accepted.upload
     assert isinstance(upload, UploadParts) and upload.part_size == PART
     assert [p.size for p in upload.parts] == [PART] * (len(data) // PART) + [len(data) % PART]
     assert all(p.url and p.etag is None for p in upload.parts)
     put_parts(use_cases, upload, data)
-    job = use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
+    job = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
     assert use_cases.ctx.objects.objects[job.original_key] == (data, "image/jpeg")
     assert use_cases.ctx.objects.uploads == {}
     assert deliver(use_cases) == ["ready"]
     # A completion retried after a lost answer finds the job on its way.
-    assert use_cases.uploads.complete_upload("alice", job.job_id, None).status is JobStatus.READY
+    assert use_cases.direct_uploads.complete_upload("alice", job.job_id, None).status is JobStatus.READY
 
 
 def test_a_resumed_upload_lists_the_stored_parts_and_fresh_urls_for_the_others(use_cases):
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data, numbers={1, 3})
     with pytest.raises(InvalidRequest, match="Parts missing.*: 2"):
-        use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
-    resumed = use_cases.uploads.current_upload("alice", accepted.job.job_id)
+        use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    resumed = use_cases.direct_uploads.current_upload("alice", accepted.job.job_id)
     assert [p.number for p in resumed.parts if p.etag] == [1, 3]
     assert all(p.url for p in resumed.parts if p.number not in (1, 3))
     put_parts(use_cases, resumed, data)
     listed = [(p.number, p.etag) for p in use_cases.ctx.objects.list_parts(
         accepted.job.original_key, accepted.job.multipart_upload_id)]
-    use_cases.uploads.complete_upload("alice", accepted.job.job_id, listed)
+    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, listed)
     assert use_cases.ctx.objects.objects[accepted.job.original_key][0] == data
 
 
 def test_a_completion_naming_a_part_storage_does_not_hold_is_400(use_cases):
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data)
     with pytest.raises(InvalidRequest, match="Part 1"):
-        use_cases.uploads.complete_upload("alice", accepted.job.job_id, [(1, '"other"')])
+        use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, [(1, '"other"')])
     assert accepted.job.original_key not in use_cases.ctx.objects.objects
 
 
 def test_a_replay_with_the_same_key_answers_the_same_upload_and_starts_no_other(use_cases):
     size = 3 * PART
-    first = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
-    again = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    first = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    again = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
     assert again.replayed and again.job.job_id == first.job.job_id
     assert again.job.multipart_upload_id == first.job.multipart_upload_id
     assert list(use_cases.ctx.objects.uploads) == [first.job.multipart_upload_id]
     assert [p.url for p in again.upload.parts] == [p.url for p in first.upload.parts]
-    put = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100, "k2", method="PUT")
-    assert use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100, "k2",
+    put = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100, "k2", method="PUT")
+    assert use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100, "k2",
                                                   method="PUT").job.job_id == put.job.job_id
 
 
 @pytest.mark.parametrize("end", ["cancel", "delete", "expiry"])
 def test_a_cancel_delete_or_expiry_aborts_the_upload_and_leaves_no_parts(use_cases, end):
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data, numbers={1, 2})
     assert len(use_cases.ctx.objects.uploads[accepted.job.multipart_upload_id][2]) == 2
     job_id = accepted.job.job_id
@@ -144,16 +144,16 @@ def test_a_cancel_delete_or_expiry_aborts_the_upload_and_leaves_no_parts(use_cas
     assert use_cases.ctx.objects.uploads == {}  # no upload, so no parts
     if end == "cancel":
         with pytest.raises(JobFinished):
-            use_cases.uploads.complete_upload("alice", job_id, None)
+            use_cases.direct_uploads.complete_upload("alice", job_id, None)
 
 
 def test_the_upload_state_is_only_for_its_owner_and_while_awaiting_upload(use_cases):
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 3 * PART, method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 3 * PART, method="multipart")
     with pytest.raises(JobNotFound):
-        use_cases.uploads.current_upload("bob", accepted.job.job_id)
+        use_cases.direct_uploads.current_upload("bob", accepted.job.job_id)
     use_cases.manage.cancel("alice", accepted.job.job_id)
     with pytest.raises(InvalidRequest, match="cancelled"):
-        use_cases.uploads.current_upload("alice", accepted.job.job_id)
+        use_cases.direct_uploads.current_upload("alice", accepted.job.job_id)
 
 
 @pytest.mark.parametrize("stored,code", [
@@ -173,7 +173,7 @@ def test_a_put_original_not_as_declared_ends_failed_never_ready(use_cases, store
     if stored == "other bytes":
         declared = len(data)
         other = other[:len(data)].ljust(len(data), b"\0")
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", declared, method="PUT", sha256=sha)
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", declared, method="PUT", sha256=sha)
     use_cases.ctx.objects.put(accepted.job.original_key, other, "image/jpeg")
     assert deliver(use_cases) == ["failed"]
     assert use_cases.ctx.jobs.items[accepted.job.job_id].error_code == code
@@ -186,36 +186,36 @@ def completed(use_cases, key=None):
     """A multipart upload completed whose event has not moved the job yet: storage lists no
     parts of it any more (S3: NoSuchUpload), and the job is still awaiting_upload."""
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    use_cases.uploads.complete_upload("alice", accepted.job.job_id, None)
+    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
     assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.AWAITING_UPLOAD
     return accepted, len(data)
 
 
 def test_the_upload_of_a_completed_multipart_upload_answers_the_job_before_its_event(use_cases):
     accepted, _ = completed(use_cases)
-    answer = use_cases.uploads.current_upload("alice", accepted.job.job_id)
+    answer = use_cases.direct_uploads.current_upload("alice", accepted.job.job_id)
     assert answer == use_cases.ctx.jobs.items[accepted.job.job_id]  # the job: nothing to send
     assert deliver(use_cases) == ["ready"]
-    assert use_cases.uploads.current_upload("alice", accepted.job.job_id).status is JobStatus.READY
+    assert use_cases.direct_uploads.current_upload("alice", accepted.job.job_id).status is JobStatus.READY
 
 
 def test_a_replay_of_a_completed_multipart_upload_answers_the_job_without_an_upload(use_cases):
     accepted, size = completed(use_cases, key="k1")
-    again = use_cases.uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
+    again = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", size, "k1", method="multipart")
     assert again.replayed and again.job.job_id == accepted.job.job_id and again.upload is None
     assert use_cases.ctx.objects.uploads == {}  # the one started for the replay was aborted
 
 
 def test_the_upload_of_an_aborted_multipart_upload_says_so(use_cases):
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
     use_cases.ctx.objects.abort_multipart(accepted.job.original_key, accepted.job.multipart_upload_id)
     with pytest.raises(InvalidRequest, match="aborted"):
-        use_cases.uploads.current_upload("alice", accepted.job.job_id)
+        use_cases.direct_uploads.current_upload("alice", accepted.job.job_id)
     with pytest.raises(InvalidRequest, match="aborted"):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), "k1", method="multipart")
 
 
 # -- part URLs sign their length (item 6) ------------------------------------------------------
@@ -223,7 +223,7 @@ def test_the_upload_of_an_aborted_multipart_upload_says_so(use_cases):
 
 def test_every_part_url_is_signed_for_its_planned_length(use_cases):
     data = big_jpeg()
-    upload = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart").upload
+    upload = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart").upload
     assert [f"&length={p.size}&" in p.url for p in upload.parts] == [True] * len(upload.parts)
     assert upload.parts[-1].size == len(data) % PART
 
@@ -237,7 +237,7 @@ def test_the_sweeper_waits_for_a_transfer_begun_before_the_deadline(use_cases, m
     job is failed only once the largest transfer allowed has had time to arrive."""
     ctx = use_cases.ctx
     data = big_jpeg()
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method=method).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method=method).job
     grace = ctx.upload_grace.total_seconds()
     # 50 MiB at 1 Mbit/s, the slowest uplink planned for (docs/contract.md).
     assert grace == 420 and job.sweep_at == job.upload_expires_at + ctx.upload_grace
@@ -254,7 +254,7 @@ def test_a_completion_racing_the_sweep_never_leaves_an_original_for_a_failed_job
     either the job goes on with its file, or the completion finds the upload aborted."""
     ctx = use_cases.ctx
     data = big_jpeg()
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data)
     ctx.clock.now = accepted.job.upload_expires_at + timedelta(hours=1)  # past any grace
     answers = []
@@ -265,7 +265,7 @@ def test_a_completion_racing_the_sweep_never_leaves_an_original_for_a_failed_job
         if not answers:  # the completion lands right after the sweep's look
             ctx.objects.head = head
             try:
-                answers.append(use_cases.uploads.complete_upload("alice", accepted.job.job_id, None).status)
+                answers.append(use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None).status)
             except (InvalidRequest, JobFinished) as error:
                 answers.append(error.code)
         return seen

@@ -81,6 +81,7 @@ DIFFERENT = {
     "sha256": (PUT, dict(PUT, sha256=DIGEST_B)),
     "formats": (PUT, dict(PUT, formats=("avif",))),
     "renditions": (PUT, dict(PUT, renditions=("display", "thumb"))),  # the default makes thumb_512 too
+    "metadata": (dict(PUT, metadata={"post": "1"}), dict(PUT, metadata={"post": "2"})),
 }
 
 
@@ -90,9 +91,9 @@ def fingerprinted() -> set[str]:
     found = set()
     for number, (field, (first, second)) in enumerate(DIFFERENT.items()):
         key = f"key-{number}"
-        svc.uploads.create_direct_upload("alice", idempotency_key=key, **first)
+        svc.direct_uploads.create_direct_upload("alice", idempotency_key=key, **first)
         try:
-            svc.uploads.create_direct_upload("alice", idempotency_key=key, **second)
+            svc.direct_uploads.create_direct_upload("alice", idempotency_key=key, **second)
         except IdempotencyKeyReused:
             found.add(field)
     return found

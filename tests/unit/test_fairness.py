@@ -34,7 +34,7 @@ def test_an_owner_past_its_quota_gets_rate_limited_and_others_do_not(use_cases):
         upload(use_cases)
     assert caught.value.retry_after >= 5
     with pytest.raises(RateLimited):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000)
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000)
     assert len(use_cases.ctx.jobs.items) == 3  # nothing was stored for the refused ones
     upload(use_cases, owner="bob")
     # A finished job gives its slot back at once.
@@ -151,16 +151,75 @@ def test_a_shared_refusal_answers_retry_after_and_costs_no_more_writes():
     assert accepted(one, "alice")
 
 
-def test_an_owner_within_its_rate_costs_one_write_a_request():
+def test_an_owner_seen_now_and_then_costs_one_write_a_request():
     clock, rates = Clock(START), FakeRateStore()
     (api,) = shared_admissions(1, rates, clock)
-    for _ in range(4):  # a burst: this process knows the bucket is no longer full
+    for _ in range(3):  # sparse: the bucket is full again each time, a lease of one token
         assert accepted(api, "alice")
-    clock.advance(10)
-    for _ in range(3):  # sparse: the bucket is full again each time
+        clock.advance(5)
+    assert rates.writes == 3
+
+
+def test_a_busy_owner_costs_one_write_per_ten_requests_on_one_process():
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock, owner_requests_per_second=10, owner_burst=40)
+    sent = taken = 0
+    for _ in range(600):  # 30 s at 20 a second: twice its rate
+        sent += 1
+        taken += accepted(api, "alice")
+        clock.advance(0.05)
+    assert 40 + 10 * 30 * 0.9 <= taken <= 40 + 10 * 30
+    assert rates.writes * 10 <= sent
+    assert rates.writes * 6 <= taken  # leases of 7 to 10 tokens while it waits for them
+
+
+def test_a_busy_owner_within_its_rate_costs_one_write_per_ten_requests():
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock, owner_requests_per_second=10, owner_burst=40)
+    for _ in range(300):  # 8 a second: all of them accepted
         assert accepted(api, "alice")
-        clock.advance(1)
-    assert rates.writes == 7
+        clock.advance(0.125)
+    assert rates.writes <= 300 / 10 + 5  # the first leases are small
+
+
+def test_leased_tokens_expire_so_a_burst_stays_a_burst():
+    clock, rates = Clock(START), FakeRateStore()
+    processes = shared_admissions(4, rates, clock, owner_requests_per_second=10, owner_burst=40)
+    for process in processes:  # each one's leases grow to 10 and it keeps a few unspent
+        for _ in range(14):
+            accepted(process, "alice")
+    clock.advance(60)  # idle: the bucket is full again, the leases have expired
+    taken = sum(accepted(p, "alice") for _ in range(30) for p in processes)
+    # The burst, not the burst and what the leases kept (a few tokens stay in the bucket for
+    # the process that waits for a lease worth a write).
+    assert 40 - 9 <= taken <= 40
+
+
+def test_a_waiting_process_answers_retry_after_and_writes_nothing_until_then():
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock, owner_requests_per_second=10, owner_burst=40)
+    while accepted(api, "alice"):
+        pass
+    writes = rates.writes
+    for _ in range(100):
+        with pytest.raises(RateLimited) as caught:
+            api.check_rate("alice")
+        assert caught.value.retry_after == 1
+    assert rates.writes == writes
+    clock.advance(1.0)  # ten tokens back: one write for them
+    assert sum(accepted(api, "alice") for _ in range(20)) == 10
+    assert rates.writes <= writes + 1
+
+
+def test_another_owner_is_never_refused_while_one_is_at_its_limit():
+    clock, rates = Clock(START), FakeRateStore()
+    processes = shared_admissions(4, rates, clock, owner_requests_per_second=10, owner_burst=40)
+    for step in range(200):
+        for process in processes:
+            accepted(process, "alice")
+        if step % 10 == 0:
+            assert accepted(processes[step // 10 % 4], "bob")
+        clock.advance(0.01)
 
 
 def test_the_rate_falls_back_to_this_process_while_the_store_is_down():
@@ -168,3 +227,14 @@ def test_the_rate_falls_back_to_this_process_while_the_store_is_down():
     (api,) = shared_admissions(1, rates, clock)
     rates.down = True
     assert sum(accepted(api, "alice") for _ in range(10)) == 4
+
+
+def test_at_a_high_rate_a_lease_outlives_the_gap_between_requests():
+    """1,000 a second: a lease of 10 tokens takes 10 ms to come back, but a client asking
+    every 50 ms still spends it (MIN_LIFETIME), one write per 10 requests, not one a request."""
+    clock, rates = Clock(START), FakeRateStore()
+    (api,) = shared_admissions(1, rates, clock, owner_requests_per_second=1000, owner_burst=1000)
+    for _ in range(200):
+        assert accepted(api, "alice")
+        clock.advance(0.05)
+    assert rates.writes <= 200 / 10 + 5  # the first leases are small

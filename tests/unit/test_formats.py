@@ -78,7 +78,7 @@ def test_a_format_not_enabled_is_refused_and_makes_no_job(use_cases, formats):
     with pytest.raises(InvalidRequest):
         use_cases.uploads.accept_upload("alice", jpeg(), formats=formats)
     with pytest.raises(InvalidRequest):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, formats=formats)
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, formats=formats)
     assert use_cases.ctx.jobs.items == {}
 
 
@@ -97,15 +97,15 @@ def test_the_formats_are_part_of_the_fingerprint_but_not_their_order(use_cases):
     for other in (["avif"], []):
         with pytest.raises(IdempotencyKeyReused):
             use_cases.uploads.accept_upload("alice", data, "k1", other)
-    direct = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"])
-    assert use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"]).replayed
+    direct = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"])
+    assert use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["avif"]).replayed
     assert direct.job.formats == (AVIF,)
     with pytest.raises(IdempotencyKeyReused):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["webp"])
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, "k2", formats=["webp"])
 
 
 def test_without_formats_the_fingerprint_is_the_one_keys_held_before_formats_had(use_cases):
-    from chalicelib.usecases.uploads import _fingerprint
+    from chalicelib.usecases.idempotency import fingerprint_of as _fingerprint
     assert _fingerprint(b"images", b"x") == _fingerprint(b"images", b"x", ())
     assert _fingerprint(b"images", b"x") != _fingerprint(b"images", b"x", (AVIF,))
 

@@ -66,7 +66,7 @@ def test_same_key_other_bytes_is_refused(use_cases):
 def test_the_key_is_scoped_to_owner_and_operation(use_cases):
     a = use_cases.uploads.accept_upload("alice", jpeg(), "key-1").job
     b = use_cases.uploads.accept_upload("bob", jpeg(), "key-1").job
-    c = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100, "key-1").job
+    c = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100, "key-1").job
     assert len({a.job_id, b.job_id, c.job_id}) == 3
 
 
@@ -94,7 +94,7 @@ def test_a_failed_store_releases_the_key(use_cases):
 
 # -- direct uploads ---------------------------------------------------------------------------
 def test_direct_upload_gives_a_pinned_form_then_the_upload_makes_it_ready(use_cases):
-    accepted = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 50_000)
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 50_000)
     job = accepted.job
     assert job.status is JobStatus.AWAITING_UPLOAD
     assert accepted.upload.fields["key"] == job.original_key
@@ -114,19 +114,19 @@ def test_direct_upload_gives_a_pinned_form_then_the_upload_makes_it_ready(use_ca
 ])
 def test_direct_upload_declarations_are_checked(use_cases, ctype, size, error):
     with pytest.raises(error):
-        use_cases.uploads.create_direct_upload("alice", ctype, size)
+        use_cases.direct_uploads.create_direct_upload("alice", ctype, size)
     assert use_cases.ctx.jobs.items == {}
 
 
 def test_an_upload_larger_than_declared_fails_file_too_large(use_cases):
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100).job
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "failed"
     assert job_of(use_cases, job.job_id).error_code == "file_too_large"
 
 
 def test_an_upload_that_is_not_an_image_fails_unsupported_format(use_cases):
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000).job
     use_cases.ctx.objects.put(job.original_key, b"%PDF-1.7" + b"0" * 100, "image/jpeg")
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "failed"
     assert job_of(use_cases, job.job_id).error_code == "unsupported_format"
@@ -134,7 +134,7 @@ def test_an_upload_that_is_not_an_image_fails_unsupported_format(use_cases):
 
 # -- cancel ------------------------------------------------------------------------------------
 def test_cancel_before_upload_and_cancel_twice(use_cases):
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000).job
     cancelled = use_cases.manage.cancel("alice", job.job_id)
     assert cancelled.status is JobStatus.CANCELLED and cancelled.finished_at == START
     assert use_cases.manage.cancel("alice", job.job_id) == cancelled
@@ -245,7 +245,7 @@ def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
 
 
 def test_an_upload_that_never_came_fails_upload_missing(use_cases):
-    job = use_cases.uploads.create_direct_upload("alice", "image/png", 1000).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/png", 1000).job
     use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_missing"] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
@@ -278,7 +278,7 @@ def test_sweeping_twice_leaves_the_same_state(use_cases):
     stuck = use_cases.uploads.accept_upload("alice", jpeg()).job
     use_cases.ctx.jobs.claim(stuck.job_id, use_cases.ctx.clock(),
                              timedelta(seconds=use_cases.ctx.settings.lease_seconds), 3)
-    use_cases.uploads.create_direct_upload("alice", "image/png", 1000)
+    use_cases.direct_uploads.create_direct_upload("alice", "image/png", 1000)
     use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     use_cases.sweeper.sweep()
     ctx = use_cases.ctx

@@ -64,7 +64,7 @@ def known_run():
     uc.uploads.accept_upload("alice", jpeg(), "key-1")  # a replay: no new job
     second = uc.uploads.accept_upload("bob", jpeg(640, 480)).job
     broken = uc.uploads.accept_upload("bob", jpeg()).job
-    direct = uc.uploads.create_direct_upload("carol", "image/png", 1000).job
+    direct = uc.direct_uploads.create_direct_upload("carol", "image/png", 1000).job
     left = uc.uploads.accept_upload("dave", jpeg()).job
     clock.advance(5)
     for job in (first, second):
@@ -215,13 +215,13 @@ def test_direct_uploads_are_counted_by_method_and_each_resume_by_its_method():
     uc = UseCases(Context(settings=Settings(multipart_min_bytes=2 * part, multipart_part_bytes=part),
                           jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock,
                           metrics=metrics, publisher=FakeQueue(clock), backlog=FakeQueue(clock)))
-    create = uc.uploads.create_direct_upload
+    create = uc.direct_uploads.create_direct_upload
     create("alice", "image/jpeg", 1000)  # the form, the default method
     create("alice", "image/jpeg", 6 * part, method="PUT", idempotency_key="k")
     create("alice", "image/jpeg", 6 * part, method="PUT", idempotency_key="k")  # a replay: not counted
     parts = create("alice", "image/jpeg", 3 * part, method="multipart").job
-    uc.uploads.current_upload("alice", parts.job_id)
-    uc.uploads.current_upload("alice", parts.job_id)
+    uc.direct_uploads.current_upload("alice", parts.job_id)
+    uc.direct_uploads.current_upload("alice", parts.job_id)
     assert [metrics.total("UploadsCreated", Method=m) for m in ("POST", "PUT", "multipart")] == [1, 1, 1]
     assert metrics.total("UploadsCreated") == 3 and metrics.total("JobsAccepted", Route="uploads") == 3
     assert metrics.total("UploadsResumed", Method="multipart") == 2 and metrics.total("UploadsResumed") == 2

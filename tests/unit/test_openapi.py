@@ -14,10 +14,13 @@ from openapi_spec_validator import validate
 import app as application
 from chalicelib.config import Settings
 from chalicelib.domain import objectkeys, sniff
+from chalicelib.domain.errors import InvalidRequest
+from chalicelib.domain.idempotency import IDEMPOTENCY_KEY
 from chalicelib.domain.jobs import Job, JobStatus, Placeholder, Rendition, Variant
 from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http import methods, problems, request_body, views
+from chalicelib.usecases import uploads as upload_use_cases
 from chalicelib.usecases.results import Accepted, UploadForm, Urls
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text())
@@ -71,7 +74,7 @@ def test_every_other_method_of_a_path_is_the_405_the_spec_describes():
 
 
 def test_statuses_are_the_job_statuses():
-    assert SPEC["components"]["schemas"]["Status"]["enum"] == [s.value for s in JobStatus]
+    assert SPEC["components"]["schemas"]["KnownStatus"]["enum"] == [s.value for s in JobStatus]
 
 
 def test_every_problem_response_lists_codes_of_its_own_status():
@@ -130,15 +133,30 @@ def test_the_limits_in_the_spec_are_the_default_settings():
     assert SPEC["components"]["schemas"]["ImageBytes"]["maxLength"] == DEFAULTS.max_upload_bytes
     assert set(uploads["schema"]["properties"]["content_type"]["enum"]) == sniff.ALLOWED_TYPES
     key = next(p for p in SPEC["components"]["parameters"].values() if p["name"] == "Idempotency-Key")
-    assert _same_language(key["schema"], request_body.IDEMPOTENCY_KEY)
+    assert _same_language(key["schema"], IDEMPOTENCY_KEY)
     assert SPEC["components"]["schemas"]["JobId"]["pattern"] == f"^{objectkeys.JOB_ID.pattern}$"
 
 
 def _same_language(schema: dict, compiled) -> bool:
     """The spec's string schema and the server's regex take the same keys."""
     check = jsonschema.Draft202012Validator(schema)
-    samples = ["a", "a b", " a", "a ", "~" * 255, "~" * 256, "", "\t", "é", "a\x7f", "a\nb"]
-    return all(check.is_valid(s) == bool(compiled.fullmatch(s)) for s in samples)
+    return all(check.is_valid(s) == bool(compiled.fullmatch(s)) for s in KEY_SAMPLES)
+
+
+KEY_SAMPLES = ["a", "a b", " a", "a ", "~" * 255, "~" * 256, "", "\t", "é", "a\x7f", "a\nb"]
+
+
+@pytest.mark.parametrize("check", [request_body.idempotency_key, upload_use_cases.check_idempotency_key],
+                         ids=["http", "use case"])
+def test_the_api_and_the_use_case_take_the_keys_the_spec_takes(check):
+    key = next(p for p in SPEC["components"]["parameters"].values() if p["name"] == "Idempotency-Key")
+    spec = jsonschema.Draft202012Validator(key["schema"])
+    for sample in KEY_SAMPLES:
+        try:
+            taken = check(sample) == sample
+        except InvalidRequest:
+            taken = False
+        assert taken == spec.is_valid(sample), repr(sample)
 
 
 def test_the_upload_route_takes_exactly_the_media_types_the_spec_lists():
@@ -216,3 +234,32 @@ def test_problems_validate_against_the_spec_with_and_without_instance():
         problem.validate(problems.problem(code))
     instance = "urn:uuid:5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"
     problem.validate(problems.problem(ErrorCode.INTERNAL_ERROR, instance=instance))
+
+
+def uploads_request_validator():
+    schema = SPEC["paths"]["/api/v1/uploads"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return jsonschema.Draft202012Validator({**schema, "components": SPEC["components"]})
+
+
+@pytest.mark.parametrize("body, valid", [
+    ({"content_type": "image/jpeg", "size": 1000}, True),
+    ({"content_type": "image/jpeg", "size": 1000, "method": "PUT", "sha256": "A" * 43 + "="}, True),
+    ({"content_type": "image/jpeg", "size": Settings().multipart_min_bytes, "method": "multipart"}, True),
+    ({"content_type": "image/jpeg", "size": Settings().multipart_min_bytes - 1, "method": "multipart"}, False),
+    ({"content_type": "image/jpeg", "size": 1000, "sha256": "A" * 43 + "="}, False),
+    ({"content_type": "image/jpeg", "size": 1000, "method": "POST", "sha256": "A" * 43 + "="}, False),
+    ({"content_type": "image/jpeg", "size": 20 * 2**20, "method": "multipart", "sha256": "A" * 43 + "="}, False),
+])
+def test_the_uploads_request_schema_states_the_rules_between_its_members(body, valid):
+    """What the server refuses with 400 although each member alone is valid (its default
+    MULTIPART_MIN_BYTES), the schema refuses too: fuzzers and generated clients know it."""
+    assert uploads_request_validator().is_valid(body) is valid
+
+
+def test_statuses_are_open_and_a_pushed_job_is_the_job():
+    later = {"job_id": "9d2f7a31-5c4e-4b8a-8e1f-0a6b3c5d7e92", "status": "quarantined", "novel": 1}
+    validator("Job").validate(later)
+    validator("Status").validate("quarantined")
+    assert SPEC["components"]["schemas"]["PushMessage"]["properties"]["job"]["$ref"] == "#/components/schemas/Job"
+    with pytest.raises(jsonschema.ValidationError):
+        validator("Job").validate({**later, "status": "ready"})  # a known status keeps its shape

@@ -165,6 +165,37 @@ def test_a_full_fanout_drops_and_counts_instead_of_blocking_the_write():
     assert metrics.total(Metric.PUSH_FAILURES) >= 3
 
 
+@pytest.mark.parametrize("write", ["create_with_key", "claim"])
+def test_a_write_that_landed_but_answered_unavailable_still_reaches_the_fanout(write):
+    """Every re-send of a write that committed timed out: the caller sees the table down (the
+    upload's client retries, and the replay finds the job), but its status was taken, so the
+    fan-out reads the job and sends what is stored, as a table's stream would."""
+    use_cases, fanout, _ = world()
+    use_cases.push.connect("alice", "c1")
+    store = use_cases.ctx.jobs._store
+    real = getattr(store, write)
+
+    def landed_then_unavailable(*args, **kwargs):
+        real(*args, **kwargs)
+        setattr(store, write, real)  # once
+        raise TransientError("every answer lost")
+
+    setattr(store, write, landed_then_unavailable)
+    if write == "create_with_key":
+        with pytest.raises(TransientError):
+            use_cases.uploads.accept_upload("alice", jpeg(64, 64), "key-1")
+        job = use_cases.uploads.accept_upload("alice", jpeg(64, 64), "key-1").job  # the retry replays it
+        assert use_cases.worker.handle_object_created(created_event(job)) == "ready"
+        expected = ["queued", "processing", "ready"]
+    else:  # the lease it took holds the job until it ends: this much has happened
+        job = use_cases.uploads.accept_upload("alice", jpeg(64, 64)).job
+        with pytest.raises(TransientError):
+            use_cases.worker.handle_object_created(created_event(job))
+        expected = ["queued", "processing"]
+    assert fanout.drain()
+    assert [m["job"]["status"] for m in received(use_cases, "c1")] == expected
+
+
 @pytest.mark.parametrize("down", ["push_connections", "push_sender"])
 def test_push_down_leaves_uploads_workers_and_reads_unaffected(down):
     use_cases, fanout, metrics = world()

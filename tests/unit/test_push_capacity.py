@@ -21,7 +21,7 @@ def test_an_image_sends_a_watching_connection_the_messages_the_model_counts():
     use_cases, fanout, _ = world()
     use_cases.push.connect("alice", "c1")
     data = jpeg(640, 480)
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", len(data), method="PUT").job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="PUT").job
     use_cases.ctx.objects.put(job.original_key, data, "image/jpeg")  # the client's PUT
     use_cases.worker.handle_object_created(created_event(job))
     assert fanout.drain()

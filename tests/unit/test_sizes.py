@@ -53,7 +53,7 @@ def test_a_size_not_in_the_table_is_400_and_makes_no_job(use_cases, names):
     with pytest.raises(InvalidRequest, match="thumb_512"):
         use_cases.uploads.accept_upload("alice", photo(), renditions=names)
     with pytest.raises(InvalidRequest):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, renditions=names)
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, renditions=names)
     assert use_cases.ctx.jobs.items == {}
 
 
@@ -64,7 +64,7 @@ def test_the_sizes_are_part_of_the_fingerprint_and_the_default_named_is_the_same
     assert again.replayed and again.job.job_id == first.job_id
     with pytest.raises(IdempotencyKeyReused):
         use_cases.uploads.accept_upload("alice", photo(), "key-1", renditions=["thumb"])
-    direct = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "key-2", renditions=[]).job
+    direct = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, "key-2", renditions=[]).job
     assert direct.sizes == (RenditionName.DISPLAY, RenditionName.THUMB)
     with pytest.raises(IdempotencyKeyReused):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 1000, "key-2")
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 1000, "key-2")

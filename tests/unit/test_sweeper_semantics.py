@@ -160,7 +160,7 @@ def test_a_queued_job_whose_original_never_arrived_fails_and_frees_its_key(use_c
 
 def test_a_direct_upload_whose_notification_was_lost_is_processed(use_cases):
     s = use_cases.ctx.settings
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")
     use_cases.ctx.backlog.take()  # the notification was lost
     use_cases.ctx.clock.advance(s.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
@@ -172,7 +172,7 @@ def test_a_direct_upload_whose_notification_was_lost_is_processed(use_cases):
 
 def test_a_direct_upload_whose_notification_is_waiting_is_queued_without_a_duplicate(use_cases):
     s = use_cases.ctx.settings
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100_000).job
     use_cases.ctx.clock.advance(s.upload_url_ttl_seconds - 1)
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")  # its event waits in the queue
     use_cases.ctx.clock.advance(1 + use_cases.ctx.upload_grace.total_seconds())
@@ -182,12 +182,12 @@ def test_a_direct_upload_whose_notification_is_waiting_is_queued_without_a_dupli
 
 
 def test_a_direct_upload_that_never_came_still_fails_upload_missing(use_cases):
-    job = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000, "key-1").job
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100_000, "key-1").job
     use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()["upload_missing"] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
     # The key no longer points at a job that cannot succeed: a retry gets a new upload.
-    again = use_cases.uploads.create_direct_upload("alice", "image/jpeg", 100_000, "key-1")
+    again = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 100_000, "key-1")
     assert not again.replayed and again.job.job_id != job.job_id and again.upload is not None
 
 

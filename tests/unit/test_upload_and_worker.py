@@ -195,7 +195,7 @@ def test_uploads_are_shed_while_the_backlog_is_over_the_bound(use_cases):
         use_cases.uploads.accept_upload("alice", jpeg())
     assert shed.value.retry_after >= 2
     with pytest.raises(Overloaded):
-        use_cases.uploads.create_direct_upload("alice", "image/jpeg", 10)
+        use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", 10)
     assert use_cases.ctx.jobs.items == {}
     use_cases.ctx.backlog.value = 0
     with pytest.raises(Overloaded):  # still the cached reading

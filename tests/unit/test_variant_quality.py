@@ -10,7 +10,7 @@ from skimage.metrics import structural_similarity
 
 from chalicelib.domain.renditions import RenditionFormat
 from chalicelib.imaging import render
-from chalicelib.imaging.similarity import ssim
+from chalicelib.imaging.similarity import Reference, ssim
 from tests.images import jpeg, photo
 
 AVIF, WEBP, JPEG = RenditionFormat.AVIF, RenditionFormat.WEBP, RenditionFormat.JPEG
@@ -42,6 +42,18 @@ def test_the_workers_ssim_is_one_for_the_same_pixels_and_follows_scikit_images()
         ssim(im, im.resize((200, 150)))
 
 
+@pytest.mark.parametrize("size", [(400, 300), (401, 299), (7, 5)])
+def test_the_reference_made_once_scores_every_coding_as_a_fresh_comparison_does(size):
+    im = decoded(photo("coffee.png")).resize(size)
+    once = Reference(im)
+    for quality in (30, 70, 95):
+        out = io.BytesIO()
+        im.save(out, "JPEG", quality=quality)
+        assert once.ssim(decoded(out.getvalue())) == pytest.approx(ssim(im, decoded(out.getvalue())), abs=1e-9)
+    with pytest.raises(ValueError):
+        once.ssim(im.resize((3, 3)))
+
+
 def test_the_workers_ssim_takes_images_too_small_for_two_windows():
     im = Image.new("RGB", (5, 3), (200, 30, 30))
     assert ssim(im, im) == pytest.approx(1.0, abs=1e-6)
@@ -69,9 +81,9 @@ def _uncoded(name: str, rendition) -> Image.Image:
     caught = {}
     real = render._output
 
-    def catch(n, im, coding, formats=()):
+    def catch(n, im, coding, formats=(), hints=None):
         caught[n] = im.copy()
-        return real(n, im, coding, formats)
+        return real(n, im, coding, formats, hints)
 
     render._output = catch
     try:
@@ -90,18 +102,31 @@ def _ssim_of(name: str, rendition, data: bytes) -> float:
     return ssim(_uncoded(name, rendition), decoded(data))
 
 
-def test_a_variant_below_the_jpegs_ssim_is_raised_by_steps_to_the_first_good_enough_quality():
+def test_a_variant_below_the_jpegs_ssim_is_raised_to_a_good_enough_quality():
     im = decoded(photo("coffee.png"))
     coding = render.Coding(webp_quality=40)
     jpeg_data = render.encode(im, JPEG, coding)
     target = ssim(im, decoded(jpeg_data))
     assert ssim(im, decoded(render.encode(im, WEBP, coding))) < target  # quality 40 is not enough
-    quality, data = render.as_good_as(im, WEBP, coding, target, len(jpeg_data))
-    assert quality > 40 and (quality - 40) % render._QUALITY_STEP == 0
-    assert ssim(im, decoded(data)) >= target and len(data) < len(jpeg_data)
-    one_step_less = render.encode(im, WEBP, coding.at(WEBP, quality - render._QUALITY_STEP))
-    assert ssim(im, decoded(one_step_less)) < target
-    assert reference(im, decoded(data)) >= reference(im, decoded(jpeg_data))
+    chosen = render.as_good_as(im, WEBP, coding, target, len(jpeg_data))
+    assert chosen.quality > 40 and chosen.encodes < (chosen.quality - 40) / 5  # jumps, not steps of 5
+    assert ssim(im, decoded(chosen.data)) >= target and len(chosen.data) < len(jpeg_data)
+    assert reference(im, decoded(chosen.data)) >= reference(im, decoded(jpeg_data))
+
+
+def test_a_good_first_guess_is_one_encode_and_a_high_one_comes_down_when_too_large():
+    im = decoded(photo("coffee.png"))
+    coding = render.Coding()
+    jpeg_data = render.encode(im, JPEG, coding)
+    target = ssim(im, decoded(jpeg_data))
+    first = render.as_good_as(im, WEBP, coding, target, len(jpeg_data))
+    again = render.as_good_as(im, WEBP, coding, target, len(jpeg_data), guess=first.quality)
+    assert (again.quality, again.encodes) == (first.quality, 1)
+    # At 100 the WebP is larger than the JPEG: the search halves its way back down.
+    assert len(render.encode(im, WEBP, coding.at(WEBP, 100))) >= len(jpeg_data)
+    down = render.as_good_as(im, WEBP, coding, target, len(jpeg_data), guess=100)
+    assert down is not None and down.quality < 100 and len(down.data) < len(jpeg_data)
+    assert ssim(im, decoded(down.data)) >= target
 
 
 def test_a_format_that_would_not_be_smaller_than_the_jpeg_is_left_out():

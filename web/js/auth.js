@@ -31,20 +31,18 @@ export class Auth {
     return this.mode !== null && Boolean(this.api);
   }
 
+  // The bearer token: the package asks before every request, and again after a 401.
   async token() {
-    if (this.mode === "local") return this.config.token;
+    if (this.mode === "local") {
+      if (expired(this.config.token)) {
+        const config = await loadConfig(); // the runner mints a fresh one with each config.json
+        if (config.token) this.config = config;
+      }
+      return this.config.token;
+    }
     if (this.mode === "cognito") return JSON.parse(sessionStorage.getItem(COGNITO)).id_token;
     if (this.mode === "pasted") return JSON.parse(sessionStorage.getItem(PASTED)).token;
     return "";
-  }
-
-  // After a 401: true if a new token is now in hand.
-  async refresh() {
-    if (this.mode !== "local") return false;
-    const config = await loadConfig();
-    if (!config.token || config.token === this.config.token) return false;
-    this.config = config;
-    return true;
   }
 
   usePasted(api, token) {
@@ -117,4 +115,14 @@ export class Auth {
 
 function base64url(bytes) {
   return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+// A JWT whose `exp` is less than a minute away (or unreadable: then the server decides).
+function expired(token) {
+  try {
+    const payload = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return typeof payload.exp === "number" && payload.exp * 1000 < Date.now() + 60_000;
+  } catch {
+    return false;
+  }
 }

@@ -1,175 +1,167 @@
 // One photo on the page: its upload, its job's status (from the page's push socket while it
-// is open, else polled), and its buttons.
-import { ProblemError } from "./api.js";
-import { decode } from "./blurhash.js";
-import { HOLD_SECONDS, MIN_HELD_MS, STOP_HTTP, TERMINAL, holds, pollDelay, sleep } from "./poll.js";
+// is open, else polled), and its buttons. The job is the package's Job (service.js's Client):
+// upload, wait, cancel and delete are its calls.
+import {
+  ConnectionFailed, JobExpired, JobFinished, JobNotFound, StorageError, TERMINAL, UploadStopped,
+  WaitCancelled, WaitTimeout, decodePlaceholder,
+} from "../vendor/image-jobs-client.js";
 
-// Give up polling a job that is still not finished after this long; "Check again" resumes.
-const DEADLINE_MS = 30 * 60 * 1000;
+// Give up polling a job that is still not finished after this long; a reload resumes.
+const DEADLINE_SECONDS = 30 * 60;
 const LABELS = { awaiting_upload: "awaiting upload" };
 // The placeholder is decoded this small (the longer side) and scaled up: it is a blur.
 const PLACEHOLDER_SIDE = 32;
 const SOURCE_TYPES = ["image/avif", "image/webp"];
-// With the push socket open, an unfinished job with no news for this long is read by GET: a
-// message may be lost without the socket closing. The schedule's longest wait, so that a card
-// never learns later than polling would.
-const QUIET_MS = 15_000;
 
 export class JobCard {
   // saved: {jobId, name, size, startedAt} of a job made before a reload, to resume polling.
-  // push: the page's PushChannel (push.js), or null.
-  constructor(template, api, store, saved = {}, push = null) {
-    this.api = api;
+  // live: the page's one socket (service.js); formats: the extra formats uploads ask for.
+  // job: the package's Job when the page has it already (client.jobs()).
+  constructor(template, { client, live, store, formats }, saved = {}, job = null) {
+    this.client = client;
+    this.live = live;
     this.store = store;
-    this.push = push;
-    this.etag = null; // the state shown, as its ETag
+    this.formats = formats;
     this.polling = new AbortController(); // stops the polling alone, when the socket opens
     this.element = template.content.firstElementChild.cloneNode(true);
     this.$ = (selector) => this.element.querySelector(selector);
-    this.jobId = saved.jobId || null;
+    this.job = job ?? (saved.jobId ? client.job(saved.jobId) : null);
     this.name = saved.name || "";
     this.size = saved.size || 0;
     this.startedAt = saved.startedAt || Date.now();
-    this.job = null;
     this.controller = new AbortController(); // stops the upload and the polling
     this.$(".cancel").addEventListener("click", () => this.cancel());
     this.$(".delete").addEventListener("click", () => this.remove());
     this.render(saved.jobId ? "checking" : "uploading");
-    if (this.jobId) this.push?.watch(this);
+    if (this.job) this.live.follow(this);
+  }
+
+  get jobId() {
+    return this.job?.jobId ?? null;
   }
 
   async upload(file) {
+    this.uploading = true; // until the file is stored: this card is the job's (service.js's follow)
+    try {
+      await this.send(file);
+    } finally {
+      this.uploading = false;
+    }
+  }
+
+  async send(file) {
     this.name = file.name;
     this.size = file.size;
     this.render("uploading");
     const progress = this.$("progress");
     progress.hidden = false;
-    const since = this.push?.open ? this.push.opened : null;
+    const { signal } = this.controller;
+    const since = this.live.open ? this.live.connects : null;
     try {
-      const accepted = await this.api.upload(file, {
-        signal: this.controller.signal,
-        onProgress: (fraction) => { progress.value = fraction; },
-        onCreated: (created) => {
-          this.jobId = created.body.job_id;
+      await this.client.upload(file, {
+        formats: this.formats, metadata: nameMetadata(file.name), signal,
+        onProgress: (sent, total) => { progress.value = total ? sent / total : 0; },
+        onCreated: (job) => {
+          this.job = job;
           this.store.save(this);
-          this.show(created.body);
-          this.push?.watch(this, since);
+          this.live.follow(this); // a newer state the socket already brought is taken
+          this.show();
+          // A socket opened since the upload began may have missed the job's first changes
+          // (the package re-read the jobs it watched then, and this one was not among them).
+          if (this.live.open && since !== this.live.connects) this.reread();
         },
       });
       progress.hidden = true;
-      await this.track(accepted.retryAfter);
+      this.show();
+      await this.track();
     } catch (error) {
       progress.hidden = true;
-      if (error.name === "AbortError") return;
+      if (signal.aborted || error instanceof UploadStopped) return;
       this.fail(error);
     }
   }
 
-  // Polls the job until it is finished, per CONTRACT.md "How a client polls": each poll asks
-  // to be held until the job changes (Prefer: wait) while one of the page's held slots is
-  // free, and goes again at once after a held answer; otherwise it waits as scheduled.
-  // Not while the push socket is open: it brings the changes, and pushClosed() polls again.
-  async track(firstRetryAfter = null) {
+  // Polls the job until it is finished (the package's job.wait(): held polls while one of the
+  // client's four held slots is free, else CONTRACT.md's schedule). Not while the push socket
+  // is open: it brings the changes, and pushClosed() polls again.
+  async track() {
+    if (!this.job || this.job.finished || this.live.open) return;
+    this.polling.abort();
+    this.polling = new AbortController();
     const signal = AbortSignal.any([this.controller.signal, this.polling.signal]);
-    const deadline = Date.now() + DEADLINE_MS;
-    let release = holds.take();
-    let wait = release || firstRetryAfter === null ? 0 : pollDelay(0, firstRetryAfter);
-    for (let poll = 1; ; poll++) {
-      try {
-        await sleep(wait, signal);
-        if (this.push?.open) return release?.();
-        release = release || holds.take();
-        const asked = Date.now();
-        const before = this.job?.status;
-        let answer;
-        try {
-          answer = await this.api.getJob(this.jobId, signal, { waitSeconds: release ? HOLD_SECONDS : 0, etag: this.etag });
-        } finally {
-          release?.();
-          release = null;
-        }
-        this.etag = answer.etag;
-        this.show(answer.body);
-        if (TERMINAL.has(answer.body.status)) return;
-        const news = answer.body.status !== before || Date.now() - asked >= MIN_HELD_MS;
-        wait = answer.held && news ? 0 : pollDelay(poll, answer.retryAfter);
-      } catch (error) {
-        if (error.name === "AbortError") return;
-        if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);
-        // 429, 503, or the network: wait as told (or as scheduled) and ask again.
-        wait = pollDelay(poll, error.retryAfter);
-      }
-      if (Date.now() > deadline) {
-        this.render(this.job?.status || "unknown", "Stopped checking; reload the page to check again");
+    try {
+      await this.job.wait({ signal, timeout: DEADLINE_SECONDS, onStatus: () => this.show() });
+      this.show();
+    } catch (error) {
+      if (error instanceof WaitCancelled) return;
+      if (error instanceof WaitTimeout) {
+        this.render(this.job.status || "unknown", "Stopped checking; reload the page to check again");
         return;
       }
+      this.fail(error);
     }
   }
 
-  // The push socket opened: stop polling, and read the job once, since what changed while it
-  // was down was never sent.
-  async pushOpened() {
-    if (!this.jobId || TERMINAL.has(this.job?.status)) return;
+  // The push socket opened: stop polling (the package re-reads the job by GET).
+  pushOpened() {
     this.polling.abort();
     this.polling = new AbortController();
+  }
+
+  async reread() {
     try {
-      const answer = await this.api.getJob(this.jobId, this.controller.signal);
-      this.pushed(answer.body, answer.etag);
-      this.quiet();
+      await this.job.refresh({ signal: this.controller.signal });
+      this.show();
     } catch (error) {
-      if (error.name === "AbortError") return;
-      if (!(error instanceof ProblemError) || STOP_HTTP.has(error.status)) return this.fail(error);
-      setTimeout(() => this.pushOpened(), pollDelay(1, error.retryAfter));
+      if (this.controller.signal.aborted) return;
+      this.fail(error);
     }
   }
 
   // The socket closed: poll until it is back.
   pushClosed() {
-    if (this.jobId && !TERMINAL.has(this.job?.status)) this.track();
+    this.track();
   }
 
-  // A state from the socket (or the re-read after it opened), unless older than the one shown.
-  pushed(job, etag) {
-    if (!this.push.newer(this, job.status, etag)) return;
-    this.etag = etag;
-    this.show(job);
-    this.quiet();
-  }
-
-  // Reads the job again after QUIET_MS without news while the socket is open.
-  quiet() {
-    clearTimeout(this.quietTimer);
-    if (TERMINAL.has(this.job?.status)) return;
-    this.quietTimer = setTimeout(() => { if (this.push?.open) this.pushOpened(); }, QUIET_MS);
+  // The socket (or the package's re-read after it opened) brought a newer state of the job.
+  pushed() {
+    this.show();
   }
 
   async cancel() {
     this.stopWork();
-    if (!this.jobId) {
+    if (!this.job) {
       this.render("cancelled", "Stopped before the upload finished");
       return;
     }
     try {
-      this.show((await this.api.cancel(this.jobId)).body);
+      await this.job.cancel();
+      this.show();
     } catch (error) {
       this.fail(error);
-      if (error.code !== "job_finished") return;
+      if (!(error instanceof JobFinished)) return;
     }
-    if (!TERMINAL.has(this.job?.status)) this.track(); // job_finished: show how it ended
+    if (!this.job.finished) this.track(); // job_finished: show how it ended
   }
 
   async remove() {
     this.stopWork();
-    if (this.jobId) {
+    if (this.job) {
       try {
-        await this.api.remove(this.jobId);
+        await this.job.delete();
       } catch (error) {
-        if (error.status !== 404 && error.status !== 410) return this.fail(error);
+        if (!(error instanceof JobNotFound || error instanceof JobExpired)) return this.fail(error);
       }
     }
     this.store.forget(this);
-    this.push?.forget(this);
-    clearTimeout(this.quietTimer);
+    this.live.forget(this);
+    this.element.remove();
+    clearInterval(this.ticker);
+  }
+
+  // Another card shows this job (service.js's follow): this one goes, the job stays.
+  drop() {
+    this.stopWork();
     this.element.remove();
     clearInterval(this.ticker);
   }
@@ -179,17 +171,18 @@ export class JobCard {
     this.controller = new AbortController();
   }
 
-  // A job resource (GET, cancel, or the 202's body).
-  show(job) {
-    this.job = { ...this.job, ...job };
+  // The job as last read (upload answer, GET, cancel, or a push message).
+  show() {
+    const job = this.job;
+    if (!job?.status) return;
     this.render(job.status);
-    const ready = job.status === "ready" && job.renditions;
+    const { display, thumb, thumb_512: thumb512 } = job.renditions;
+    const ready = job.ready && display && thumb;
     const img = this.$("img");
     this.$(".links").hidden = !ready;
     if (ready) {
-      const { display, thumb, thumb_512: thumb512 } = job.renditions;
       if (!img.src) { // a fresher URL for the same image would only reload it
-        this.showPlaceholder(job.placeholder, display, img);
+        this.showPlaceholder(display, img);
         // Both thumbnails, by width: the browser takes 512 px on 2x and 3x screens (jobs made
         // before thumb_512 existed have only the 256 px one).
         const sizes = [[thumb, 256], ...(thumb512 ? [[thumb512, 512]] : [])];
@@ -209,23 +202,27 @@ export class JobCard {
     }
   }
 
-  // CONTRACT.md's placeholder: the average colour at once, the BlurHash over it (decoded at
-  // the renditions' aspect, cropped as the square thumbnail is), both gone once it loads.
-  showPlaceholder(placeholder, display, img) {
-    if (!placeholder) return; // jobs made ready before placeholders existed
+  // CONTRACT.md's placeholder: the average colour at once, the BlurHash over it (the package
+  // decodes it at the renditions' aspect; cropped as the square thumbnail is), both gone once
+  // the thumbnail loads.
+  showPlaceholder(display, img) {
     const box = this.$(".thumb");
-    box.style.background = placeholder.average_color;
-    const canvas = document.createElement("canvas");
-    canvas.className = "placeholder";
+    let decoded;
     try {
-      const scale = PLACEHOLDER_SIDE / Math.max(display.width, display.height);
-      canvas.width = Math.max(1, Math.round(display.width * scale));
-      canvas.height = Math.max(1, Math.round(display.height * scale));
-      const pixels = decode(placeholder.blurhash, canvas.width, canvas.height);
-      canvas.getContext("2d").putImageData(new ImageData(pixels, canvas.width, canvas.height), 0, 0);
-      box.prepend(canvas);
+      decoded = decodePlaceholder(this.job, PLACEHOLDER_SIDE);
     } catch (error) {
       console.warn("placeholder not shown:", error.message); // the colour alone then
+    }
+    const colour = decoded?.averageColor ?? this.job.placeholder?.average_color;
+    if (!colour) return; // jobs made ready before placeholders existed
+    box.style.background = colour;
+    const canvas = document.createElement("canvas");
+    canvas.className = "placeholder";
+    if (decoded) {
+      canvas.width = decoded.width;
+      canvas.height = decoded.height;
+      canvas.getContext("2d").putImageData(new ImageData(decoded.pixels, decoded.width, decoded.height), 0, 0);
+      box.prepend(canvas);
     }
     img.addEventListener("load", () => {
       canvas.remove();
@@ -234,7 +231,14 @@ export class JobCard {
   }
 
   fail(error) {
-    this.showError(error.title || error.message, error.detail || error.code || "");
+    if (error instanceof StorageError) {
+      this.showError("Storage refused the upload", error.storageMessage);
+    } else if (error instanceof ConnectionFailed) {
+      this.showError("The service could not be reached", "");
+    } else {
+      const title = error.title || error.message;
+      this.showError(title, (error.detail !== title && error.detail) || error.code || "");
+    }
     if (!this.job || !TERMINAL.has(this.job.status)) this.render(this.job?.status || "error");
   }
 
@@ -263,10 +267,10 @@ export class JobCard {
 
   // The time it took: the service's own (created → finished) once finished, else so far.
   tick() {
-    const job = this.job || {};
+    const { createdAt, finishedAt } = this.job ?? {};
     let seconds;
-    if (job.finished_at && job.created_at) {
-      seconds = (Date.parse(job.finished_at) - Date.parse(job.created_at)) / 1000;
+    if (createdAt && finishedAt) {
+      seconds = (finishedAt - createdAt) / 1000;
     } else if (TERMINAL.has(this.status) || this.status === "error") {
       return;
     } else {
@@ -291,6 +295,13 @@ function addSources(img, sizes) {
     source.srcset = sizes.map(([r, width]) => `${r.variants[type].url} ${width}w`).join(", ");
     img.before(source);
   }
+}
+
+// The job's metadata (docs/contract.md "Metadata"): the file's name, so that the page's list
+// shows it in another browser too. Within the bounds: 200 characters (2,048 bytes in all), no
+// control characters.
+export function nameMetadata(name) {
+  return { name: [...name.replace(/[\u0000-\u001f\u007f-\u009f]/g, "")].slice(0, 200).join("") || "photo" };
 }
 
 function formatBytes(bytes) {

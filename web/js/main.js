@@ -1,8 +1,7 @@
 // The page: where the token comes from, the drop zone, and one card per photo.
-import { Api } from "./api.js";
 import { Auth, loadConfig } from "./auth.js";
 import { JobCard } from "./card.js";
-import { PushChannel } from "./push.js";
+import { Live, formatsOf, makeClient } from "./service.js";
 
 // The jobs of this page, kept across reloads so that polling resumes from the job id alone.
 class JobStore {
@@ -41,24 +40,25 @@ async function main() {
     who.textContent = signInError || "Sign in to upload photos.";
     return;
   }
-  const api = new Api(auth.api, auth, {
-    maxUploadBytes: config.max_upload_bytes, multipartMinBytes: config.multipart_min_bytes,
-    formats: config.formats });
+  const client = makeClient(config, auth);
   describe(who, auth);
 
-  const push = new PushChannel(api); // one socket for every card; cards poll while it is down
-  push.start();
-  const store = new JobStore(auth.api);
+  const live = new Live(client); // one socket for every card; cards poll while it is down
+  const page = { client, live, store: new JobStore(auth.api), formats: formatsOf(config) };
   const list = $("#jobs");
   const template = $("#job-template");
-  for (const saved of store.all().reverse()) {
-    const card = new JobCard(template, api, store, saved, push);
+  const shown = new Set();
+  for (const saved of page.store.all().reverse()) {
+    const card = new JobCard(template, page, saved);
     list.append(card.element);
     card.track();
+    shown.add(saved.jobId);
   }
+  live.start();
+  listed(page, template, list, shown); // the rest, from any browser
 
   const add = (files) => {
-    const cards = files.map(() => new JobCard(template, api, store, {}, push));
+    const cards = files.map(() => new JobCard(template, page));
     list.prepend(...cards.map((card) => card.element)); // newest first, in the order picked
     cards.forEach((card, i) => card.upload(files[i]));
   };
@@ -76,6 +76,31 @@ async function main() {
     if (event.key === "Enter" || event.key === " ") { event.preventDefault(); input.click(); }
   });
   document.body.dataset.ready = "true"; // for tests: the page is wired
+}
+
+// The owner's jobs that this browser did not save (another browser's, or cleared storage):
+// the first pages of GET /image-jobs (the package's client.jobs()), newest first, after the
+// saved ones.
+const LISTED_PAGES = 2;
+const PAGE_SIZE = 50;
+
+async function listed(page, template, list, shown) {
+  let seen = 0;
+  try {
+    for await (const job of page.client.jobs({ pageSize: PAGE_SIZE })) {
+      if (++seen > LISTED_PAGES * PAGE_SIZE) break;
+      if (shown.has(job.jobId) || page.live.has(job.jobId)) continue; // saved, or uploading here
+      shown.add(job.jobId);
+      const saved = { jobId: job.jobId, name: job.metadata.name || "", startedAt: job.createdAt?.getTime() };
+      const card = new JobCard(template, page, saved, job);
+      list.append(card.element);
+      card.show();
+      card.track();
+    }
+  } catch (error) {
+    console.warn("the list of jobs could not be read:", error.message); // the saved ones stay
+  }
+  list.dataset.listed = "true"; // for tests: the list is read
 }
 
 function describe(who, auth) {

@@ -7,8 +7,7 @@
         if job.ready:
             job.download("out/")
 """
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .client import DEFAULT_DIRECT_THRESHOLD, DEFAULT_URL, Client  # noqa: E402
 from .errors import (  # noqa: E402
     ImageJobsError,

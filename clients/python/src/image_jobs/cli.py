@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
-from . import __version__
+from ._version import __version__
 from .client import DEFAULT_URL, Client
 from .errors import (ApiError, ImageJobsError, InvalidRequest, JobExpired, JobNotFound, UploadStopped,
                      WaitCancelled, WaitTimeout)
@@ -99,7 +99,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--formats", default="", metavar="LIST",
                     help="extra formats of every rendition besides JPEG, e.g. avif,webp; "
                          "--out then saves the first of them where made")
+    up.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
+                    help="the app's own strings, kept with each job (repeat for more)")
     up.set_defaults(command=_upload)
+    ls = sub.add_parser("list", parents=[common], help="list jobs, newest first")
+    ls.add_argument("--status", action="append", default=[], metavar="STATUS",
+                    help="only jobs in this status (repeat for more)")
+    ls.add_argument("--owner", metavar="SUB", help="that owner's jobs (a service token: scope image-jobs/service)")
+    ls.add_argument("--limit", type=int, metavar="N", help="at most N jobs")
+    ls.set_defaults(command=_list)
     st = sub.add_parser("status", parents=[common, waiting], help="show jobs (or wait for them)")
     st.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     st.set_defaults(command=_status, parallel=4)
@@ -110,6 +118,20 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     de.set_defaults(command=_delete)
     return parser
+
+
+def _metadata(args: argparse.Namespace) -> Dict[str, str]:
+    pairs = [item.partition("=") for item in getattr(args, "metadata", [])]
+    return {key: value for key, _, value in pairs}
+
+
+def _list(client: Client, args: argparse.Namespace) -> int:
+    printer = _Printer(args.json)
+    for count, job in enumerate(client.jobs(status=args.status or None, owner=args.owner), start=1):
+        printer.show(Outcome(job.job_id, job=job))
+        if args.limit is not None and count >= args.limit:
+            break
+    return EXIT_OK
 
 
 def _formats(args: argparse.Namespace) -> List[str]:
@@ -141,7 +163,8 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
                 # Not held: Ctrl-C must end a wait at once, and a held POST could not be
                 # interrupted; Job.wait's first held poll goes at once instead.
                 job = client.upload(path, on_progress=sent, on_part_progress=bars.update,
-                                     formats=_formats(args), idempotency_key=key, stop=stop)
+                                     formats=_formats(args), idempotency_key=key, stop=stop,
+                                     metadata=_metadata(args) or None)
         except ImageJobsError as exc:
             cut = getattr(exc, "job", None)
             if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD:

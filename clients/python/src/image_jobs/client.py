@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json as json_module
 import os
 import shutil
 import threading
@@ -13,12 +14,13 @@ import uuid
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
-from urllib.parse import quote
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from urllib.parse import quote, urlencode
 
 import httpx
 
-from . import __version__, errors, polling
+from . import errors, polling
+from ._version import __version__
 from .job import Job, Status
 from .push import OPEN_TIMEOUT, Hub, Watch
 from .sniff import OCTET_STREAM, guess_type
@@ -31,8 +33,13 @@ DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 # Parts sent at once.
 PART_CONCURRENCY = 4
-# Answers that say "the same request may work later". 502/504 come from gateways in front of us.
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# docs/contract.md, "Which answers a client retries": 429 and 503 say the service did not act,
+# so any request is tried again; 502/504 (from gateways in front of us) and a lost connection
+# leave it unknown, so only a request that is safe to repeat is.
+RETRY_ALWAYS = frozenset({429, 503})
+RETRY_IF_REPEATABLE = frozenset({502, 504})
+RETRY_STATUSES = RETRY_ALWAYS | RETRY_IF_REPEATABLE
+REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 # Transport failures worth a retry; a malformed URL or an unsupported scheme is not one.
 RETRY_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 CHUNK = 64 * 1024
@@ -114,6 +121,52 @@ class Client:
             return Job(self, self.url(ref))
         return Job(self, self.url(f"{API_ROOT}/image-jobs/{quote(ref, safe='')}"))
 
+    def jobs(self, *, status: Union[str, Sequence[str], None] = None, owner: Optional[str] = None,
+             created_after: Optional[str] = None, created_before: Optional[str] = None,
+             page_size: Optional[int] = None) -> Iterator[Job]:
+        """Every job of the caller, newest first, page after page (GET /image-jobs), each as GET
+        shows it: `for job in client.jobs(status="ready"): ...`. `status`: one or several.
+        `owner`: with the service principal's token, that owner's jobs (GET /service/image-jobs),
+        each with `job.owner`. `created_after`/`created_before`: RFC 3339 times, exclusive."""
+        statuses = [status] if isinstance(status, str) else list(status or ())
+        params: List[Tuple[str, str]] = [("status", s) for s in statuses]
+        for name, value in (("owner", owner), ("created_after", created_after),
+                            ("created_before", created_before), ("page_size", page_size)):
+            if value is not None:
+                params.append((name, str(value)))
+        path = f"{API_ROOT}/service/image-jobs" if owner is not None else f"{API_ROOT}/image-jobs"
+        token: Optional[str] = None
+        while True:
+            query = params + ([("page_token", token)] if token else [])
+            body = self.request("GET", path + ("?" + urlencode(query) if query else "")).json()
+            for data in body.get("jobs", []):
+                # The service's jobs are read again (refresh, wait) on its own route.
+                location = f"{path}/{quote(data['job_id'], safe='')}"
+                yield Job(self, self.url(location), data)
+            token = body.get("next_page_token")
+            if not token:
+                return
+
+    # -- the service webhook (the service principal's token) ----------------------------------
+    def set_service_webhook(self, url: str, events: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Register (or change) the one webhook for every owner's jobs; `events`: the statuses
+        sent (default the terminal ones). Its `secret` is in the answer only when it is new."""
+        body: Dict[str, Any] = {"url": url}
+        if events is not None:
+            body["events"] = list(events)
+        return self.request("PUT", f"{API_ROOT}/service/webhook", json=body).json()
+
+    def service_webhook(self) -> Dict[str, Any]:
+        """The service webhook's url and events ({"url": None} when there is none)."""
+        return self.request("GET", f"{API_ROOT}/service/webhook").json()
+
+    def delete_service_webhook(self) -> None:
+        self.request("DELETE", f"{API_ROOT}/service/webhook")
+
+    def rotate_service_webhook_secret(self) -> Dict[str, Any]:
+        """A new secret (the old one still signs for 24 hours), in the answer."""
+        return self.request("POST", f"{API_ROOT}/service/webhook/rotate-secret").json()
+
     def watch(self, jobs: Optional[Sequence[Union[Job, str]]] = None, *,
               deadline: Optional[float] = None, stop: Optional[threading.Event] = None) -> Watch:
         """The updates of `jobs` (Job objects or ids; None: every job of the owner) over one
@@ -140,7 +193,8 @@ class Client:
                idempotency_key: Optional[str] = None, filename: Optional[str] = None,
                on_progress: Optional[Progress] = None, wait: float = 0,
                on_part_progress: Optional[PartProgress] = None,
-               formats: Sequence[str] = (), stop: Optional[threading.Event] = None) -> Job:
+               formats: Sequence[str] = (), stop: Optional[threading.Event] = None,
+               metadata: Optional[Dict[str, str]] = None) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
         Files up to `direct_threshold` bytes go through POST /images; larger ones straight to
@@ -153,6 +207,8 @@ class Client:
         in the same call. Never raises for a job that is still running then.
         `formats`: extra formats of every rendition besides its JPEG ("avif", "webp"), as the
         server enables them; download(format=...) saves them.
+        `metadata`: the app's own strings, kept with the job and shown as `job.metadata`
+        (the server's bounds: 16 keys, 512 characters a value, 2 KiB in all).
         `stop`: once set, a direct upload ends with UploadStopped (its `job` is what
         resume() takes): a single PUT at once, a multipart one once the parts in flight are
         stored, starting no other. A file sent through POST /images is sent whole.
@@ -160,17 +216,17 @@ class Client:
         formats = tuple(formats)
         data, name = _read(source)
         key = idempotency_key or str(uuid.uuid4())
-        ctype = content_type or guess_type(data[:64]) or OCTET_STREAM
+        ctype = content_type or guess_type(data) or OCTET_STREAM
         name = filename or name
         if len(data) > self.direct_threshold:
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats, stop), wait)
+                                                       on_part_progress, formats, stop, metadata), wait)
         try:
-            return self._upload_through_api(data, ctype, key, on_progress, wait, formats)
+            return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our threshold: the direct route has its own.
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats, stop), wait)
+                                                       on_part_progress, formats, stop, metadata), wait)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
                on_part_progress: Optional[PartProgress] = None,
@@ -192,9 +248,12 @@ class Client:
         return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
-                            on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = ()) -> Job:
+                            on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = (),
+                            metadata: Optional[Dict[str, str]] = None) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
         headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
+        if metadata:  # a header (JSON escapes keep it ASCII), never the query string
+            headers["Image-Jobs-Metadata"] = json_module.dumps(metadata)
         hold = min(int(wait), self.hold_seconds) if self.waits else 0
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
@@ -218,8 +277,11 @@ class Client:
     def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress],
                        on_part_progress: Optional[PartProgress] = None,
-                       formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None) -> Job:
+                       formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None,
+                       metadata: Optional[Dict[str, str]] = None) -> Job:
         body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
+        if metadata:
+            body["metadata"] = dict(metadata)
         if formats:
             body["formats"] = list(formats)
         if len(data) >= self.multipart_threshold:
@@ -252,7 +314,7 @@ class Client:
         elif method == "multipart":
             self._put_parts(upload, data, on_progress, on_part_progress, stop)
             # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
-            self.request("POST", job.location + "/upload")
+            self.request("POST", job.location + "/upload", repeatable=True)
         else:
             raise errors.ImageJobsError(f"unknown upload method {method!r}")
 
@@ -328,13 +390,17 @@ class Client:
     # -- HTTP --------------------------------------------------------------------------------
     def request(self, method: str, target: str, *, retry: bool = True,
                 body: Optional[Callable[[], Any]] = None, json: Any = None,
-                headers: Optional[Dict[str, str]] = None) -> httpx.Response:
+                headers: Optional[Dict[str, str]] = None,
+                repeatable: Optional[bool] = None) -> httpx.Response:
         """One API call with the bearer token: a 2xx answer, or the typed error of the last try.
 
-        With `retry`, connection errors and 429/502/503/504 are retried up to `max_attempts`
-        times in all, after the server's Retry-After or a jittered backoff. `body` makes the
-        request content afresh for each try.
+        With `retry`, 429 and 503 are retried up to `max_attempts` times in all, after the
+        server's Retry-After or a jittered backoff; connection errors, 502 and 504 too when the
+        request is `repeatable` (by default: GET, PUT, DELETE, or with an Idempotency-Key).
+        `body` makes the request content afresh for each try.
         """
+        if repeatable is None:
+            repeatable = method.upper() in REPEATABLE_METHODS or "Idempotency-Key" in (headers or {})
         url = self.url(target)
         attempts = 0
         token_refreshed = False
@@ -347,7 +413,7 @@ class Client:
                                               json=json, headers=sent)
             except RETRY_TRANSPORT as exc:
                 failure = errors.ConnectionFailed(f"{method} {url}: {exc!r}")
-                if not retry:
+                if not retry or not repeatable:
                     raise failure from exc
                 self._retry_or_raise(attempts, None, failure, exc)
                 continue
@@ -362,7 +428,8 @@ class Client:
                 continue
             ra = polling.retry_after(response.headers)
             failure = errors.error_for(response.status_code, _json_or_none(response), ra)
-            if not retry or response.status_code not in RETRY_STATUSES:
+            retried = RETRY_STATUSES if repeatable else RETRY_ALWAYS
+            if not retry or response.status_code not in retried:
                 raise failure
             self._retry_or_raise(attempts, ra, failure)
 
@@ -423,6 +490,9 @@ class Client:
                 raise
 
 
+Job.client_class = Client
+
+
 def _read(source: Source) -> Tuple[bytes, str]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
@@ -446,7 +516,7 @@ def _chunks(data: bytes, on_progress: Optional[Progress]) -> Iterator[bytes]:
 
 
 def _type_of(upload: Dict[str, Any], data: bytes) -> str:
-    return (upload.get("headers") or {}).get("Content-Type") or guess_type(data[:64]) or OCTET_STREAM
+    return (upload.get("headers") or {}).get("Content-Type") or guess_type(data) or OCTET_STREAM
 
 
 class _CountingBody:

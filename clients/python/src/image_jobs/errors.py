@@ -1,10 +1,17 @@
 """Everything the SDK raises: one class per stable problem code of the contract, and a few more."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional, Type
+from typing import Any, Dict, Optional, Protocol, Type
 
-if TYPE_CHECKING:
-    from .job import Job
+
+class _Job(Protocol):
+    """What these errors show of a job.Job (which raises them, so this module sits below it)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def status(self) -> Optional[str]: ...
 
 
 class ImageJobsError(Exception):
@@ -35,7 +42,8 @@ class Unauthorized(ApiError):
 
 
 class Forbidden(ApiError):
-    """403: a gateway refused the token (the contract has no code for it)."""
+    """403: a good token of the wrong kind (a user's on a service route, the service's on an
+    upload), or a gateway that refused the token."""
 
     code = "forbidden"
 
@@ -161,7 +169,7 @@ class StorageError(ImageJobsError):
 class JobNotReady(ImageJobsError):
     """download() on a job that is not `ready`."""
 
-    def __init__(self, job: "Job"):
+    def __init__(self, job: _Job):
         self.job = job
         super().__init__(f"job {job.job_id} is {job.status}, not ready")
 
@@ -169,7 +177,7 @@ class JobNotReady(ImageJobsError):
 class WaitStopped(ImageJobsError):
     """wait() ended before the job finished; `job` holds the last status seen, to resume from."""
 
-    def __init__(self, job: "Job", why: str):
+    def __init__(self, job: _Job, why: str):
         self.job = job
         super().__init__(f"job {job.job_id} is still {job.status}: {why}")
 

@@ -7,14 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, Optional, Protocol, Tuple, Union
 
 import httpx
 
 from . import errors, polling
-
-if TYPE_CHECKING:
-    from .client import Client
 
 
 class Status(str, Enum):
@@ -65,13 +62,44 @@ class Rendition:
     cache_key: Optional[str] = None  # names the JPEG's bytes, whatever the URL
 
 
+class Api(Protocol):
+    """What a Job, and push's Watch, ask of their client: client.Client is the one there is.
+    Named here rather than imported: client.py builds Jobs, so this module sits below it."""
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], Any]
+    random: Callable[[], float]
+    max_attempts: int
+    hold_seconds: int  # the longest hold a poll may ask for (Prefer: wait)
+    waits: bool
+    _token_provider: Optional[Callable[[], str]]
+
+    def url(self, target: str) -> str: ...
+
+    def job(self, ref: str) -> "Job": ...
+
+    def request(self, method: str, target: str, *, retry: bool = True,
+                body: Optional[Callable[[], Any]] = None, json: Any = None,
+                headers: Optional[Dict[str, str]] = None) -> httpx.Response: ...
+
+    def _bearer(self) -> Optional[str]: ...
+
+    def _download(self, url: str, path: Path, cache_key: Optional[str] = None) -> bool: ...
+
+    def _push_hub(self, end: Optional[float] = None) -> Any: ...  # a push.Hub, or None
+
+
 class Job:
     """A job, known by its Location. Its fields are those of the last answer read.
 
     Unknown fields are kept in `raw` and otherwise ignored; an unknown status is "not finished".
     """
 
-    def __init__(self, client: "Client", location: str, data: Optional[Dict[str, Any]] = None):
+    # What from_location makes when given no client: client.py sets its Client here, as it
+    # builds Jobs itself (so this module cannot import it).
+    client_class: ClassVar[Optional[Callable[..., Api]]] = None
+
+    def __init__(self, client: Api, location: str, data: Optional[Dict[str, Any]] = None):
         self._client = client
         self.location = location
         self._data: Dict[str, Any] = dict(data or {})
@@ -80,7 +108,7 @@ class Job:
         self._held = False  # the last answer was a held one (Preference-Applied)
 
     @classmethod
-    def from_location(cls, location: str, client: Optional["Client"] = None, *,
+    def from_location(cls, location: str, client: Optional[Api] = None, *,
                       token: Optional[str] = None,
                       token_provider: Optional[Callable[[], str]] = None) -> "Job":
         """Resume a job from its Location (a full URL, or a path with `client`). Fetches nothing."""
@@ -88,14 +116,13 @@ class Job:
             url = httpx.URL(location)
             if not url.is_absolute_url:
                 raise ValueError("a Location path needs a client; give the full URL or a client")
-            from .client import Client
-
-            client = Client(f"{url.scheme}://{url.netloc.decode('ascii')}", token,
-                            token_provider=token_provider)
+            make = cls.client_class  # set when image_jobs is imported, as it always is first
+            assert make is not None
+            client = make(f"{url.scheme}://{url.netloc.decode('ascii')}", token, token_provider=token_provider)
         return client.job(location)
 
     @classmethod
-    def _accepted(cls, client: "Client", response: httpx.Response) -> "Job":
+    def _accepted(cls, client: Api, response: httpx.Response) -> "Job":
         """The job of an upload's answer: 202, or 200 with the finished job after a wait."""
         body = _json_object(response)
         location = response.headers.get("location")
@@ -106,6 +133,18 @@ class Job:
         return cls(client, client.url(location))._with(body, response)
 
     # -- what the last answer said -----------------------------------------------------------
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The app's own strings, as the upload gave them ({} when it gave none)."""
+        value = self._data.get("metadata")
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def owner(self) -> Optional[str]:
+        """The job's owner, in what the service principal reads; None in an owner's reads."""
+        value = self._data.get("owner")
+        return value if isinstance(value, str) else None
+
     @property
     def raw(self) -> Dict[str, Any]:
         """The last body as the API sent it (GET's shape after refresh() or wait())."""
@@ -189,7 +228,7 @@ class Job:
 
     def cancel(self) -> "Job":
         """Cancel it; raises JobFinished if it is already ready or failed."""
-        return self._with_answer(self._client.request("POST", self.location + "/cancel"))
+        return self._with_answer(self._client.request("POST", self.location + "/cancel", repeatable=True))
 
     def delete(self) -> None:
         """Delete the job, its original and its renditions."""
@@ -353,7 +392,7 @@ class Job:
         return self._with(_json_object(response), response)
 
 
-def _pause(client: "Client", seconds: float, stop: Optional[threading.Event]) -> None:
+def _pause(client: Api, seconds: float, stop: Optional[threading.Event]) -> None:
     # A stop event wakes a real sleep at once; an injected sleep (a test's clock) is used as is.
     if stop is not None and client.sleep is time.sleep:
         stop.wait(seconds)

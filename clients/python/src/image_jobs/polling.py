@@ -22,6 +22,17 @@ MIN_HELD_SECONDS = 1.0
 RETRY_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0)
 
 
+# The push socket's reconnect waits: doubling from the first, capped, each between half and
+# all of it, so that clients dropped together do not all come back in the same instant.
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+
+
+def reconnect_wait(failures: int, random: Callable[[], float]) -> float:
+    """Seconds before the next connect after `failures` failed ones in a row (0: after a drop)."""
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, failures - 1)) * (0.5 + 0.5 * random())
+
+
 def jittered(seconds: float, random: Callable[[], float]) -> float:
     """seconds × a factor in [0.8, 1.2); `random` returns a float in [0, 1)."""
     return seconds * (1.0 + JITTER * (2.0 * random() - 1.0))

@@ -11,23 +11,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, Optional, Union
+from typing import Callable, Dict, Iterable, Iterator, Optional, Union
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
-from . import errors
-from .job import TERMINAL, Job
-
-if TYPE_CHECKING:
-    from .client import Client
+from . import errors, polling
+from .job import TERMINAL, Api, Job
 
 PUSH_PROTOCOL = "image-jobs.v1"
 BEARER_PREFIX = "bearer."
-# Reconnect waits: doubling from the first, capped, each between half and all of it (jitter),
-# so that clients dropped together do not all come back in the same instant.
-BACKOFF_FIRST = 0.5
-BACKOFF_MAX = 30.0
 OPEN_TIMEOUT = 10.0
 # A blocked receive wakes this often to look at the caller's stop event and deadline.
 RECV_SLICE = 0.25
@@ -53,7 +46,7 @@ class Watch:
     row fail; Unauthorized when the token is refused.
     """
 
-    def __init__(self, client: "Client", jobs: Optional[Iterable[Union[Job, str]]] = None, *,
+    def __init__(self, client: Api, jobs: Optional[Iterable[Union[Job, str]]] = None, *,
                  deadline: Optional[float] = None, stop: Optional[threading.Event] = None,
                  on_connect: Optional[Callable[[], None]] = None):
         self._client = client
@@ -107,7 +100,7 @@ class Watch:
                     failures += 1
                     if failures >= self._client.max_attempts:
                         raise errors.PushUnavailable(f"the push socket did not open: {exc}") from exc
-                    self._pause(min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (failures - 1)))
+                    self._pause(polling.reconnect_wait(failures, self._client.random))
                     continue
                 failures = 0
                 self.connects += 1
@@ -121,7 +114,7 @@ class Watch:
                 finally:
                     self._socket.close()
                 if not self._over():
-                    self._pause(BACKOFF_FIRST)
+                    self._pause(polling.reconnect_wait(0, self._client.random))
         finally:
             if self._socket is not None:
                 self._socket.close()
@@ -236,8 +229,7 @@ class Watch:
         with self._lock:
             return all(job.finished for job in self._jobs.values())
 
-    def _pause(self, base: float) -> None:
-        seconds = base * (0.5 + 0.5 * self._client.random())
+    def _pause(self, seconds: float) -> None:
         if self._client.sleep is time.sleep:
             self._stop.wait(seconds)  # close() wakes it at once
         else:
@@ -247,7 +239,7 @@ class Watch:
 class Hub:
     """One Watch of all the owner's jobs in a thread, shared by many waits."""
 
-    def __init__(self, client: "Client"):
+    def __init__(self, client: Api):
         self._changed = threading.Condition()
         self._connected = threading.Event()
         self.failure: Optional[BaseException] = None

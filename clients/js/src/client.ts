@@ -1,0 +1,590 @@
+// Client: the API's HTTP calls, their bounded retries, and the three upload routes.
+import * as errors from "./errors.js";
+import { Job, Status, jsonObject } from "./job.js";
+import { MAX_HOLD_SECONDS, retryAfter, retryWait, type Random } from "./polling.js";
+import { Hub, Watch, type WatchOptions, type WebSocketLike } from "./push.js";
+import { contentTypeOf, readSource, sha256Base64, type Body, type Source } from "./source.js";
+import { loadRecord, memoryStorage, type UploadStorage } from "./storage.js";
+import { deadlineSignal, sleep } from "./timing.js";
+
+export const API_ROOT = "/api/v1";
+/** The server's default limit on POST /images; larger files go straight to storage. */
+export const DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024;
+/** The server's default MULTIPART_MIN_BYTES: from here on, in parts. */
+export const DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024;
+/** Parts sent at once. */
+export const PART_CONCURRENCY = 4;
+/** docs/contract.md, "Which answers a client retries": 429 and 503 say the service did not
+ * act, so any request is tried again; 502/504 (gateways in front of it) and a lost connection
+ * leave it unknown, so only a request that is safe to repeat is. */
+export const RETRY_ALWAYS: ReadonlySet<number> = new Set([429, 503]);
+export const RETRY_IF_REPEATABLE: ReadonlySet<number> = new Set([502, 504]);
+const REPEATABLE_METHODS = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
+/** Headers fetch sets itself from the body, and browsers refuse to be told. */
+const FORBIDDEN = new Set(["content-length", "host"]);
+
+export type Progress = (sent: number, total: number) => void;
+export type PartProgress = (partNumber: number, sent: number, size: number) => void;
+export type WebSocketConstructor = new (url: string, protocols: string[]) => WebSocketLike;
+
+export interface ClientOptions {
+  /** The service's origin, e.g. "https://api.example.com" (the API is under /api/v1). */
+  baseUrl: string;
+  /** A bearer token, or a function answering one (asked before each request, again after a 401). */
+  token?: string | (() => string | Promise<string>);
+  /** Where there is no global WebSocket (Node 20): the `ws` package's, say. */
+  WebSocket?: WebSocketConstructor;
+  fetch?: typeof fetch;
+  /** Where unfinished uploads' state is kept (memory by default; localStorage, AsyncStorage...). */
+  storage?: UploadStorage;
+  directThreshold?: number;
+  multipartThreshold?: number;
+  /** Tries of one request, and failed polls in a row, before giving up. */
+  maxAttempts?: number;
+  /** A Retry-After longer than this (seconds) is not waited out but thrown. */
+  maxRetryWait?: number;
+  /** Seconds a request may take; a held poll holds for less (and is given the hold on top). */
+  timeout?: number;
+  /** Ask the server to hold polls (Prefer: wait); false polls on the schedule only. */
+  waits?: boolean;
+  /** Held polls of this client in flight at once (unlimited by default); a poll past it goes
+   * unheld, on the schedule. A browser opens at most six HTTP/1.1 connections to one origin:
+   * four held polls leave two for uploads and other calls. */
+  maxHeld?: number;
+  clock?: () => number;
+  random?: Random;
+}
+
+export interface UploadOptions {
+  contentType?: string;
+  /** One key covers the whole upload and each of its retries; stored for a resume. */
+  idempotencyKey?: string;
+  /** What a later run recognises this file by (default: name, size and date of a File, a
+   * React Native uri and size, or the SHA-256 of bytes). */
+  fingerprint?: string;
+  filename?: string;
+  /** Extra formats of every rendition besides its JPEG ("avif", "webp"). */
+  formats?: readonly string[];
+  /** The app's own strings, kept with the job and shown as `job.metadata` (docs/contract.md
+   * "Metadata": at most 16 keys, 512 characters a value, 2048 bytes in all). */
+  metadata?: Readonly<Record<string, string>>;
+  /** Seconds the job may be waited for after the upload (Prefer: wait): a fast job comes back finished. */
+  wait?: number;
+  /** (bytes sent, total); with fetch, after each part (or the whole file) is stored. */
+  onProgress?: Progress;
+  onPartProgress?: PartProgress;
+  /** Aborting it stops a direct upload with UploadStopped: no part starts after it. */
+  signal?: AbortSignal;
+  /** Called as soon as the job exists (before its file is sent). */
+  onCreated?: (job: Job) => void;
+}
+
+/** A 2xx answer: status, headers, parsed JSON body (or null). */
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  retryAfter: number | null;
+}
+
+export interface RequestOptions {
+  retry?: boolean;
+  /** Safe to repeat after a lost answer (default: GET, PUT, DELETE, or with an Idempotency-Key). */
+  repeatable?: boolean;
+  json?: unknown;
+  body?: BodyInit | Uint8Array;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  /** Seconds the server may hold it: added to the request's timeout. */
+  hold?: number;
+}
+
+export interface JobsOptions {
+  /** One status or several. */
+  status?: string | readonly string[];
+  /** With the service principal's token: that owner's jobs (GET /service/image-jobs). */
+  owner?: string;
+  /** RFC 3339 times, exclusive. */
+  createdAfter?: string;
+  createdBefore?: string;
+  pageSize?: number;
+  signal?: AbortSignal;
+}
+
+interface UploadPart { part_number: number; size: number; stored?: boolean; etag?: string; url?: string; }
+interface UploadDescription {
+  method?: string;
+  url?: string;
+  headers?: Record<string, string>;
+  fields?: Record<string, string>;
+  part_size?: number;
+  parts?: UploadPart[];
+}
+
+export class Client {
+  readonly baseUrl: string;
+  readonly directThreshold: number;
+  readonly multipartThreshold: number;
+  readonly maxAttempts: number;
+  readonly maxRetryWait: number;
+  readonly timeout: number;
+  readonly waits: boolean;
+  /** Seconds a held poll asks for: under the request timeout, with time to spare. */
+  readonly holdSeconds: number;
+  readonly storage: UploadStorage;
+  readonly clock: () => number;
+  readonly random: Random;
+  readonly WebSocket: WebSocketConstructor | undefined;
+  readonly maxHeld: number;
+  /** Held polls in flight now. */
+  held = 0;
+  /** Bytes of files and parts sent to storage: what a resume saves. */
+  bytesToStorage = 0;
+  private readonly fetchImpl: typeof fetch;
+  private readonly token: ClientOptions["token"];
+  private hub: Hub | null = null;
+  // The uploads under way in this client, by record: a second upload of the same file at
+  // the same time is a second job (as two picks of one photo are), not a resume of the first.
+  private readonly uploading = new Set<string>();
+
+  constructor(options: ClientOptions) {
+    if (!options?.baseUrl) throw new TypeError("new Client({ baseUrl }) needs the service's URL");
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.token = options.token;
+    this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    this.storage = options.storage ?? memoryStorage();
+    this.directThreshold = options.directThreshold ?? DEFAULT_DIRECT_THRESHOLD;
+    this.multipartThreshold = options.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
+    this.maxAttempts = Math.max(1, options.maxAttempts ?? 5);
+    this.maxRetryWait = options.maxRetryWait ?? 120;
+    this.timeout = options.timeout ?? 30;
+    this.waits = options.waits ?? true;
+    this.maxHeld = Math.max(0, options.maxHeld ?? Infinity);
+    this.holdSeconds = Math.max(0, Math.min(MAX_HOLD_SECONDS, Math.floor(this.timeout) - 2));
+    this.clock = options.clock ?? (() => Date.now());
+    this.random = options.random ?? Math.random;
+  }
+
+  /** Closes the push socket, if one is open. */
+  close(): void {
+    this.hub?.close();
+    this.hub = null;
+  }
+
+  /** An absolute URL for a path such as a Location header, or the URL itself. */
+  url(target: string): string {
+    return new URL(target, `${this.baseUrl}/`).toString();
+  }
+
+  /** The job named by its id, its Location path or its full URL; nothing is fetched yet. */
+  job(ref: string): Job {
+    if (ref.includes("://") || ref.startsWith("/")) return new Job(this, this.url(ref));
+    return new Job(this, this.url(`${API_ROOT}/image-jobs/${encodeURIComponent(ref)}`));
+  }
+
+  /** Every job of the caller, newest first, page after page (GET /api/v1/image-jobs), each as
+   * GET shows it: `for await (const job of client.jobs({ status: "ready" }))`. */
+  async *jobs(options: JobsOptions = {}): AsyncGenerator<Job> {
+    const query = new URLSearchParams();
+    const statuses = typeof options.status === "string" ? [options.status] : [...(options.status ?? [])];
+    for (const status of statuses) query.append("status", status);
+    for (const [name, value] of [["owner", options.owner], ["created_after", options.createdAfter],
+      ["created_before", options.createdBefore], ["page_size", options.pageSize]] as const) {
+      if (value !== undefined) query.append(name, String(value));
+    }
+    const path = `${API_ROOT}/${options.owner === undefined ? "" : "service/"}image-jobs`;
+    let token: string | null = null;
+    for (;;) {
+      const page = new URLSearchParams(query);
+      if (token) page.set("page_token", token);
+      const text = page.toString();
+      const answer = await this.request("GET", text ? `${path}?${text}` : path, { signal: options.signal });
+      const body = jsonObject(answer);
+      for (const data of Array.isArray(body.jobs) ? body.jobs : []) {
+        if (!data || typeof data.job_id !== "string") continue;
+        // The service's jobs are read again (refresh, wait) on its own route.
+        yield new Job(this, this.url(`${path}/${encodeURIComponent(data.job_id)}`), data);
+      }
+      token = typeof body.next_page_token === "string" && body.next_page_token ? body.next_page_token : null;
+      if (!token) return;
+    }
+  }
+
+  /** The updates of `jobs` (Job objects or ids; none: every job of the owner) over one
+   * WebSocket: `for await (const job of client.watch(jobs))`. */
+  watch(jobs?: Iterable<Job | string> | null, options: WatchOptions = {}): Watch {
+    return new Watch(this, jobs ?? null, options);
+  }
+
+  /** @internal A held poll's slot: its release, or null when `maxHeld` are in flight. */
+  _takeHold(): (() => void) | null {
+    if (this.held >= this.maxHeld) return null;
+    this.held += 1;
+    let released = false;
+    return () => { if (!released) { released = true; this.held -= 1; } };
+  }
+
+  /** @internal The client's one push socket for job.wait({push: true}); null where none opens. */
+  async _pushHub(end: number | null): Promise<Hub | null> {
+    if (!this.WebSocket) return null;
+    this.hub ??= new Hub(this);
+    const timeout = end === null ? 10_000 * this.maxAttempts : Math.max(0, end - this.clock());
+    return (await this.hub.ready(timeout)) ? this.hub : null;
+  }
+
+  /**
+   * Upload one image and answer its job. Up to `directThreshold` bytes through POST /images;
+   * larger ones straight to storage by one presigned PUT (with its SHA-256), and from
+   * `multipartThreshold` in parts, PART_CONCURRENCY at a time. The Idempotency-Key and then
+   * the job's Location are kept in `storage` under the file's fingerprint, so the same call
+   * after a crash resumes: it sends only the parts storage does not hold.
+   */
+  async upload(source: Source, options: UploadOptions = {}): Promise<Job> {
+    const body = await readSource(source, this.fetchImpl);
+    const ctype = await contentTypeOf(body, options.contentType);
+    const direct = body.size > this.directThreshold;
+    const multipart = body.size >= this.multipartThreshold;
+    const sha256 = direct && !multipart ? await sha256Base64(body) : null;
+    const fingerprint = options.fingerprint ?? body.identity ?? (sha256 ?? await sha256Base64(body));
+    // The same file with other formats or metadata is another upload, never a resume of it
+    // (a plain upload keeps the key earlier releases stored, so their records still resume).
+    const formats = options.formats ?? [];
+    const metadata = Object.entries(options.metadata ?? {}).sort();
+    const asked = formats.length || metadata.length ? `:${JSON.stringify([formats, metadata])}` : "";
+    let recordKey = fingerprint ? `image-jobs:upload:${this.baseUrl}:${fingerprint}${asked}` : null;
+    if (recordKey && this.uploading.has(recordKey)) recordKey = null;
+    if (recordKey) this.uploading.add(recordKey);
+    try {
+      return await this.uploadAs(body, ctype, direct, multipart, sha256, recordKey, options);
+    } finally {
+      if (recordKey) this.uploading.delete(recordKey);
+    }
+  }
+
+  private async uploadAs(body: Body, ctype: string, direct: boolean, multipart: boolean, sha256: string | null,
+                         recordKey: string | null, options: UploadOptions): Promise<Job> {
+    const record = recordKey ? await loadRecord(this.storage, recordKey) : null;
+    if (record?.location) {
+      const resumed = await this.resumeFrom(this.job(record.location), body, options, recordKey!);
+      if (resumed) return resumed;
+    }
+    const key = options.idempotencyKey ?? record?.idempotencyKey ?? randomKey();
+    if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key }));
+    let job: Job;
+    if (!direct) {
+      try {
+        job = await this.uploadThroughApi(body, ctype, key, options);
+        if (recordKey) await this.storage.removeItem(recordKey);
+        return job;
+      } catch (error) {
+        // This server's /images limit is lower than ours: the direct route has its own.
+        if (!(error instanceof errors.FileTooLarge)) throw error;
+      }
+    }
+    const request: Record<string, unknown> = { content_type: ctype, size: body.size };
+    if (options.formats?.length) request.formats = [...options.formats];
+    if (options.metadata && Object.keys(options.metadata).length) request.metadata = { ...options.metadata };
+    if (multipart) request.method = "multipart";
+    else {
+      request.method = "PUT";
+      const digest = sha256 ?? await sha256Base64(body);
+      if (digest) request.sha256 = digest;
+    }
+    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key } });
+    job = this.accepted(answer);
+    if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key, location: job.location }));
+    options.onCreated?.(job);
+    const upload = job.raw.upload as UploadDescription | undefined;
+    if (job.status === Status.AWAITING_UPLOAD && upload?.method) {
+      await this.sendAs(job, upload, body, ctype, options);
+      job._retryAt = this.clock() + (answer.retryAfter ?? 0) * 1000;
+    } else {
+      options.onProgress?.(body.size, body.size); // a replay: the file had already arrived
+    }
+    if (recordKey) await this.storage.removeItem(recordKey);
+    return this.heldPoll(job, options.wait ?? 0);
+  }
+
+  /** Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file. */
+  async resume(job: Job, source: Source, options: UploadOptions = {}): Promise<Job> {
+    return this.resumeBody(job, await readSource(source, this.fetchImpl), options);
+  }
+
+  private async resumeBody(job: Job, body: Body, options: UploadOptions): Promise<Job> {
+    const upload = jsonObject(await this.request("GET", `${job.location}/upload`, { signal: options.signal })) as UploadDescription;
+    const ctype = upload.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
+    await this.sendAs(job, upload, body, ctype, options);
+    return job;
+  }
+
+  /** A stored upload's job: resumed, or already past its upload; null when it is gone. */
+  private async resumeFrom(job: Job, body: Body, options: UploadOptions, recordKey: string): Promise<Job | null> {
+    try {
+      options.onCreated?.(job);
+      await this.resumeBody(job, body, options);
+    } catch (error) {
+      if (error instanceof errors.InvalidRequest) {
+        // No longer awaiting_upload: the file had arrived.
+      } else if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) {
+        await this.storage.removeItem(recordKey);
+        return null;
+      } else {
+        throw error;
+      }
+    }
+    await this.storage.removeItem(recordKey);
+    await job.refresh();
+    return this.heldPoll(job, options.wait ?? 0);
+  }
+
+  private async uploadThroughApi(body: Body, ctype: string, key: string, options: UploadOptions): Promise<Job> {
+    const headers: Record<string, string> = { "Content-Type": ctype, "Idempotency-Key": key };
+    const hold = this.waits ? Math.min(Math.floor(options.wait ?? 0), this.holdSeconds) : 0;
+    if (hold >= 1) headers.Prefer = `wait=${hold}`;
+    // A header carries ASCII only: JSON with \u escapes (never the query string).
+    if (options.metadata && Object.keys(options.metadata).length) headers["Image-Jobs-Metadata"] = asciiJson(options.metadata);
+    const query = options.formats?.length ? `?formats=${options.formats.join(",")}` : "";
+    options.onProgress?.(0, body.size);
+    const data = await body.bytes();
+    const answer = await this.request("POST", `${API_ROOT}/images${query}`, { body: data, headers, hold, signal: options.signal });
+    options.onProgress?.(body.size, body.size);
+    const job = this.accepted(answer);
+    options.onCreated?.(job);
+    if (hold >= 1 && !job.finished && !job._held) return this.heldPoll(job, options.wait ?? 0);
+    return job;
+  }
+
+  private async heldPoll(job: Job, wait: number): Promise<Job> {
+    if (wait < 1 || !this.waits || job.finished) return job;
+    try {
+      return await job.wait({ timeout: wait });
+    } catch (error) {
+      if (error instanceof errors.WaitTimeout) return job;
+      throw error;
+    }
+  }
+
+  /** The job of an upload's answer: 202, or 200 with the finished job after a wait. */
+  private accepted(answer: Answer): Job {
+    const body = jsonObject(answer);
+    const location = answer.headers.get("location");
+    if (location) return new Job(this, this.url(location))._with(body, answer);
+    if (typeof body.job_id !== "string") throw new errors.UnexpectedResponse(`${answer.status} without Location or job_id`);
+    return this.job(body.job_id)._with(body, answer);
+  }
+
+  private async sendAs(job: Job, upload: UploadDescription, body: Body, ctype: string, options: UploadOptions): Promise<void> {
+    try {
+      if (upload.method === "PUT") {
+        this.stopIfAborted(options.signal);
+        options.onProgress?.(0, body.size);
+        await this.toStorage("PUT", upload.url!, { headers: allowed(upload.headers), body: () => body.slice(0, body.size) }, body.size, options.signal);
+        options.onProgress?.(body.size, body.size);
+      } else if (upload.method === "POST") {
+        this.stopIfAborted(options.signal);
+        await this.toStorage("POST", upload.url!, { body: () => form(upload, body, ctype) }, body.size, options.signal);
+        options.onProgress?.(body.size, body.size);
+      } else if (upload.method === "multipart") {
+        const etags = await this.putParts(job, upload, body, options);
+        // With every part's ETag (storage's CORS may hide them from a page) the parts named;
+        // else no body, and the server lists the parts storage holds.
+        const named = etags.size === upload.parts!.length && [...etags.values()].every(Boolean);
+        const parts = [...etags].sort(([a], [b]) => a - b).map(([part_number, etag]) => ({ part_number, etag }));
+        await this.request("POST", `${job.location}/upload`, { repeatable: true, ...(named ? { json: { parts } } : {}) });
+      } else {
+        throw new errors.ImageJobsError(`unknown upload method ${JSON.stringify(upload.method)}`);
+      }
+    } catch (error) {
+      if (error instanceof errors.UploadStopped) error.job = job;
+      throw error;
+    }
+  }
+
+  private stopIfAborted(signal?: AbortSignal) {
+    if (signal?.aborted) throw new errors.UploadStopped("the caller stopped the upload");
+  }
+
+  /** The parts not stored yet, PART_CONCURRENCY at a time. Once the signal fires no part
+   * starts, and those in flight are finished: stored, they need not be sent again. A part URL
+   * storage refuses (403: expired) is renewed once from GET .../upload. Answers every part's
+   * ETag by number ("" where storage did not let it be read). */
+  private async putParts(job: Job, upload: UploadDescription, body: Body, options: UploadOptions): Promise<Map<number, string>> {
+    const size = upload.part_size!;
+    const parts = upload.parts ?? [];
+    const etags = new Map<number, string>();
+    for (const part of parts.filter((p) => p.stored)) etags.set(part.part_number, part.etag ?? "");
+    let sent = parts.filter((part) => part.stored).reduce((sum, part) => sum + part.size, 0);
+    options.onProgress?.(sent, body.size);
+    let todo = parts.filter((part) => !part.stored);
+    for (let round = 0; todo.length; round++) {
+      const refused: number[] = [];
+      let next = 0;
+      let failure: unknown = null;
+      const worker = async () => {
+        while (next < todo.length && failure === null) {
+          if (options.signal?.aborted) {
+            failure = new errors.UploadStopped(`stopped before part ${todo[next]!.part_number}`);
+            return;
+          }
+          const part = todo[next++]!;
+          const start = (part.part_number - 1) * size;
+          let response: Response;
+          try {
+            options.onPartProgress?.(part.part_number, 0, part.size);
+            response = await this.toStorage("PUT", part.url!, { body: () => body.slice(start, start + part.size) }, part.size);
+          } catch (error) {
+            if (round === 0 && error instanceof errors.StorageError && error.status === 403) refused.push(part.part_number);
+            else failure ??= error;
+            continue;
+          }
+          etags.set(part.part_number, response.headers.get("etag") ?? "");
+          sent += part.size;
+          options.onPartProgress?.(part.part_number, part.size, part.size);
+          options.onProgress?.(sent, body.size);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(PART_CONCURRENCY, todo.length) }, worker));
+      if (failure !== null) throw failure;
+      if (!refused.length) break;
+      const fresh = jsonObject(await this.request("GET", `${job.location}/upload`)) as UploadDescription;
+      todo = (fresh.parts ?? []).filter((part) => !part.stored && refused.includes(part.part_number));
+    }
+    return etags;
+  }
+
+  /** A request to storage (its body made afresh for each try): connection errors and 5xx
+   * retried within the client's bounds; no Authorization (the URL carries its signature). */
+  private async toStorage(method: string, url: string, init: { headers?: Record<string, string>; body: () => BodyInit | Uint8Array }, bytes: number, signal?: AbortSignal): Promise<Response> {
+    for (let attempts = 1; ; attempts++) {
+      const timer = deadlineSignal(Math.max(this.timeout * 1000, bytes / 100), signal); // at least 100 kB/s
+      let response: Response;
+      try {
+        response = await this.fetchImpl(url, { method, headers: init.headers, body: init.body() as BodyInit, signal: timer.signal });
+      } catch (error) {
+        timer.done();
+        if (signal?.aborted) throw new errors.UploadStopped("the caller stopped the upload");
+        await this.retryOrThrow(attempts, null, new errors.ConnectionFailed(`storage: ${describe(error)}`));
+        continue;
+      }
+      timer.done();
+      if (response.ok) {
+        this.bytesToStorage += bytes;
+        await response.arrayBuffer().catch(() => null);
+        return response;
+      }
+      const failure = await storageError(response);
+      if (response.status < 500) throw failure;
+      await this.retryOrThrow(attempts, retryAfter(response.headers), failure);
+    }
+  }
+
+  /**
+   * One API call with the bearer token: a 2xx answer, or the typed error of the last try.
+   * With `retry`, 429 and 503 are retried up to `maxAttempts` in all, after the server's
+   * Retry-After or a jittered backoff; connection errors, 502 and 504 too when the request is
+   * `repeatable`.
+   */
+  async request(method: string, target: string, options: RequestOptions = {}): Promise<Answer> {
+    const url = this.url(target);
+    const repeatable = options.repeatable
+      ?? (REPEATABLE_METHODS.has(method.toUpperCase()) || "Idempotency-Key" in (options.headers ?? {}));
+    let refreshed = false;
+    for (let attempts = 1; ; attempts++) {
+      const token = await this.bearer();
+      const headers: Record<string, string> = { ...(options.headers ?? {}) };
+      if (token) headers.Authorization = `Bearer ${token}`;
+      let body = options.body as BodyInit | undefined;
+      if (options.json !== undefined) {
+        headers["Content-Type"] = "application/json";
+        body = JSON.stringify(options.json);
+      }
+      const timer = deadlineSignal((this.timeout + (options.hold ?? 0)) * 1000, options.signal);
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.fetchImpl(url, { method, headers, body, signal: timer.signal, cache: "no-store" });
+        text = await response.text();
+      } catch (error) {
+        timer.done();
+        if (options.signal?.aborted) throw options.signal.reason ?? error;
+        const failure = new errors.ConnectionFailed(`${method} ${url}: ${timer.timedOut() ? "timed out" : describe(error)}`);
+        if (options.retry === false || !repeatable) throw failure;
+        await this.retryOrThrow(attempts, null, failure, options.signal);
+        continue;
+      }
+      timer.done();
+      let parsed: unknown = null;
+      try { parsed = text ? JSON.parse(text) : null; } catch { parsed = null; }
+      const seconds = retryAfter(response.headers);
+      if (response.ok) return { status: response.status, headers: response.headers, body: parsed, retryAfter: seconds };
+      if (response.status === 401 && typeof this.token === "function" && !refreshed && (await this.bearer()) !== token) {
+        refreshed = true; // the provider had a newer token: one more try with it
+        attempts -= 1;
+        continue;
+      }
+      const failure = errors.errorFor(response.status, parsed, seconds);
+      const retried = RETRY_ALWAYS.has(response.status) || (repeatable && RETRY_IF_REPEATABLE.has(response.status));
+      if (options.retry === false || !retried) throw failure;
+      await this.retryOrThrow(attempts, seconds, failure, options.signal);
+    }
+  }
+
+  private async retryOrThrow(attempts: number, seconds: number | null, failure: Error, signal?: AbortSignal): Promise<void> {
+    if (attempts >= this.maxAttempts || (seconds ?? 0) > this.maxRetryWait) throw failure;
+    await sleep(retryWait(attempts, seconds, this.random) * 1000, signal);
+  }
+
+  /** @internal */
+  async bearer(): Promise<string | null> {
+    if (typeof this.token === "function") return await this.token();
+    return this.token ?? null;
+  }
+}
+
+function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+function randomKey(): string {
+  const c = globalThis.crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  const bytes = new Uint8Array(16);
+  if (c?.getRandomValues) c.getRandomValues(bytes);
+  else for (let i = 0; i < 16; i++) bytes[i] = Math.floor(Math.random() * 256);
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function allowed(headers: Record<string, string> = {}): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !FORBIDDEN.has(name.toLowerCase())));
+}
+
+/** The presigned POST: the form's fields, then the file last, as S3 requires. */
+function form(upload: UploadDescription, body: Body, ctype: string): FormData {
+  const data = new FormData();
+  for (const [name, value] of Object.entries(upload.fields ?? {})) data.append(name, String(value));
+  if (body.uri) {
+    // React Native's FormData sends a local file given as {uri, type, name}.
+    data.append("file", { uri: body.uri, type: ctype, name: body.name } as unknown as Blob);
+  } else {
+    const part = body.slice(0, body.size);
+    data.append("file", part instanceof Uint8Array ? new Blob([part as BlobPart], { type: ctype }) : part, body.name);
+  }
+  return data;
+}
+
+/** S3's XML error: <Error><Code>AccessDenied</Code><Message>...</Message></Error>. */
+async function storageError(response: Response): Promise<errors.StorageError> {
+  const text = await response.text().catch(() => "");
+  const code = /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? "unknown";
+  const message = /<Message>([^<]*)<\/Message>/.exec(text)?.[1] ?? response.statusText;
+  return new errors.StorageError(response.status, code, message);
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = (error as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
+  }
+  return String(error);
+}

@@ -1,0 +1,76 @@
+"""Every benchmark under benchmarks/ runs once, in a short mode, so that one that rots (reads an
+old record shape, calls a renamed function) fails CI. No target is asserted: they are reports;
+a non-zero exit or a run past its timeout fails. Each runs as a person would run it: its own
+process, from the checkout, with this venv's Python."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+LIBRARIES = {"stack.py"}  # imported by the others, not run
+
+# script -> (arguments for a round or two, seconds allowed)
+SHORT = {
+    "api.py": (["--rounds", "1", "--cold", "1"], 600),
+    "calls_per_job.py": ([], 300),
+    "capacity_sim.py": ([], 300),
+    "ci_time.py": (["{junit}", "--top", "3"], 60),
+    # Its short run is tests/deploy/test_package.py's, on the package those tests build once.
+    "cold_package.py": None,
+    "decode_memory.py": ([], 300),
+    "delivery.py": (["--jobs", "3", "--hours", "0.2"], 300),
+    "hostile.py": ([], 600),  # 2 min on a quiet machine: its ten hostile files are its point
+    "list_jobs.py": (["--jobs", "30", "--repeat", "1"], 300),
+    "load.py": (["--uploads", "4", "--clients", "2", "--workers", "1", "--backends", "sqs",
+                 "--deadline", "120"], 300),
+    "push_trigger.py": (["--changes", "5", "--connections", "1"], 300),
+    "rate_limit.py": (["--processes", "2", "--seconds", "0.5"], 300),
+    "renditions.py": (["--runs", "1"], 300),
+    "resize.py": (["--quick"], 300),
+    "rgw.py": (["--minutes", "0.05", "--embedded-minutes", "0.05"], 300),
+    "sweeper.py": (["--jobs", "20", "--threads", "2", "--orphan-jobs", "20", "--orphan-threads", "1"], 300),
+    "time_budget.py": (["--short"], 300),
+    "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "2"], 300),
+    "webhook_fairness.py": (["--good", "3"], 300),
+    "worker_cpu.py": (["--jobs", "2", "--runs", "1"], 300),
+}
+JUNIT = """<?xml version="1.0"?><testsuite name="pytest" tests="1"><testcase classname="tests.x"
+ name="test_one" time="0.5"/></testsuite>"""
+
+
+def test_the_benchmarks_share_one_harness():
+    """A free port, a median and a percentile come from benchmarks/stack.py, never a copy."""
+    import re
+
+    for path in BENCHMARKS.glob("*.py"):
+        if path.name != "stack.py":
+            copies = re.findall(r"^def _?(free_port|percentile|median)\b", path.read_text(), re.M)
+            assert not copies, f"{path.name} defines its own {copies}: use benchmarks/stack.py's"
+
+
+def test_every_benchmark_has_a_short_mode():
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")} - LIBRARIES
+    assert scripts == set(SHORT)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("script", sorted(s for s, short in SHORT.items() if short))
+def test_a_benchmark_runs_to_its_end(script, tmp_path):
+    arguments, seconds = SHORT[script]
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    run_benchmark(script, [a.replace("{junit}", str(junit)) for a in arguments], seconds)
+
+
+def run_benchmark(script: str, arguments: list[str], seconds: float) -> None:
+    try:
+        done = subprocess.run([sys.executable, str(BENCHMARKS / script), *arguments], cwd=ROOT,
+                              capture_output=True, text=True, timeout=seconds, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as late:
+        pytest.fail(f"{script} ran past {seconds} s:\n{(late.stdout or b'')[-2000:]!r}")
+    # The traceback, not the noise after it (asyncio's "Task was destroyed" lines at exit).
+    error = done.stderr[done.stderr.rfind("Traceback"):][:4000] if "Traceback" in done.stderr else done.stderr[-4000:]
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-2000:]}\n{error}"

@@ -1,0 +1,93 @@
+"""The SDK and the CLI as the app's backend uses them, against the real local runner:
+metadata on uploads (through /images and straight to storage), client.jobs() paging the
+owner's jobs, and the service principal's token paging any owner's and holding the service
+webhook."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chalicelib.config import Settings
+from chalicelib.http.auth import SERVICE_SCOPE, mint_token
+from image_jobs import Client, Forbidden, InvalidRequest
+from tests.client.conftest import token_for
+from tests.images import jpeg
+
+
+def service_token() -> str:
+    return mint_token("app-backend", Settings().jwt_secret, 3600, int(time.time()), scope=SERVICE_SCOPE)
+
+
+def test_metadata_goes_up_with_either_route_and_comes_back_on_the_job(runner, owner, tmp_path):
+    small = tmp_path / "small.jpg"
+    small.write_bytes(jpeg())
+    with Client(runner.api, token_for(owner), direct_threshold=10 ** 9) as client:
+        through_api = client.upload(small, metadata={"post": "p-1", "note": "ünï"})
+        assert through_api.wait(deadline=60).metadata == {"post": "p-1", "note": "ünï"}
+    with Client(runner.api, token_for(owner), direct_threshold=1) as client:
+        direct = client.upload(small, metadata={"post": "p-2"})
+        assert direct.wait(deadline=60).metadata == {"post": "p-2"}
+        with pytest.raises(InvalidRequest):
+            client.upload(small, metadata={"bad key": "x"})
+
+
+def test_jobs_pages_through_every_job_newest_first_and_filters_by_status(runner, owner, tmp_path):
+    photo = tmp_path / "p.jpg"
+    photo.write_bytes(jpeg())
+    with Client(runner.api, token_for(owner)) as client:
+        made = [client.upload(photo, metadata={"n": str(i)}) for i in range(5)]
+        for job in made:
+            job.wait(deadline=60)
+        listed = list(client.jobs(page_size=2))
+        assert [j.job_id for j in listed] == [j.job_id for j in reversed(made)]
+        assert [j.metadata["n"] for j in listed] == ["4", "3", "2", "1", "0"]
+        assert all(j.owner is None for j in listed)
+        assert [j.job_id for j in client.jobs(status=["failed", "cancelled"])] == []
+        assert len(list(client.jobs(status="ready", page_size=3))) == 5
+        with pytest.raises(Forbidden):
+            list(client.jobs(owner=owner))  # a user token on the service's list
+    with Client(runner.api, service_token()) as service:
+        theirs = list(service.jobs(owner=owner, page_size=2))
+        assert [j.job_id for j in theirs] == [j.job_id for j in reversed(made)]
+        assert {j.owner for j in theirs} == {owner}
+        assert theirs[0].refresh().status == "ready"  # read again on the service's own route
+        with pytest.raises(Forbidden):
+            service.upload(photo)
+
+
+def test_the_service_webhook_from_the_sdk(runner, owner):
+    with Client(runner.api, service_token()) as service:
+        made = service.set_service_webhook("http://127.0.0.1:9/hooks", events=["ready", "queued"])
+        try:
+            assert made["secret"].startswith("whsec_") and made["events"] == ["queued", "ready"]
+            assert service.service_webhook()["url"] == "http://127.0.0.1:9/hooks"
+            rotated = service.rotate_service_webhook_secret()
+            assert rotated["secret"] != made["secret"]
+        finally:
+            service.delete_service_webhook()
+        assert service.service_webhook() == {"url": None}
+    with Client(runner.api, token_for(owner)) as user, pytest.raises(Forbidden):
+        user.service_webhook()
+
+
+def test_the_cli_uploads_with_metadata_and_lists(runner, owner, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = Path(sys.executable).with_name("image-jobs")
+    photo = tmp_path / "p.jpg"
+    photo.write_bytes(jpeg())
+    env = {**os.environ, "IMAGE_JOBS_URL": runner.api, "IMAGE_JOBS_TOKEN": token_for(owner)}
+    run = lambda *a: subprocess.run([str(cli), *a], cwd=tmp_path, env=env, capture_output=True,  # noqa: E731
+                                    text=True, timeout=180, stdin=subprocess.DEVNULL)
+    up = run("upload", "--json", "--wait", "--metadata", "post=p-9", "--metadata", "kind=avatar", str(photo))
+    assert up.returncode == 0, up.stderr
+    job = json.loads(up.stdout.splitlines()[0])
+    assert job["metadata"] == {"post": "p-9", "kind": "avatar"}
+    listed = run("list", "--json", "--status", "ready")
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["job_id"] for line in listed.stdout.splitlines()] == [job["job_id"]]
