@@ -240,17 +240,22 @@ def test_a_second_ctrl_c_stops_at_once_and_the_same_command_still_resumes(counte
     while proxy.bytes_up - start < SIZE // 10:
         assert time.monotonic() < deadline and cut.poll() is None, cut.communicate()
         time.sleep(0.005)
-    proxy.pause = 0.02  # at most 64 KiB each 20 ms a connection: the parts take seconds to send
+    proxy.pause = 0.05  # at most 64 KiB each 50 ms a connection: the parts take about 6 s more
     try:
         cut.send_signal(signal.SIGINT)
         assert "Ctrl-C again to stop at once" in cut.stderr.readline()
         cut.send_signal(signal.SIGINT)
         stdout, stderr = cut.communicate(timeout=30)
+        at_exit = proxy.bytes_up - start
     finally:
         proxy.pause = 0.0
     assert cut.returncode == 130, stdout + stderr
+    # The CLI ended before the parts in flight were through the uplink. What it had written
+    # into its sockets' buffers still reaches storage after it died (the kernel sends it: up
+    # to whole parts on loopback, whose buffers grow to megabytes), so storage's count is not
+    # the test; the proxy's at the exit is.
+    assert at_exit < 4 * PART
     before = settled(proxy) - start
-    assert before < 4 * PART  # the four parts in flight were cut, not finished
 
     again = subprocess.run([str(CLI), "upload", "big.jpg", "--wait", "--json"], cwd=tmp_path, env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
