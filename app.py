@@ -15,7 +15,7 @@ from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.errors import PoisonMessage, PushConnectionsFull, RateLimited, TransientError, Unauthorized
 from chalicelib.domain.jobs import Job
 from chalicelib.http import access, auth, methods, prefer, request_body, responses
-from chalicelib.ports import SERVICE_RECEIVER
+from chalicelib.domain.webhooks import SERVICE_RECEIVER
 from chalicelib.runtime import correlation, deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import EmfMetrics

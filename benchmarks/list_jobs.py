@@ -95,7 +95,7 @@ def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tu
 
     # The token the list gives half-way down (made as the list makes it, rather than by paging
     # 50 times through moto's slow queries).
-    from chalicelib.ports import ListCursor
+    from chalicelib.domain.listing import ListCursor
     from chalicelib.usecases.listing import _binding, _encode
 
     newest_first = sorted(jobs, key=lambda j: (j.created_at, j.job_id), reverse=True)

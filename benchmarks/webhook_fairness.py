@@ -41,7 +41,7 @@ import logging  # noqa: E402
 from chalicelib.config import Settings  # noqa: E402
 from chalicelib.domain.errors import PoisonMessage, RetryLater  # noqa: E402
 from chalicelib.domain.events import ObjectCreated  # noqa: E402
-from chalicelib.ports import WebhookEvent  # noqa: E402
+from chalicelib.domain.webhooks import WebhookEvent
 from chalicelib.usecases.announce import event_id  # noqa: E402
 from chalicelib.usecases import UseCases  # noqa: E402
 from chalicelib.usecases.context import Context  # noqa: E402

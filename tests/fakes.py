@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Optional
 from chalicelib.domain.errors import (ConditionFailed, FileTooLarge, IdempotencyKeyTaken, InvalidRequest,
                                       QuotaFull, TransientError)
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
-from chalicelib.ports import (IdempotencyRecord, ListCursor, OwnedPage, PresignedPost, PresignedPut, ScanPoint, StoredObject,
-                              StoredPart, Webhook, WebhookEvent)
+from chalicelib.domain.idempotency import IdempotencyRecord
+from chalicelib.domain.listing import ListCursor, OwnedPage
+from chalicelib.domain.storage import PresignedPost, PresignedPut, ScanPoint, StoredObject, StoredPart
+from chalicelib.domain.webhooks import Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
     from chalicelib.domain.events import ObjectCreated

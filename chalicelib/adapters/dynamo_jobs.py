@@ -37,7 +37,9 @@ from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.ports import IdempotencyRecord, ListCursor, OwnedPage, ScanPoint
+from chalicelib.domain.idempotency import IdempotencyRecord
+from chalicelib.domain.listing import ListCursor, OwnedPage
+from chalicelib.domain.storage import ScanPoint
 from chalicelib.runtime import deadline
 
 JOB_PREFIX = "job#"

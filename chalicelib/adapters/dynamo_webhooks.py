@@ -21,7 +21,7 @@ from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.jobs import JobStatus
-from chalicelib.ports import Breaker, Webhook
+from chalicelib.domain.webhooks import Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
 DELIVER_PREFIX = "deliver#"
@@ -41,7 +41,7 @@ class WebhookItem(Model):
     created_at = UTCDateTimeAttribute()
     previous_secret = UnicodeAttribute(null=True)
     previous_until = UTCDateTimeAttribute(null=True)
-    # The breaker (ports.Breaker); absent when it is closed.
+    # The breaker (domain/webhooks.py's Breaker); absent when it is closed.
     failing_until = UTCDateTimeAttribute(null=True)
     failures = NumberAttribute(null=True)
     suspect_event = UnicodeAttribute(null=True)

@@ -20,7 +20,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from chalicelib.domain.errors import DeliveryFailed
-from chalicelib.ports import Address
+from chalicelib.domain.webhooks import Address
 
 # A receiver's answer is not read: only the status counts.
 _CONNECT_SECONDS = 3.0

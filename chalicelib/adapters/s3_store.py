@@ -7,7 +7,7 @@ from typing import Iterator, Optional
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.domain.errors import FileTooLarge, InvalidRequest, TransientError
-from chalicelib.ports import PresignedPost, PresignedPut, StoredObject, StoredPart
+from chalicelib.domain.storage import PresignedPost, PresignedPut, StoredObject, StoredPart
 
 _MISSING = ("NoSuchKey", "404", "NotFound")
 # A multipart upload that was completed or aborted (or never was).

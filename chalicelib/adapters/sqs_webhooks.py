@@ -8,7 +8,7 @@ from __future__ import annotations
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.domain.errors import TransientError
-from chalicelib.ports import WebhookEvent
+from chalicelib.domain.webhooks import WebhookEvent
 
 MAX_VISIBILITY_SECONDS = 43200  # SQS's limit: 12 hours
 MAX_DELAY_SECONDS = 900         # SQS's limit on DelaySeconds: 15 minutes

@@ -1,7 +1,10 @@
-"""The Idempotency-Key's alphabet, as docs/contract.md and openapi.yaml's IdempotencyKey say."""
+"""The Idempotency-Key's alphabet, as docs/contract.md and openapi.yaml's IdempotencyKey say,
+and the record a key leaves behind."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Optional
 
 from chalicelib.domain.errors import InvalidRequest
@@ -17,3 +20,11 @@ def check_idempotency_key(value: Optional[str]) -> Optional[str]:
         raise InvalidRequest("Idempotency-Key must be 1-255 printable ASCII characters, "
                              "not starting or ending with a space")
     return value
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    scope: str          # a hash of owner + operation + key
+    fingerprint: str    # SHA-256 of the file bytes and the options
+    job_id: str
+    expires_at: datetime

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import Forbidden, Unauthorized
-from chalicelib.ports import SERVICE_RECEIVER
+from chalicelib.domain.webhooks import SERVICE_RECEIVER
 
 # The longest subject (UTF-8 bytes) that may own jobs: Cognito's are UUIDs (36). It keeps
 # every key the owner is part of far under DynamoDB's 2,048 bytes, and a job's item within

@@ -9,7 +9,7 @@ from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
 from chalicelib.http import auth, prefer, problems
-from chalicelib.ports import Webhook
+from chalicelib.domain.webhooks import Webhook
 from chalicelib.usecases.results import Accepted, PartUpload, Upload, UploadForm, UploadPut, Urls
 
 

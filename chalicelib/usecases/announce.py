@@ -8,7 +8,7 @@ import uuid
 
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.ports import SERVICE_RECEIVER, WebhookEvent
+from chalicelib.domain.webhooks import SERVICE_RECEIVER, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases.context import Context

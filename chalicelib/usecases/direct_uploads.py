@@ -21,7 +21,7 @@ from chalicelib.domain.idempotency import check_idempotency_key
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import asked_renditions, extra_formats
 from chalicelib.domain.vocabulary import UploadMethod
-from chalicelib.ports import StoredPart
+from chalicelib.domain.storage import StoredPart
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric, Route
 from chalicelib.usecases import lifecycle

@@ -21,7 +21,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionFormat, RenditionName, asked_renditions
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.admission import Admission

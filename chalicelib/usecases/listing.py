@@ -19,7 +19,7 @@ from typing import Optional
 from chalicelib.domain.errors import InvalidRequest
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.objectkeys import is_job_id
-from chalicelib.ports import ListCursor
+from chalicelib.domain.listing import ListCursor
 from chalicelib.usecases.context import Context
 
 DEFAULT_PAGE_SIZE = 20

@@ -28,7 +28,7 @@ from typing import Optional
 
 from chalicelib.domain.errors import TransientError
 from chalicelib.domain.jobs import JobObjects, JobStatus
-from chalicelib.ports import ScanPoint
+from chalicelib.domain.storage import ScanPoint
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import idna
 
-from chalicelib.ports import Address
+from chalicelib.domain.webhooks import Address
 
 MAX_URL_LENGTH = 2048
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")

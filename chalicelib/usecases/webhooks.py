@@ -16,7 +16,7 @@ the next delay of Settings.webhook_delays (about a day in all); after the last o
 to the dead-letter queue. The queue's receive count is only the safety net for a handler
 that keeps crashing.
 
-The owner's breaker (ports.Breaker) holds their other events back only while the endpoint
+The owner's breaker (domain/webhooks.py's Breaker) holds their other events back only while the endpoint
 is down: no answer at all, or 5xx to two different events in a row (Verdict). Deferred
 events are queued again for the moment it closes, with their attempts untouched; its
 window grows by the same schedule with each failure in a row, and a delivery closes it.
@@ -56,7 +56,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
 from chalicelib.http.views import job_body
-from chalicelib.ports import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
+from chalicelib.domain.webhooks import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases import webhook_urls

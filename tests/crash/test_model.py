@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from chalicelib.adapters.dynamo_jobs import IDEMPOTENCY_PREFIX, JOB_PREFIX, DynamoJobStore
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.domain.idempotency import IdempotencyRecord
 from tests.crash.harness import IMAGE, Killed, Recording, Scenario, World, check, default_settings, retrying
 
 KEYS = ("key-a", "key-b")

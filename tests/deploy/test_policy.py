@@ -32,7 +32,9 @@ from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.ports import Breaker, IdempotencyRecord, ScanPoint, Webhook
+from chalicelib.domain.idempotency import IdempotencyRecord
+from chalicelib.domain.storage import ScanPoint
+from chalicelib.domain.webhooks import Breaker, Webhook
 from infra.stage_config import stage_policy
 
 ROOT = Path(__file__).resolve().parents[2]

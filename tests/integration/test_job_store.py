@@ -252,7 +252,7 @@ def test_delete_is_idempotent(store):
 
 
 def record(job_id, scope="scope-1", fingerprint="fp", expires=NOW + timedelta(hours=24)):
-    from chalicelib.ports import IdempotencyRecord
+    from chalicelib.domain.idempotency import IdempotencyRecord
 
     return IdempotencyRecord(scope=scope, fingerprint=fingerprint, job_id=job_id, expires_at=expires)
 
@@ -487,7 +487,7 @@ def test_objects_of_reads_what_each_job_says_of_its_objects_and_skips_unknown_id
 
 
 def test_a_scan_point_is_empty_until_saved_then_reads_back(store):
-    from chalicelib.ports import ScanPoint
+    from chalicelib.domain.storage import ScanPoint
 
     assert store.scan_points(["originals/0", "renditions/f"]) == {
         "originals/0": ScanPoint(), "renditions/f": ScanPoint()}

@@ -15,7 +15,7 @@ from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
-from chalicelib.ports import IdempotencyRecord
+from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.dynamo_stub import DynamoStub

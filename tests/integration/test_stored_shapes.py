@@ -23,7 +23,7 @@ from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobFinished, JobNotFound
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.http.views import job_body
-from chalicelib.ports import WebhookEvent
+from chalicelib.domain.webhooks import WebhookEvent
 from local.provision import provision
 from local.services import aws_client
 from tests.fixtures.records.record import keyed

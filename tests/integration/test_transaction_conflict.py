@@ -65,7 +65,7 @@ def test_a_transaction_conflict_replays_the_concurrent_requests_job(stack):
 def _write_winner(store: DynamoJobStore, key_put: dict, job_put: dict, winner_id: str) -> None:
     """What the concurrent request's own transaction wrote: the same key, its own job."""
     from chalicelib.domain.jobs import Job, JobStatus
-    from chalicelib.ports import IdempotencyRecord
+    from chalicelib.domain.idempotency import IdempotencyRecord
 
     item = job_put["Item"]
     now = datetime.now(timezone.utc)

@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.domain.errors import DeliveryFailed
-from chalicelib.ports import Address
+from chalicelib.domain.webhooks import Address
 from tests.conftest import free_port
 
 

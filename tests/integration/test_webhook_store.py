@@ -8,7 +8,7 @@ import pytest
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
-from chalicelib.ports import Breaker, Webhook
+from chalicelib.domain.webhooks import Breaker, Webhook
 from tests.fakes import FakeWebhookStore
 
 NOW = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ from chalicelib.config import Settings
 from chalicelib.domain.errors import TransientError
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.ports import ScanPoint
+from chalicelib.domain.storage import ScanPoint
 from chalicelib.usecases import orphans
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.orphans import OrphanScan, key_ranges

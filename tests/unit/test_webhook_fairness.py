@@ -9,7 +9,7 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.domain.errors import DeliveryFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
-from chalicelib.ports import Webhook, WebhookEvent
+from chalicelib.domain.webhooks import Webhook, WebhookEvent
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.webhooks import SLOT_MARGIN, Delivery, receiver_key

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from chalicelib.ports import Address
+from chalicelib.domain.webhooks import Address
 from chalicelib.usecases.webhook_urls import UrlRefused, check, system_resolver
 
 PUBLIC = "93.184.215.14"

@@ -13,7 +13,7 @@ from chalicelib.domain.errors import DeliveryFailed, InvalidRequest, PoisonMessa
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.http.views import job_body
-from chalicelib.ports import Breaker, WebhookEvent
+from chalicelib.domain.webhooks import Breaker, WebhookEvent
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.announce import event_id
 from chalicelib.usecases.context import Context
