@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 
 HOST = "127.0.0.1"
@@ -162,10 +163,35 @@ def _serve(runner, settings, components: set[str], bridge_wanted: bool, concurre
         _say_ready(runner, settings, components, concurrency, api, page)
         return _watch(stopping, api, moto, running[0] if rgw else None, log)
     finally:
-        for part in reversed(running):
+        # The Ceph cluster (first when there) goes last: the consumers may still be using it.
+        first = running[:1] if rgw else []
+        _stop_together(running[len(first):], STOP_SECONDS, log)
+        for part in first:
             part.stop()
         services.stop(api)
         services.stop(moto)
+
+
+# How long the consumers have, together, to finish the steps in hand once a signal came. One
+# stuck step (a call to an emulator that never answers) must not hold the others' stops, nor
+# the exit: what it held is leased, and the lease's end gives it to the next worker.
+STOP_SECONDS = 15.0
+_stuck = threading.Event()  # a part did not stop in time: exit without joining its threads
+
+
+def _stop_together(parts: list, seconds: float, log) -> None:
+    threads = [threading.Thread(target=part.stop, name=f"stop-{type(part).__name__}", daemon=True)
+               for part in reversed(parts)]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    late = [thread.name for thread in threads if thread.is_alive()]
+    if late:
+        _stuck.set()
+        log.warning("stop_timed_out", seconds=seconds, parts=late,
+                    threads=sorted(t.name for t in threading.enumerate() if t is not threading.current_thread()))
 
 
 def _clients(settings) -> dict:
@@ -395,4 +421,12 @@ def _sweep_forever(handler, interval: int, stopping: threading.Event, log) -> No
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if _stuck.is_set():
+        import logging
+
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # a worker pool's thread still in its step would be joined at exit
+    sys.exit(code)

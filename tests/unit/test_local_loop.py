@@ -103,3 +103,45 @@ def test_an_error_the_loop_does_not_retry_ends_it():
 
     with pytest.raises(ValueError):
         Broken([])._run()
+
+
+def test_the_runner_stops_its_parts_together_and_a_stuck_one_does_not_hold_the_others():
+    """local/__main__.py's shutdown: every consumer is told at once, and one whose step never
+    ends is logged and left (the exit does not wait for it) once the shared time is up."""
+    import threading
+    import time
+
+    import local.__main__ as runner
+
+    release = threading.Event()
+    stopped = []
+
+    class Quick:
+        def stop(self):
+            time.sleep(0.2)
+            stopped.append(self)
+
+    class Stuck:
+        def stop(self):
+            release.wait()
+
+    class Log:
+        def __init__(self):
+            self.warnings = []
+
+        def warning(self, event, **fields):
+            self.warnings.append((event, fields))
+
+    log, parts = Log(), [Quick(), Stuck(), Quick()]
+    runner._stuck.clear()
+    start = time.monotonic()
+    runner._stop_together(parts, 1.0, log)
+    took = time.monotonic() - start
+    release.set()
+    assert len(stopped) == 2 and took < 3  # the quick ones in parallel, the stuck one cut at 1 s
+    assert runner._stuck.is_set()
+    ((event, fields),) = log.warnings
+    assert event == "stop_timed_out" and fields["parts"] == ["stop-Stuck"]
+    runner._stuck.clear()
+    runner._stop_together([Quick(), Quick()], 1.0, log)
+    assert not runner._stuck.is_set() and len(log.warnings) == 1
