@@ -26,6 +26,7 @@ from websockets.sync.client import connect
 
 from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, SERVICE_SCOPE, mint_token
 from tests.e2e.test_images_api import SECRET, poll
+from tests.e2e.test_webhooks_and_metrics import wait_for
 from tests.images import jpeg
 from tests.local_runner import runner_on
 
@@ -103,15 +104,6 @@ def upload(run, owner, metadata=None, multipart=False):
                           headers={**token(owner), "Content-Type": "image/jpeg", **extra})
     assert r.status_code == 202, r.text
     return r.json()["job_id"]
-
-
-def wait_for(what, predicate, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"{what} after {timeout} s")
 
 
 # -- who may do what ---------------------------------------------------------------------------

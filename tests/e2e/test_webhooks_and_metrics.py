@@ -127,7 +127,7 @@ def upload(run, owner):
     return r.headers["Location"]
 
 
-def wait_for(what, predicate, timeout):
+def wait_for(what, predicate, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
