@@ -109,6 +109,15 @@ class Runner:
     def __post_init__(self):
         self.s3 = self.s3 or self.aws
 
+    def logged(self) -> list[dict]:
+        """The JSON lines of the run's log file so far. Unlike `output` (the process's merged
+        stdout and stderr, where a library's write to stderr can land inside a line), the file
+        holds only whole lines, each written under one lock (local/runlog.py)."""
+        import json
+
+        with open(self.env["LOG_FILE"], encoding="utf-8") as log:
+            return [json.loads(line) for line in log if line.startswith("{") and line.endswith("\n")]
+
     @property
     def strict(self) -> bool:
         """Storage checks signatures, expiry and POST policies (moto checks none of them)."""
@@ -125,7 +134,8 @@ def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings:
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
     env = {**os.environ, "API_PORT": str(api_port), "WEB_PORT": str(web_port), "PYTHONUNBUFFERED": "1",
-           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **push_ports(), **settings}
+           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **push_ports(),
+           "LOG_FILE": str(Path(tempfile.mkdtemp(prefix="image-jobs-run-")) / "runner.log"), **settings}
     env.pop("AWS_ENDPOINT_URL", None)
     if aws_endpoint is None:
         aws_port = free_port()

@@ -284,7 +284,7 @@ def test_the_service_webhook_gets_every_asked_status_signed_with_owner_and_metad
     # Each of the two was queued as queued, processing and ready for the service; a progress
     # event not delivered was dropped as superseded (the job had moved on: how soon depends
     # on the backend's event path, so which of them go out is the race's).
-    lines = [json.loads(line) for line in run.output if line.startswith("{")]
+    lines = run.logged()
     delivered = {h["webhook-id"] for _, h, _ in story["calls"]["/svc"]}
     for job in (story["raw"], story["form"]):
         queued = {line["event_id"] for line in lines if line.get("event") == "webhook_queued"
