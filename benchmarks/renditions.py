@@ -234,8 +234,45 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
                 render.make_images(data, settings.max_pixels, rendition_specs(settings), coding, formats=formats)
             print(f"whole job (decode, resize, encode, placeholder), {name}: "
                   f"{(time.process_time() - start) * 1000 / len(photos):.0f} ms CPU per job (mean of {what})")
+    for fmt in extras:
+        gave_up = [r for r in rows if r[fmt][1] is None]
+        print(f"{fmt.value}: {len(gave_up)} searches ended with no variant, {sum(r[fmt][2] for r in gave_up):.0f} ms "
+              f"of the choice CPU")
+    cap_saving(big, settings, coding, max(1, runs))
     if sweep:
         quality_sweep([r["im"] for r in rows], coding)
+
+
+def cap_saving(photos: list, settings: Settings, coding, runs: int) -> None:
+    """The whole jobs with WebP and AVIF, with the search's cap on a try (render._worth_trying)
+    and without it (patched to 100), in turns, so both share the machine's state."""
+    from chalicelib.domain.renditions import RenditionFormat as F
+
+    real = render._worth_trying
+    totals = {"capped": [], "uncapped": []}
+    encodes = {"capped": 0, "uncapped": 0}
+    encode = render.encode
+
+    def counted(*args):
+        encodes[which] += 1
+        return encode(*args)
+
+    render.encode = counted
+    try:
+        for _ in range(runs):
+            for which in totals:
+                render._worth_trying = real if which == "capped" else (lambda *a: 100)
+                start = time.process_time()
+                for data in photos:
+                    render.make_images(data, settings.max_pixels, rendition_specs(settings), coding,
+                                       formats=(F.WEBP, F.AVIF))
+                totals[which].append((time.process_time() - start) * 1000 / len(photos))
+    finally:
+        render._worth_trying, render.encode = real, encode
+    capped, uncapped = median(totals["capped"]), median(totals["uncapped"])
+    print(f"the cap on a try, side by side (the {len(photos)} jobs with a 1280 px display, JPEG + WebP + AVIF, "
+          f"median of {runs}): {capped:.0f} ms CPU per job with it, {uncapped:.0f} without "
+          f"({capped / uncapped:.2f}x); encodes {encodes['capped'] // runs} against {encodes['uncapped'] // runs}")
 
 
 def quality_sweep(images: list, coding) -> None:

@@ -449,12 +449,15 @@ def as_good_as(im: Image.Image, fmt: RenditionFormat, coding: Coding, target: fl
     Each try costs an encode, a decode and an SSIM, so the search takes the first quality
     that holds, not the least: it starts at `guess` (the previous rendition's), and from a
     miss it jumps by what the SSIM lacks (_SSIM_PER_QUALITY), then by the slope of its own
-    last two tries (a secant); a file too large halves the way back down."""
+    last two tries (a secant); a file too large halves the way back down. From two misses,
+    the growth of their bytes caps the next try (_worth_trying): most of the search's CPU
+    went on images that end with no variant, on encodes at qualities whose files were sure
+    to be too large."""
     reference = reference or Reference(im)
     lowest = coding.quality_of(fmt)
     fails, big = lowest - 1, 101  # the highest quality short of the target, the lowest too large
     quality = min(100, max(lowest, guess or lowest))
-    last = None  # (quality, SSIM) of the last miss
+    last = None  # (quality, SSIM, bytes) of the last miss
     halved = False
     for encodes in range(1, 12):
         data = encode(im, fmt, coding.at(fmt, quality))
@@ -473,17 +476,33 @@ def as_good_as(im: Image.Image, fmt: RenditionFormat, coding: Coding, target: fl
             score = reference.ssim(_decoded(data, fmt))
             if score >= target + _MARGIN:
                 return Choice(quality, data, encodes)
-            slope = _SSIM_PER_QUALITY[fmt]
+            miss = (quality, score, len(data))
+            slope, cap = _SSIM_PER_QUALITY[fmt], 100
             if last is not None and score > last[1] and quality > last[0]:
                 slope = (score - last[1]) / (quality - last[0])
-            last, fails = (quality, score), quality
+                cap = _worth_trying(last, miss, jpeg_bytes)
+                if cap <= quality:
+                    return None
+            last, fails = miss, quality
             step = max(1, math.ceil((target + _MARGIN - score) / slope))
-            quality = min(100, quality + step)
+            quality = min(cap, quality + step)
         if quality >= big:
             quality = (fails + big) // 2
         if quality <= fails:
             return None
     return None
+
+
+def _worth_trying(low: tuple, high: tuple, jpeg_bytes: int) -> int:
+    """The highest quality whose file may still be smaller than the JPEG, by the growth of
+    the bytes between two misses, (quality, SSIM, bytes) each: bytes grow ever faster with
+    quality (benchmarks/renditions.py), so at a higher one they are at least what that
+    growth gives. 100 where a step left the bytes as they were (AVIF's are coarse)."""
+    (q0, _, b0), (q1, _, b1) = low, high
+    if b1 <= b0:
+        return 100
+    per_step = math.log(b1 / b0) / (q1 - q0)
+    return min(100, q1 + math.floor(math.log(jpeg_bytes / b1) / per_step))
 
 
 def _decoded(data: bytes, fmt: RenditionFormat) -> Image.Image:

@@ -135,3 +135,35 @@ def test_a_format_that_would_not_be_smaller_than_the_jpeg_is_left_out():
     assert all(out.variants == {} for out in rendered.renditions.values())
     im = decoded(rendered.renditions["display"].data)
     assert render.as_good_as(im, WEBP, render.Coding(), 0.0, 10) is None  # never under 10 bytes
+
+
+def test_the_bytes_growth_of_two_misses_caps_the_next_try():
+    # 460 -> 962 bytes over 8 steps: 9.7 % a step, so 1,000 is passed within one more step.
+    assert render._worth_trying((85, 0.966, 460), (93, 0.978, 962), 1000) == 93
+    assert render._worth_trying((85, 0.97, 455), (90, 0.977, 602), 1000) == 99  # 5.8 % a step: 9 more
+    assert render._worth_trying((70, 0.99, 300), (72, 0.991, 300), 1000) == 100  # flat: says nothing
+    assert render._worth_trying((70, 0.99, 300), (90, 0.991, 301), 10_000_000) == 100
+
+
+def test_a_search_whose_variant_would_be_too_large_ends_without_encoding_it():
+    """The retina photo's 1280 px display (benchmarks/renditions.py): WebP needs a quality
+    whose file is larger than the JPEG's. Two misses tell so; no try above the cap."""
+    im = decoded(photo("retina.jpg")).resize((1280, 1280))
+    coding = render.Coding()
+    jpeg_data = render.encode(im, JPEG, coding)
+    target = ssim(im, decoded(jpeg_data))
+    tried = []
+    real = render.encode
+
+    def counted(im, fmt, c):
+        data = real(im, fmt, c)
+        tried.append((c.webp_quality, len(data)))
+        return data
+
+    render.encode = counted
+    try:
+        assert render.as_good_as(im, WEBP, coding, target, len(jpeg_data)) is None
+    finally:
+        render.encode = real
+    assert all(size < len(jpeg_data) for _, size in tried)  # no encode sure to be too large
+    assert 2 <= len(tried) <= 3, tried
