@@ -80,6 +80,7 @@ def _one_at_a_time(sweeper) -> None:
     """The removal as it was: lifecycle.remove per job (3 DeleteObject, 1 DeleteItem)."""
     from collections import Counter
 
+    from chalicelib.domain.vocabulary import SweepOutcome
     from chalicelib.usecases import lifecycle
 
     def expired(jobs, now):
@@ -87,7 +88,7 @@ def _one_at_a_time(sweeper) -> None:
         for job in jobs:
             if job.is_expired(now):
                 lifecycle.remove(sweeper._ctx, job)
-                report["expired_deleted"] += 1
+                report[SweepOutcome.EXPIRED_DELETED] += 1
         return report
 
     sweeper._expired = expired
@@ -170,6 +171,8 @@ def run_orphans(endpoint: str, jobs: int, threads: int) -> dict:
 
 
 def run(endpoint: str, jobs: int, threads: int) -> dict:
+    from chalicelib.domain.vocabulary import SweepOutcome
+
     results = {}
     for name, pool, batched in (("one at a time, 1 thread (before)", 1, False),
                                 ("batched, 1 thread", 1, True),
@@ -186,7 +189,7 @@ def run(endpoint: str, jobs: int, threads: int) -> dict:
         report = sweeper.sweep(max_batches=10_000)
         seconds = time.perf_counter() - started
         left = s3.list_objects_v2(Bucket=svc.ctx.settings.bucket).get("KeyCount", 0)
-        assert report.get("expired_deleted") == jobs and left == 0, (report, left)
+        assert report.get(SweepOutcome.EXPIRED_DELETED) == jobs and left == 0, (report, left)
         results[name] = {"jobs": jobs, "seconds": round(seconds, 2), "jobs_per_second": round(jobs / seconds, 1),
                          "idle_run_seconds": round(idle, 2)}
     return results

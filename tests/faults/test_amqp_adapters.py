@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 
 
 def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
@@ -14,7 +15,7 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     # ... and its message is gone from the (empty) exchange queue: lost, once the lease and the
     # allowance for a late delivery have passed.
     time.sleep(1 + world.settings.event_delay_seconds + 0.2)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"
@@ -33,7 +34,7 @@ def test_behind_the_rados_gateway_the_redrive_is_in_its_shape_with_the_key_raw(w
     job_id = world.upload(1)[0]
     use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1 + world.settings.event_delay_seconds + 0.2)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"

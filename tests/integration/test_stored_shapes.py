@@ -22,6 +22,7 @@ import pytest
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobFinished, JobNotFound
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import WebhookEvent
 from local.provision import provision
@@ -271,7 +272,7 @@ def test_the_sweeper_keeps_live_jobs_and_removes_expired_ones_with_their_objects
         contains(world.body(manage.get_job(owner, job_id)), world.recorded.bodies[name], name)
     # Past every job's retention: each finished job goes, with every object it names.
     world.at(world.recorded.latest("expires_at") + timedelta(seconds=1))
-    assert sweeper.sweep()["expired_deleted"] >= 1
+    assert sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] >= 1
     for name, (owner, job_id, status) in world.recorded.jobs().items():
         if not JobStatus(status).terminal:
             continue

@@ -12,6 +12,7 @@ from chalicelib.domain.errors import JobExpired
 from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.vocabulary import SweepOutcome
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -52,7 +53,7 @@ def test_a_stuck_job_is_reclaimed_through_the_queue_and_finishes(world):
     drain(clients, stack)  # the worker that took this event died mid-way:
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
     (event,) = drain(clients, stack)
     assert event.key == job.original_key
     assert use_cases.worker.handle_object_created(event) == "ready"
@@ -65,7 +66,7 @@ def test_a_job_over_the_attempt_limit_fails_processing_failed(world):
     for _ in range(3):
         use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
         time.sleep(1.05)
-    assert use_cases.sweeper.sweep()["failed"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.FAILED] == 1
     failed = use_cases.ctx.jobs.get(job.job_id)
     assert (failed.status, failed.error_code) == (JobStatus.FAILED, "processing_failed")
 
@@ -79,7 +80,7 @@ def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
     time.sleep(2.1)
     with pytest.raises(JobExpired):
         use_cases.manage.get_job("alice", job.job_id)
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 1
     assert use_cases.ctx.jobs.get(job.job_id) is None and keys(clients, use_cases) == []
 
 
@@ -107,12 +108,12 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
         t.start()
     for t in threads:
         t.join()
-    assert sum(r.get("redriven", 0) for r in reports) == 3  # each job marked by one sweeper
+    assert sum(r.get(SweepOutcome.REDRIVEN, 0) for r in reports) == 3  # each job marked by one sweeper
     assert all(use_cases.ctx.jobs.get(j.job_id).redrives == 1 for j in stuck)
     state = [use_cases.ctx.jobs.get(j.job_id) for j in stuck]
     # Again: the re-sent events wait in the queue, so nothing is re-sent or failed (at most
     # the sweeper notes when to look next).
-    assert set(use_cases.sweeper.sweep()) <= {"waiting"}
+    assert set(use_cases.sweeper.sweep()) <= {SweepOutcome.WAITING}
     assert [replace(use_cases.ctx.jobs.get(j.job_id), sweep_at=None) for j in stuck] == [
         replace(j, sweep_at=None) for j in state]
     # Publish first, then mark: a sweeper that loses the race has sent a duplicate event,

@@ -16,6 +16,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
@@ -219,7 +220,7 @@ def test_a_stuck_processing_job_is_redriven_and_then_finishes(use_cases):
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), lease, 3)  # a worker that died
     assert use_cases.sweeper.sweep() == {}  # lease still live
     use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
     assert use_cases.sweeper.sweep() == {}  # not re-sent while the re-drive is in flight
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
@@ -231,7 +232,7 @@ def test_a_job_out_of_attempts_fails_processing_failed(use_cases):
         use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(),
                                  timedelta(seconds=use_cases.ctx.settings.lease_seconds), 3)
         use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
-    assert use_cases.sweeper.sweep()["failed"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.FAILED] == 1
     failed = job_of(use_cases, job.job_id)
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
 
@@ -239,7 +240,7 @@ def test_a_job_out_of_attempts_fails_processing_failed(use_cases):
 def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job  # its notification never came
     use_cases.ctx.clock.advance(use_cases.ctx.settings.queue_timeout_seconds)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
 
@@ -247,7 +248,7 @@ def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
 def test_an_upload_that_never_came_fails_upload_missing(use_cases):
     job = use_cases.direct_uploads.create_direct_upload("alice", "image/png", 1000).job
     use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
-    assert use_cases.sweeper.sweep()["upload_missing"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.UPLOAD_MISSING] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
 
 
@@ -257,7 +258,7 @@ def test_jobs_past_retention_are_deleted_with_their_objects(use_cases):
     use_cases.ctx.clock.advance(use_cases.ctx.settings.retention_seconds)
     with pytest.raises(JobExpired):
         use_cases.manage.get_job("alice", job.job_id)  # 410 before the sweep ...
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 1
     assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.objects == {}  # ... gone after it
 
 
