@@ -286,7 +286,7 @@ def handle_object_created(event):
 
 @app.schedule(rate(settings.sweep_interval_seconds))
 def sweep(event):
-    """Leases, re-drives, upload deadlines and retention: see usecases/sweeper.py."""
+    """Leases, resends, upload deadlines and retention: see usecases/sweeper.py."""
     correlation.begin(correlation.of_context(event.context))
     with deadline.function_invocation(event.context, settings.sweep_timeout_seconds, settings):
         use_cases().sweeper.sweep()

@@ -10,7 +10,7 @@ from chalicelib.domain.renditions import EXTRA_FORMATS, RenditionFormat, extra_f
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
-# The storages whose event shape an AMQP re-drive may take: domain/events.py has a builder
+# The storages whose event shape an AMQP resend may take: domain/events.py has a builder
 # for each (not imported here: a GET loads no event code).
 AMQP_EVENT_SHAPES = ("minio", "ceph")
 # The bucket's lifecycle aborts multipart uploads left incomplete this long (infra/template.yaml).
@@ -36,7 +36,7 @@ class Settings:
     # Where object-created events arrive: "sqs" (AWS, LocalStack, embedded) or "amqp" (MinIO,
     # Ceph's RADOS Gateway).
     queue_backend: str = "sqs"
-    # The storage behind AMQP, whose event shape the sweeper's re-drive publishes: "minio"
+    # The storage behind AMQP, whose event shape the sweeper's resend publishes: "minio"
     # or "ceph" (the RADOS Gateway).
     amqp_event_shape: str = "minio"
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"

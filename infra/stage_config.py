@@ -247,7 +247,7 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
             {
                 "Sid": "EventsQueue",
                 "Effect": "Allow",
-                # Send: the sweeper's re-drive. Receive, Delete, GetQueueAttributes: the SQS
+                # Send: the sweeper's resend. Receive, Delete, GetQueueAttributes: the SQS
                 # event source polls with the function's role.
                 "Action": ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
                            "sqs:ReceiveMessage", "sqs:SendMessage"],

@@ -87,7 +87,7 @@ def _parse_record(record: Any) -> ObjectCreated | None:
 
 
 def aws_event(created: ObjectCreated) -> dict:
-    """The notification S3 sends to SQS (what the sweeper's re-drive imitates)."""
+    """The notification S3 sends to SQS (what the sweeper's resend imitates)."""
     return {"Records": [{
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
@@ -130,5 +130,5 @@ def ceph_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
     }]}
 
 
-# The shapes an AMQP re-drive may take: the storage's own (AMQP_EVENT_SHAPE).
+# The shapes an AMQP resend may take: the storage's own (AMQP_EVENT_SHAPE).
 AMQP_EVENT_BUILDERS = {"minio": minio_event, "ceph": ceph_event}

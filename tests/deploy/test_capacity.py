@@ -39,7 +39,7 @@ def test_the_sizes_carry_the_design_peak(name):
     # Enough workers for the peak, with room for the spread of service times.
     assert sizes.max_concurrency >= cap.worker_concurrency_needed(peak) * cap.HEADROOM
     assert sizes.max_concurrency <= cap.MAX_CONCURRENCY_RANGE[1]
-    # Shedding starts before an accepted job could wait past QUEUE_TIMEOUT and be re-driven.
+    # Shedding starts before an accepted job could wait past QUEUE_TIMEOUT and be resent.
     drain = sizes.max_concurrency / cap.mean_worker_seconds()
     assert sizes.max_backlog / drain <= Settings().queue_timeout_seconds / 2
     # ...and not before the queue holds a burst's first minute.

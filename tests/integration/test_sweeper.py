@@ -53,7 +53,7 @@ def test_a_stuck_job_is_reclaimed_through_the_queue_and_finishes(world):
     drain(clients, stack)  # the worker that took this event died mid-way:
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     (event,) = drain(clients, stack)
     assert event.key == job.original_key
     assert use_cases.worker.handle_object_created(event) == "ready"
@@ -94,7 +94,7 @@ def test_an_orphan_original_disappears(world):
 
 
 def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for):
-    # Jobs leased for 1 s; the re-drive then looks again only after 30 s, so that "at once
+    # Jobs leased for 1 s; the resend then looks again only after 30 s, so that "at once
     # again" stays true on a slow machine.
     use_cases, stack, clients = make_world(settings_for, lease_seconds=30)
     stuck = [use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
@@ -108,8 +108,8 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
         t.start()
     for t in threads:
         t.join()
-    assert sum(r.get(SweepOutcome.REDRIVEN, 0) for r in reports) == 3  # each job marked by one sweeper
-    assert all(use_cases.ctx.jobs.get(j.job_id).redrives == 1 for j in stuck)
+    assert sum(r.get(SweepOutcome.RESENT, 0) for r in reports) == 3  # each job marked by one sweeper
+    assert all(use_cases.ctx.jobs.get(j.job_id).resends == 1 for j in stuck)
     state = [use_cases.ctx.jobs.get(j.job_id) for j in stuck]
     # Again: the re-sent events wait in the queue, so nothing is re-sent or failed (at most
     # the sweeper notes when to look next).

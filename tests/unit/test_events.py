@@ -104,7 +104,7 @@ def test_every_amqp_event_shape_the_settings_accept_has_a_builder():
 
 
 def test_the_ceph_builder_has_the_recorded_events_members():
-    """The re-drive looks like what the gateway sends: the recorded Put's members, fewer of them."""
+    """The resend looks like what the gateway sends: the recorded Put's members, fewer of them."""
     recorded = json.loads(fixture("ceph_put.json"))["Records"][0]
     (built,) = ceph_event(ObjectCreated("image-jobs", "originals/a b+c%/é.jpg", 5))["Records"]
     assert set(built) <= set(recorded)

@@ -214,15 +214,15 @@ def test_delete_of_a_queued_job_stops_its_worker(use_cases):
 
 
 # -- sweeper -----------------------------------------------------------------------------------
-def test_a_stuck_processing_job_is_redriven_and_then_finishes(use_cases):
+def test_a_stuck_processing_job_is_resent_and_then_finishes(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     lease = timedelta(seconds=use_cases.ctx.settings.lease_seconds)
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), lease, 3)  # a worker that died
     assert use_cases.sweeper.sweep() == {}  # lease still live
     use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
-    assert use_cases.sweeper.sweep() == {}  # not re-sent while the re-drive is in flight
+    assert use_cases.sweeper.sweep() == {}  # not re-sent while the resend is in flight
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
 
 
@@ -237,10 +237,10 @@ def test_a_job_out_of_attempts_fails_processing_failed(use_cases):
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
 
 
-def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
+def test_a_queued_job_whose_event_is_lost_is_resent(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job  # its notification never came
     use_cases.ctx.clock.advance(use_cases.ctx.settings.queue_timeout_seconds)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
 

@@ -46,7 +46,7 @@ def deliver(use_cases):
     return [use_cases.worker.handle_object_created(e) for e in use_cases.ctx.backlog.take()]
 
 
-def test_a_job_behind_a_long_backlog_is_neither_failed_nor_redriven(use_cases):
+def test_a_job_behind_a_long_backlog_is_neither_failed_nor_resent(use_cases):
     s = use_cases.ctx.settings
     backlog = use_cases.uploads.accept_upload("bob", jpeg(color=(9, 9, 9))).job  # older, still waiting
     use_cases.ctx.clock.advance(5)
@@ -55,20 +55,20 @@ def test_a_job_behind_a_long_backlog_is_neither_failed_nor_redriven(use_cases):
         use_cases.ctx.clock.advance(s.queue_timeout_seconds)
         report = use_cases.sweeper.sweep()
         assert report[SweepOutcome.WAITING] == 2
-        assert SweepOutcome.FAILED not in report and SweepOutcome.REDRIVEN not in report
+        assert SweepOutcome.FAILED not in report and SweepOutcome.RESENT not in report
     assert job_of(use_cases, job.job_id).status is JobStatus.QUEUED
     assert len(use_cases.ctx.backlog.sent) == 2  # the two notifications, no duplicates
     assert deliver(use_cases) == ["ready", "ready"]
     assert job_of(use_cases, backlog.job_id).status is JobStatus.READY
 
 
-def test_a_lost_event_is_redriven_once_the_queue_has_moved_past_it(use_cases):
+def test_a_lost_event_is_resent_once_the_queue_has_moved_past_it(use_cases):
     s = use_cases.ctx.settings
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     use_cases.ctx.backlog.take()  # delivered, but the worker's Lambda never ran it: lost
     use_cases.ctx.clock.advance(s.queue_timeout_seconds)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
-    assert job_of(use_cases, job.job_id).redrives == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
+    assert job_of(use_cases, job.job_id).resends == 1
     assert deliver(use_cases) == ["ready"]
 
 
@@ -79,7 +79,7 @@ def test_an_event_sent_within_the_delivery_delay_is_not_yet_lost():
     use_cases.ctx.clock.advance(30)
     assert use_cases.sweeper.sweep() == {SweepOutcome.WAITING: 1}  # storage may still be about to notify
     use_cases.ctx.clock.advance(31)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
 
 
 def test_an_unknown_queue_state_never_fails_or_duplicates(use_cases):
@@ -91,22 +91,22 @@ def test_an_unknown_queue_state_never_fails_or_duplicates(use_cases):
         assert use_cases.sweeper.sweep() == {SweepOutcome.WAITING: 1}
     use_cases.ctx.backlog.unknown = False  # the queue empties, or the metric arrives
     use_cases.ctx.clock.advance(use_cases.ctx.settings.queue_timeout_seconds)
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
 
 
-def test_redrive_publishes_first_so_a_failed_publish_marks_nothing(use_cases):
+def test_a_resend_publishes_first_so_a_failed_publish_marks_nothing(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     use_cases.ctx.backlog.take()
     use_cases.ctx.clock.advance(use_cases.ctx.settings.queue_timeout_seconds)
     use_cases.ctx.backlog.down = True
     assert use_cases.sweeper.sweep()[SweepOutcome.ERRORS] == 1
-    assert job_of(use_cases, job.job_id).redrives == 0 and job_of(use_cases, job.job_id).status is JobStatus.QUEUED
+    assert job_of(use_cases, job.job_id).resends == 0 and job_of(use_cases, job.job_id).status is JobStatus.QUEUED
     use_cases.ctx.backlog.down = False
-    assert use_cases.sweeper.sweep()[SweepOutcome.REDRIVEN] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     assert deliver(use_cases) == ["ready"]
 
 
-def test_a_job_whose_redriven_events_keep_vanishing_ends_processing_failed(use_cases):
+def test_a_job_whose_resent_events_keep_vanishing_ends_processing_failed(use_cases):
     s = use_cases.ctx.settings
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     for _ in range(s.max_attempts + 1):
@@ -115,7 +115,7 @@ def test_a_job_whose_redriven_events_keep_vanishing_ends_processing_failed(use_c
         use_cases.sweeper.sweep()
     failed = job_of(use_cases, job.job_id)
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
-    assert failed.redrives == s.max_attempts
+    assert failed.resends == s.max_attempts
 
 
 def test_a_stuck_processing_job_waits_for_its_own_message_to_come_back(use_cases):
@@ -168,7 +168,7 @@ def test_a_direct_upload_whose_notification_was_lost_is_processed(use_cases):
     use_cases.ctx.clock.advance(s.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()[SweepOutcome.UPLOAD_FOUND] == 1
     queued = job_of(use_cases, job.job_id)
-    assert queued.status is JobStatus.QUEUED and queued.redrives == 1  # the event, sent again
+    assert queued.status is JobStatus.QUEUED and queued.resends == 1  # the event, sent again
     assert deliver(use_cases) == ["ready"]
 
 
@@ -179,7 +179,7 @@ def test_a_direct_upload_whose_notification_is_waiting_is_queued_without_a_dupli
     use_cases.ctx.objects.put(job.original_key, jpeg(), "image/jpeg")  # its event waits in the queue
     use_cases.ctx.clock.advance(1 + use_cases.ctx.upload_grace.total_seconds())
     assert use_cases.sweeper.sweep()[SweepOutcome.UPLOAD_FOUND] == 1
-    assert job_of(use_cases, job.job_id).status is JobStatus.QUEUED and job_of(use_cases, job.job_id).redrives == 0
+    assert job_of(use_cases, job.job_id).status is JobStatus.QUEUED and job_of(use_cases, job.job_id).resends == 0
     assert deliver(use_cases) == ["ready"] and len(use_cases.ctx.backlog.sent) == 1
 
 
@@ -210,7 +210,7 @@ def test_the_sweep_stops_taking_jobs_when_its_invocation_runs_out_of_time(use_ca
     # 9 s - 1 s safety - 2 s reserve leaves 6 s at t=0; at t=3 only 3 s: too few for 4 calls,
     # so no shard is even queried, and the next run starts where this one stopped.
     assert report == {SweepOutcome.SHARDS_LEFT: SWEEP_SHARDS}
-    assert all(j.redrives == 0 for j in use_cases.ctx.jobs.items.values())
+    assert all(j.resends == 0 for j in use_cases.ctx.jobs.items.values())
 
 
 def test_publishing_is_never_done_by_a_sweep_that_cannot_reach_the_queue_state(use_cases):
@@ -232,6 +232,6 @@ def test_the_sweep_report_keeps_the_names_its_log_line_has_always_carried():
     assert {o.name: o.value for o in SweepOutcome} == {
         "SKIPPED": "skipped", "FAILED": "failed", "NEVER_STORED": "never_stored",
         "UPLOAD_MISSING": "upload_missing", "UPLOAD_FOUND": "upload_found", "WAITING": "waiting",
-        "REDRIVEN": "redriven", "REDRIVE_RACED": "redrive_raced", "EXPIRED_DELETED": "expired_deleted",
+        "RESENT": "redriven", "RESEND_RACED": "redrive_raced", "EXPIRED_DELETED": "expired_deleted",
         "ERRORS": "errors", "SHARDS_LEFT": "shards_left",
     }
