@@ -55,7 +55,7 @@ FUNCTION_TIMEOUTS = {
     "api_handler": "api_timeout_seconds",
     "handle_object_created": "worker_timeout_seconds",
     "sweep": "sweep_timeout_seconds",
-    "sweep_orphans": "orphan_sweep_timeout_seconds",
+    "sweep_orphans": "orphan_scan_timeout_seconds",
     "deliver_webhook": "webhook_function_timeout_seconds",
     "push_job_changes": "push_stream_timeout_seconds",
 }

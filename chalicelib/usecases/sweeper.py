@@ -143,7 +143,7 @@ class Sweeper:
 
         return on_batch
 
-    def sweep_orphans(self, scheduled: bool = False) -> Counter:
+    def scan_orphans(self, scheduled: bool = False) -> Counter:
         """Objects no job needs, older than the grace period: a run of the resumable,
         batched scan of chalicelib/usecases/orphans.py (scheduled: this minute's share)."""
         from chalicelib.usecases.orphans import OrphanScan

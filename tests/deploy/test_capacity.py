@@ -122,11 +122,11 @@ def test_the_orphan_scan_runs_as_the_model_says_and_holds_at_the_ceiling():
     from chalicelib.usecases import orphans
 
     settings = Settings()
-    assert (settings.orphan_sweep_interval_seconds, settings.orphan_sweep_budget_seconds,
-            settings.orphan_sweep_timeout_seconds, settings.orphan_pass_seconds) == (
+    assert (settings.orphan_scan_interval_seconds, settings.orphan_scan_budget_seconds,
+            settings.orphan_scan_timeout_seconds, settings.orphan_pass_seconds) == (
         cap.ORPHAN_RUN_EVERY_S, cap.ORPHAN_BUDGET_S, cap.ORPHAN_SCAN_TIMEOUT_S, cap.ORPHAN_PASS_S)
     assert len(orphans.RANGE_DIGITS) == cap.ORPHAN_DIGITS and orphans.PAGE_KEYS == cap.SCAN_PAGE_KEYS
-    assert settings.orphan_sweep_threads == len(cap.ORPHAN_KEYS_PER_JOB)  # a thread per range of a digit
+    assert settings.orphan_scan_threads == len(cap.ORPHAN_KEYS_PER_JOB)  # a thread per range of a digit
     assert set(cap.ORPHAN_KEYS_PER_JOB) == {settings.originals_prefix, settings.renditions_prefix}
     # Every range makes its pass a day at the design ceiling, with the default retention.
     retention_days = settings.retention_seconds / cap.DAY
