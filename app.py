@@ -286,18 +286,19 @@ def handle_object_created(event):
 
 @app.schedule(rate(settings.sweep_interval_seconds))
 def sweep(event):
-    """Leases, re-drives, upload deadlines and retention: see usecases/sweeper.py."""
+    """Leases, resends, upload deadlines and retention: see usecases/sweeper.py."""
     correlation.begin(correlation.of_context(event.context))
     with deadline.function_invocation(event.context, settings.sweep_timeout_seconds, settings):
         use_cases().sweeper.sweep()
 
 
-@app.schedule(rate(settings.orphan_sweep_interval_seconds))
+@app.schedule(rate(settings.orphan_scan_interval_seconds))
+# Named before the word "scan": the name is the deployed function's and its log group's.
 def sweep_orphans(event):
     """Objects left without a job, this minute's share of the bucket: see usecases/orphans.py."""
     correlation.begin(correlation.of_context(event.context))
-    with deadline.function_invocation(event.context, settings.orphan_sweep_timeout_seconds, settings):
-        use_cases().sweeper.sweep_orphans(scheduled=True)
+    with deadline.function_invocation(event.context, settings.orphan_scan_timeout_seconds, settings):
+        use_cases().sweeper.scan_orphans(scheduled=True)
 
 
 # -- webhooks: CONTRACT.md "Notifications"; the rules are in chalicelib/usecases/webhooks.py --

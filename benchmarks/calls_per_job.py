@@ -230,6 +230,7 @@ def measure(endpoint: str) -> dict:
     from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
     from chalicelib.domain.events import parse_message
+    from chalicelib.domain.vocabulary import SweepOutcome
     from chalicelib.runtime.metrics import EmfMetrics
     from local.provision import load_template, provision
     from local.services import aws_client
@@ -321,7 +322,7 @@ def measure(endpoint: str) -> dict:
     later = ready.expires_at + timedelta(minutes=1)
     service.ctx.clock = lambda: later
     report = phase("expiry", service.sweeper.sweep)
-    assert report.get("expired_deleted") == 1, report
+    assert report.get(SweepOutcome.EXPIRED_DELETED) == 1, report
     results["item_bytes"] = dict(sorted(recorder.sizes.items()))
     return results
 

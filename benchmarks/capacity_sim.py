@@ -38,7 +38,7 @@ Assumptions (also in docs/scale.md):
 - A partition's throughput is exactly 1,000 WCU per second, no burst credit; split for heat
   does not help a key whose sort key (sweep_at) only grows. A throttled write fails after
   the SDK's retries; its share of a second's writes is (demand - capacity) / demand.
-- The sweeper runs each minute: it re-drives jobs queued over QUEUE_TIMEOUT (600 s) once and
+- The sweeper runs each minute: it resends jobs queued over QUEUE_TIMEOUT (600 s) once and
   fails those queued twice as long, at most 1,000 a run; it removes expired jobs at the rate
   a sequential run managed (infra.capacity.sequential_sweeper_jobs_per_second, before 6.2)
   or as the pooled, batched run manages (infra.capacity.sweeper_jobs_per_second: 16
@@ -152,7 +152,7 @@ class Cohort:
 
     since: float
     count: int
-    redriven: bool = False
+    resent: bool = False
     duplicate: bool = False  # the job is already done or failed: a no-op when it runs
     service: float = 0.0  # set when started: its service time
     created: float = 0.0  # the local check: when the job was created (before it was visible)
@@ -347,7 +347,7 @@ class Result:
     retried_after_vt: int = 0  # claims and finishes the index throttled
     invocation_throttles: float = 0.0
     ready: int = 0
-    redriven: int = 0
+    resent: int = 0
     failed_timeout: int = 0
     max_depth: int = 0
     max_pollers: int = 0
@@ -483,7 +483,7 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
             good = rounded(rng, cohort.count * claim_ok)
             if cohort.count > good:  # the claim failed: the message comes back after VT
                 res.retried_after_vt += cohort.count - good
-                pending.setdefault(back, []).append(Cohort(cohort.since, cohort.count - good, cohort.redriven))
+                pending.setdefault(back, []).append(Cohort(cohort.since, cohort.count - good, cohort.resent))
             if not good:
                 continue
             res.waits.add(t - cohort.since, good)
@@ -508,10 +508,10 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
                 age = t - cohort.since
                 if cohort.duplicate or age < QUEUE_TIMEOUT:
                     continue
-                if not cohort.redriven:
+                if not cohort.resent:
                     part = queue.split_off(cohort, min(budget, cohort.count))
-                    part.redriven = True
-                    res.redriven += part.count
+                    part.resent = True
+                    res.resent += part.count
                     queue.push(Cohort(t, part.count, duplicate=True))  # the re-sent event
                     budget -= part.count
                 elif age >= 2 * QUEUE_TIMEOUT:
@@ -704,7 +704,7 @@ def table(rows: list[list[str]]) -> str:
 def report(results: list[Result]) -> str:
     head = ["scenario", "arrivals", "accepted", "429 gw", "429 fn", "503 shed", "503 index",
             "retry VT", "wait p50 s", "wait p99 s", "max depth", "pollers", "fn throttles",
-            "redriven", "failed", "first shed"]
+            "resent", "failed", "first shed"]
     rows = [head]
     for r in results:
         sc = r.scenario
@@ -712,7 +712,7 @@ def report(results: list[Result]) -> str:
         rows.append([sc.name, _fmt(r.arrivals), _fmt(r.accepted), _fmt(r.gateway_429), _fmt(r.lambda_429),
                      _fmt(r.shed_503), _fmt(r.index_503), _fmt(r.retried_after_vt),
                      _fmt(r.waits.percentile(50)), _fmt(r.waits.percentile(99)), _fmt(r.max_depth),
-                     _fmt(r.max_pollers), _fmt(r.invocation_throttles), _fmt(r.redriven),
+                     _fmt(r.max_pollers), _fmt(r.invocation_throttles), _fmt(r.resent),
                      _fmt(r.failed_timeout), "-" if first is None else f"+{first:.0f} s"])
     heat_head = ["scenario", *(f"heat {s} shard{'s' if s > 1 else ''}" for s in sorted(results[0].heat)),
                  "first index throttle", "expired left"]

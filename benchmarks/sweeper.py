@@ -4,7 +4,7 @@ before (one DELETE per object, one DeleteItem per job, one thread), and as it do
 thread and with the pool (SWEEP_THREADS). And how fast the orphan scan reads the stored
 jobs: as it was (both prefixes listed, one GetItem per job and prefix, one thread) and as it
 is now (BatchGetItem of 100, projected; 32 key ranges, one thread and a scheduled
-run's pool, ORPHAN_SWEEP_THREADS).
+run's pool, ORPHAN_SCAN_THREADS).
 
     python benchmarks/sweeper.py [--jobs 1000] [--threads 16] [--orphan-jobs 1000]
                                  [--orphan-threads 2] [--part expiry|orphans|both]
@@ -80,6 +80,7 @@ def _one_at_a_time(sweeper) -> None:
     """The removal as it was: lifecycle.remove per job (3 DeleteObject, 1 DeleteItem)."""
     from collections import Counter
 
+    from chalicelib.domain.vocabulary import SweepOutcome
     from chalicelib.usecases import lifecycle
 
     def expired(jobs, now):
@@ -87,7 +88,7 @@ def _one_at_a_time(sweeper) -> None:
         for job in jobs:
             if job.is_expired(now):
                 lifecycle.remove(sweeper._ctx, job)
-                report["expired_deleted"] += 1
+                report[SweepOutcome.EXPIRED_DELETED] += 1
         return report
 
     sweeper._expired = expired
@@ -146,8 +147,8 @@ def run_orphans(endpoint: str, jobs: int, threads: int) -> dict:
     from local.services import aws_client
 
     svc, s3 = _world(endpoint, threads, orphan_grace_seconds=0, orphan_pass_seconds=0,
-                     orphan_sweep_timeout_seconds=7200, orphan_sweep_budget_seconds=3600,
-                     orphan_sweep_interval_seconds=3600)
+                     orphan_scan_timeout_seconds=7200, orphan_scan_budget_seconds=3600,
+                     orphan_scan_interval_seconds=3600)
     _ready(svc, s3, aws_client("dynamodb", svc.ctx.settings.region, endpoint), jobs)
     time.sleep(1)  # S3's LastModified has whole seconds: every object now before the run's grace
     results = {}
@@ -160,7 +161,7 @@ def run_orphans(endpoint: str, jobs: int, threads: int) -> dict:
         else:
             from chalicelib.usecases.orphans import OrphanScan
 
-            ctx.settings = dataclasses.replace(ctx.settings, orphan_sweep_threads=pool)
+            ctx.settings = dataclasses.replace(ctx.settings, orphan_scan_threads=pool)
             deleted = OrphanScan(ctx).run().get("orphans_deleted", 0)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         assert deleted == 0, deleted
@@ -170,6 +171,8 @@ def run_orphans(endpoint: str, jobs: int, threads: int) -> dict:
 
 
 def run(endpoint: str, jobs: int, threads: int) -> dict:
+    from chalicelib.domain.vocabulary import SweepOutcome
+
     results = {}
     for name, pool, batched in (("one at a time, 1 thread (before)", 1, False),
                                 ("batched, 1 thread", 1, True),
@@ -186,7 +189,7 @@ def run(endpoint: str, jobs: int, threads: int) -> dict:
         report = sweeper.sweep(max_batches=10_000)
         seconds = time.perf_counter() - started
         left = s3.list_objects_v2(Bucket=svc.ctx.settings.bucket).get("KeyCount", 0)
-        assert report.get("expired_deleted") == jobs and left == 0, (report, left)
+        assert report.get(SweepOutcome.EXPIRED_DELETED) == jobs and left == 0, (report, left)
         results[name] = {"jobs": jobs, "seconds": round(seconds, 2), "jobs_per_second": round(jobs / seconds, 1),
                          "idle_run_seconds": round(idle, 2)}
     return results

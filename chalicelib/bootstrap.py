@@ -33,7 +33,7 @@ def _s3_client(clients: Clients, limits: SdkLimits, guard, endpoint_url: Optiona
 
 
 def _queue(settings: Settings, clients: Clients, limits: SdkLimits, guard, sqs):
-    """The events queue: what re-drives publish to and whose depth sheds uploads."""
+    """The events queue: what resends publish to and whose depth sheds uploads."""
     if settings.queue_backend == "amqp":
         from chalicelib.adapters.amqp import AmqpBacklog, AmqpChannel, AmqpPublisher, Topology
 

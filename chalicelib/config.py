@@ -10,7 +10,7 @@ from chalicelib.domain.renditions import EXTRA_FORMATS, RenditionFormat, extra_f
 MIB = 1024 * 1024
 DAY = 24 * 3600
 AUTH_MODES = ("jwt", "cognito")
-# The storages whose event shape an AMQP re-drive may take: domain/events.py has a builder
+# The storages whose event shape an AMQP resend may take: domain/events.py has a builder
 # for each (not imported here: a GET loads no event code).
 AMQP_EVENT_SHAPES = ("minio", "ceph")
 # The bucket's lifecycle aborts multipart uploads left incomplete this long (infra/template.yaml).
@@ -36,7 +36,7 @@ class Settings:
     # Where object-created events arrive: "sqs" (AWS, LocalStack, embedded) or "amqp" (MinIO,
     # Ceph's RADOS Gateway).
     queue_backend: str = "sqs"
-    # The storage behind AMQP, whose event shape the sweeper's re-drive publishes: "minio"
+    # The storage behind AMQP, whose event shape the sweeper's resend publishes: "minio"
     # or "ceph" (the RADOS Gateway).
     amqp_event_shape: str = "minio"
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -134,10 +134,10 @@ class Settings:
     # stopped, in a pool of this many threads, no new page after the budget (the function's
     # timeout is 900 s). A range starts a new pass over its keys at most once per
     # orphan_pass_seconds.
-    orphan_sweep_interval_seconds: int = 60
-    orphan_sweep_timeout_seconds: int = 900
-    orphan_sweep_budget_seconds: int = 840
-    orphan_sweep_threads: int = 2
+    orphan_scan_interval_seconds: int = 60
+    orphan_scan_timeout_seconds: int = 900
+    orphan_scan_budget_seconds: int = 840
+    orphan_scan_threads: int = 2
     orphan_pass_seconds: int = DAY
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
     # (the SQS event source's maximum concurrency; AWS accepts 2 to 1000).
@@ -299,13 +299,13 @@ class Settings:
         if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
             raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
                              f"got {self.route_prefix!r}")
-        if self.orphan_sweep_budget_seconds >= self.orphan_sweep_timeout_seconds:
-            raise ValueError(f"ORPHAN_SWEEP_BUDGET_SECONDS ({self.orphan_sweep_budget_seconds}) must "
-                             f"be under ORPHAN_SWEEP_TIMEOUT_SECONDS ({self.orphan_sweep_timeout_seconds}): "
+        if self.orphan_scan_budget_seconds >= self.orphan_scan_timeout_seconds:
+            raise ValueError(f"ORPHAN_SCAN_BUDGET_SECONDS ({self.orphan_scan_budget_seconds}) must "
+                             f"be under ORPHAN_SCAN_TIMEOUT_SECONDS ({self.orphan_scan_timeout_seconds}): "
                              "a page started at the budget's end must still fit")
-        if 16 * self.orphan_sweep_interval_seconds <= self.orphan_sweep_timeout_seconds:
-            raise ValueError(f"16 x ORPHAN_SWEEP_INTERVAL_SECONDS ({self.orphan_sweep_interval_seconds}) must "
-                             f"exceed ORPHAN_SWEEP_TIMEOUT_SECONDS ({self.orphan_sweep_timeout_seconds}): a "
+        if 16 * self.orphan_scan_interval_seconds <= self.orphan_scan_timeout_seconds:
+            raise ValueError(f"16 x ORPHAN_SCAN_INTERVAL_SECONDS ({self.orphan_scan_interval_seconds}) must "
+                             f"exceed ORPHAN_SCAN_TIMEOUT_SECONDS ({self.orphan_scan_timeout_seconds}): a "
                              "hex digit's ranges come round every 16 runs, and its last run must have ended")
         if self.decode_cpu_seconds and self.decode_cpu_seconds * 2 >= self.worker_timeout_seconds:
             raise ValueError("DECODE_CPU_SECONDS must leave the worker time to store the result: "
@@ -424,6 +424,10 @@ _MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds", "avif_speed"
 _OLD_ENV_NAMES = {
     "events_queue_name": "JOBS_QUEUE",
     "events_dlq": "JOBS_DLQ",
+    "orphan_scan_interval_seconds": "ORPHAN_SWEEP_INTERVAL_SECONDS",
+    "orphan_scan_timeout_seconds": "ORPHAN_SWEEP_TIMEOUT_SECONDS",
+    "orphan_scan_budget_seconds": "ORPHAN_SWEEP_BUDGET_SECONDS",
+    "orphan_scan_threads": "ORPHAN_SWEEP_THREADS",
 }
 
 

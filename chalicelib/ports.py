@@ -101,7 +101,7 @@ class BacklogGauge(Protocol):
 
 class EventPublisher(Protocol):
     def publish_object_created(self, created: ObjectCreated) -> None:
-        """Send the storage's object-created event again (the sweeper's re-drive)."""
+        """Send the storage's object-created event again (the sweeper's resend)."""
         ...
 
 

@@ -228,8 +228,8 @@ def sweeper_jobs_per_second(threads: int = SWEEP_THREADS) -> float:
 # saved; it stops at its budget and the digit's next run, 16 minutes later, resumes there.
 ORPHAN_SCAN_TIMEOUT_S = 900  # .chalice/config.json `sweep_orphans`
 ORPHAN_SCAN_MEMORY_MB = 1769  # ... a whole core: the threads parse the answers under one GIL
-ORPHAN_RUN_EVERY_S = 60  # Settings.orphan_sweep_interval_seconds
-ORPHAN_BUDGET_S = 840  # Settings.orphan_sweep_budget_seconds
+ORPHAN_RUN_EVERY_S = 60  # Settings.orphan_scan_interval_seconds
+ORPHAN_BUDGET_S = 840  # Settings.orphan_scan_budget_seconds
 ORPHAN_DIGITS = 16  # a digit's ranges come round every 16 runs
 ORPHAN_PASS_S = DAY  # Settings.orphan_pass_seconds: every range must finish a pass within it
 ORPHAN_KEYS_PER_JOB = {"originals/": 1, "renditions/": RENDITIONS_PER_JOB}

@@ -55,7 +55,7 @@ FUNCTION_TIMEOUTS = {
     "api_handler": "api_timeout_seconds",
     "handle_object_created": "worker_timeout_seconds",
     "sweep": "sweep_timeout_seconds",
-    "sweep_orphans": "orphan_sweep_timeout_seconds",
+    "sweep_orphans": "orphan_scan_timeout_seconds",
     "deliver_webhook": "webhook_function_timeout_seconds",
     "push_job_changes": "push_stream_timeout_seconds",
 }
@@ -247,7 +247,7 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
             {
                 "Sid": "EventsQueue",
                 "Effect": "Allow",
-                # Send: the sweeper's re-drive. Receive, Delete, GetQueueAttributes: the SQS
+                # Send: the sweeper's resend. Receive, Delete, GetQueueAttributes: the SQS
                 # event source polls with the function's role.
                 "Action": ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
                            "sqs:ReceiveMessage", "sqs:SendMessage"],

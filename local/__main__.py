@@ -233,7 +233,7 @@ def _start_consumers(runner, settings, application, components: set[str], sqs, s
 
 def _start_sweeps(settings, application, stopping: threading.Event, log) -> None:
     for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
-                              (application.sweep_orphans, settings.orphan_sweep_interval_seconds)):
+                              (application.sweep_orphans, settings.orphan_scan_interval_seconds)):
         threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
                          args=(handler, interval, stopping, log)).start()
 

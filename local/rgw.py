@@ -15,7 +15,7 @@ no debug symbols to be had: thread msgr-worker-2, DispatchQueue::fast_dispatch -
 persistent-queue code whose completion outlives it. glibc's rseq off did not change it, and
 the persistent queue has no setting in Pacific to try (its timings are constants: a new
 persistent topic is read at the gateway's start and every 30 s). Without persistence the
-gateway drops what it cannot send while RabbitMQ is away, and the sweeper re-drives it.
+gateway drops what it cannot send while RabbitMQ is away, and the sweeper resends it.
 """
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ class FakePublisher:
 class FakeQueue:
     """The events queue: EventPublisher and BacklogGauge, with exact message ages.
 
-    `sent` keeps every event ever published (re-drives), `waiting` those not yet taken
+    `sent` keeps every event ever published (resends), `waiting` those not yet taken
     by `take` and not acknowledged; `drained_before` is what CloudWatch's oldest-message age
     approximates in AWS."""
 

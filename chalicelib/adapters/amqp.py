@@ -1,4 +1,4 @@
-"""RabbitMQ (AMQP 0-9-1, pika) behind MinIO or Ceph's RADOS Gateway: topology, re-drive
+"""RabbitMQ (AMQP 0-9-1, pika) behind MinIO or Ceph's RADOS Gateway: topology, resend
 publisher, backlog.
 
 pika is imported lazily: the Lambda package does not carry it and never takes this path.
@@ -129,7 +129,7 @@ class AmqpChannel:
 
 
 class AmqpPublisher:
-    """The sweeper's re-drive: publishes what the storage (`shape`: MinIO or the RADOS Gateway)
+    """The sweeper's resend: publishes what the storage (`shape`: MinIO or the RADOS Gateway)
     would, with publisher confirms."""
 
     def __init__(self, channel: AmqpChannel, topology: Topology, shape: str = "minio"):

@@ -148,7 +148,7 @@ class JobItem(Model):
     sweep_at = UTCDateTimeAttribute(null=True)
     # The sweep index's partition key, sweep_key(status, job id): set with every status.
     sweep_key = UnicodeAttribute(null=True)
-    redrives = NumberAttribute(default=0)
+    resends = NumberAttribute(default=0, attr_name="redrives")  # stored under its older name
     declared_type = UnicodeAttribute(null=True)
     declared_size = NumberAttribute(null=True)
     upload_expires_at = UTCDateTimeAttribute(null=True)

@@ -1,4 +1,4 @@
-"""The events queue on SQS: re-drives send the event S3 itself would send; its depth is the backlog."""
+"""The events queue on SQS: a resend sends the event S3 itself would send; its depth is the backlog."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class SqsEventsQueue:
-    """EventPublisher (the sweeper's re-drive) and BacklogGauge on the events queue."""
+    """EventPublisher (the sweeper's resend) and BacklogGauge on the events queue."""
 
     # Waiting, in workers' hands, and delayed: a queue with none of them holds no message.
     _COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
@@ -34,7 +34,7 @@ class SqsEventsQueue:
         return self._queue_url
 
     def publish_object_created(self, created: ObjectCreated) -> None:
-        from chalicelib.domain.events import aws_event  # the sweeper's re-drive only: not on a GET's path
+        from chalicelib.domain.events import aws_event  # the sweeper's resend only: not on a GET's path
 
         try:
             self._client.send_message(QueueUrl=self._url(), MessageBody=json.dumps(aws_event(created)))

@@ -87,7 +87,7 @@ def _parse_record(record: Any) -> ObjectCreated | None:
 
 
 def aws_event(created: ObjectCreated) -> dict:
-    """The notification S3 sends to SQS (what the sweeper's re-drive imitates)."""
+    """The notification S3 sends to SQS (what the sweeper's resend imitates)."""
     return {"Records": [{
         "eventVersion": "2.1",
         "eventSource": "aws:s3",
@@ -116,7 +116,7 @@ def minio_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
     }
 
 
-def ceph_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
+def rgw_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
     """What the RADOS Gateway publishes to AMQP for an object-created notification: its
     members that the parser reads, and the key raw, as the gateway sends it."""
     now = now or datetime.now(timezone.utc)
@@ -130,5 +130,6 @@ def ceph_event(created: ObjectCreated, now: Optional[datetime] = None) -> dict:
     }]}
 
 
-# The shapes an AMQP re-drive may take: the storage's own (AMQP_EVENT_SHAPE).
-AMQP_EVENT_BUILDERS = {"minio": minio_event, "ceph": ceph_event}
+# The shapes an AMQP resend may take: the storage's own (AMQP_EVENT_SHAPE, whose value for
+# the gateway stays "ceph": stages and shells already set it).
+AMQP_EVENT_BUILDERS = {"minio": minio_event, "ceph": rgw_event}

@@ -121,7 +121,7 @@ class Job:
     # When the sweeper should next look at this job (lease end, upload deadline, expiry...).
     sweep_at: Optional[datetime] = None
     # How often the sweeper re-sent this job's object-created event.
-    redrives: int = 0
+    resends: int = 0
     # Direct uploads: what the client declared, and when its upload URL expires.
     declared_type: Optional[str] = None
     declared_size: Optional[int] = None
@@ -182,10 +182,10 @@ class Job:
     def queued(self, now: datetime, claim_within: timedelta) -> "Job":
         return self._move(JobStatus.QUEUED, now, sweep_at=now + claim_within)
 
-    def redriven(self, now: datetime, look_again_after: timedelta) -> "Job":
+    def resent(self, now: datetime, look_again_after: timedelta) -> "Job":
         """Same status; the sweeper re-sent the event and will look again later."""
         return dataclasses.replace(
-            self, updated_at=now, redrives=self.redrives + 1, sweep_at=now + look_again_after
+            self, updated_at=now, resends=self.resends + 1, sweep_at=now + look_again_after
         )
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],

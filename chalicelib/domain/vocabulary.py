@@ -62,13 +62,14 @@ class SweepOutcome(StrEnum):
     which its `sweep_done` log line carries as they are."""
 
     SKIPPED = "skipped"                  # not due after all, or moved meanwhile (not logged)
-    FAILED = "failed"                    # ended failed: no claim or re-drive left
+    FAILED = "failed"                    # ended failed: no claim or resend left
     NEVER_STORED = "never_stored"        # queued, but its original was never stored
     UPLOAD_MISSING = "upload_missing"    # awaiting an upload that never came
     UPLOAD_FOUND = "upload_found"        # its upload arrived without an event: queued now
     WAITING = "waiting"                  # its message may still be queued: looked at later
-    REDRIVEN = "redriven"                # its lost event was sent again
-    REDRIVE_RACED = "redrive_raced"      # sent again, but a worker moved it meanwhile
+    # These two keep the older word in their values: logs and dashboards already search them.
+    RESENT = "redriven"                  # its lost event was sent again
+    RESEND_RACED = "redrive_raced"       # sent again, but a worker moved it meanwhile
     EXPIRED_DELETED = "expired_deleted"  # past retention: its objects and records deleted
     ERRORS = "errors"                    # steps or shard queries that failed (tried next run)
     SHARDS_LEFT = "shards_left"          # shards the time budget left for the next run

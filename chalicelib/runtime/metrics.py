@@ -34,7 +34,7 @@ class Metric(StrEnum):
     PROCESSING_TIME = "ProcessingTime"      # claimed -> this attempt's result written
     END_TO_END = "EndToEnd"                 # created -> ready
     ATTEMPTS = "Attempts"                   # of a job that the worker finished
-    REDRIVES = "Redrives"                   # events the sweeper sent again
+    RESENDS = "Redrives"                    # events the sweeper sent again (the older word, kept)
     API_REQUESTS = "ApiRequests"
     API_LATENCY = "ApiLatency"
     API_PROBLEMS = "ApiProblems"            # error answers, in all and by Code

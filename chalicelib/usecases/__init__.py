@@ -6,7 +6,7 @@
   manage.ManageJobs     read, cancel and delete an owner's job
   listing.ListJobs      an owner's jobs, a page at a time
   worker.Worker         object-created event -> renditions -> ready or failed
-  sweeper.Sweeper       leases, re-drives, deadlines, retention, orphans
+  sweeper.Sweeper       leases, resends, deadlines, retention, orphans
   webhooks.Webhooks     an owner's webhook, and delivering its events
   admission.Admission   per-owner request rate, backlog shedding
   waits.Waits           Prefer: wait, a read held until its job changes

@@ -91,7 +91,7 @@ def delete_attempt_renditions(ctx: Context, job: Job, attempt: int) -> None:
 def rendition_keys(ctx: Context, job: Job) -> list[str]:
     """Every attempt's renditions, and those the record names. Attempts are numbered by
     their claims, so none is above `job.attempt`; one that started after this read (the job
-    was not terminal yet) is the orphan sweep's."""
+    was not terminal yet) is the orphan scan's."""
     keys = {key for attempt in range(1, job.attempt + 1)
             for key in ctx.object_keys.renditions(job.job_id, attempt, ctx.rendition_names, job.formats)}
     keys |= {key for r in job.renditions.values() for key in r.keys}

@@ -63,10 +63,10 @@ class OrphanScan:
         ctx, s = self._ctx, self._ctx.settings
         now = ctx.clock()
         grace = now - timedelta(seconds=s.orphan_grace_seconds)
-        stop_at = now + timedelta(seconds=s.orphan_sweep_budget_seconds)
+        stop_at = now + timedelta(seconds=s.orphan_scan_budget_seconds)
         prefixes = (s.originals_prefix, s.renditions_prefix)
         if scheduled:
-            digit = RANGE_DIGITS[int(now.timestamp() // s.orphan_sweep_interval_seconds) % len(RANGE_DIGITS)]
+            digit = RANGE_DIGITS[int(now.timestamp() // s.orphan_scan_interval_seconds) % len(RANGE_DIGITS)]
             ranges = [prefix + digit for prefix in prefixes]
         else:
             ranges = [r for prefix in prefixes for r in key_ranges(prefix)]
@@ -76,7 +76,7 @@ class OrphanScan:
         # Each range runs in a copy of this invocation's context, so that its time budget
         # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in due]
-        with ThreadPoolExecutor(max_workers=s.orphan_sweep_threads, thread_name_prefix="orphans") as pool:
+        with ThreadPoolExecutor(max_workers=s.orphan_scan_threads, thread_name_prefix="orphans") as pool:
             parts = list(pool.map(
                 lambda r, context: context.run(self._scan, r, points[r], now, grace, stop_at),
                 due, contexts))

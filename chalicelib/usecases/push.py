@@ -277,5 +277,5 @@ class PushingJobStore:
     def update_if_unchanged(self, job: Job, seen: Job) -> None:
         with self._unsure(job.job_id):
             self._store.update_if_unchanged(job, seen)
-        if job.version != seen.version:  # a re-drive or a new sweep time is no change to a client
+        if job.version != seen.version:  # a resend or a new sweep time is no change to a client
             self._fanout.offer(job)

@@ -88,8 +88,8 @@ class Sweeper:
         report.pop(SweepOutcome.SKIPPED, None)
         if report:
             log.info("sweep_done", **report)
-        if report[SweepOutcome.REDRIVEN]:
-            self._ctx.metrics.emit({Metric.REDRIVES: report[SweepOutcome.REDRIVEN]})
+        if report[SweepOutcome.RESENT]:
+            self._ctx.metrics.emit({Metric.RESENDS: report[SweepOutcome.RESENT]})
         self._report_queues()
         return report
 
@@ -143,7 +143,7 @@ class Sweeper:
 
         return on_batch
 
-    def sweep_orphans(self, scheduled: bool = False) -> Counter:
+    def scan_orphans(self, scheduled: bool = False) -> Counter:
         """Objects no job needs, older than the grace period: a run of the resumable,
         batched scan of chalicelib/usecases/orphans.py (scheduled: this minute's share)."""
         from chalicelib.usecases.orphans import OrphanScan
@@ -155,14 +155,14 @@ class Sweeper:
         s = self._ctx.settings
         if job.lease_active(now):
             return SweepOutcome.SKIPPED
-        # No claim left for a worker (the claim rule's own clause), or re-driven this often.
-        if not job.attempt_left(s.max_attempts) or job.redrives >= s.max_attempts:
+        # No claim left for a worker (the claim rule's own clause), or resent this often.
+        if not job.attempt_left(s.max_attempts) or job.resends >= s.max_attempts:
             return self._fail(job, ErrorCode.PROCESSING_FAILED, SweepOutcome.FAILED)
         # The lease ran out: the worker died or gave the job back, and its message comes
         # back on its own (visibility timeout, nack) unless it was lost. It was sent before
-        # the claim or the last re-drive, both of which set updated_at.
-        return self._redrive_if_lost(job, now, drained, sent_by=job.updated_at,
-                                     look_again_after=self._ctx.lease)
+        # the claim or the last resend, both of which set updated_at.
+        return self._resend_if_lost(job, now, drained, sent_by=job.updated_at,
+                                    look_again_after=self._ctx.lease)
 
     def _queued(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         ctx, s = self._ctx, self._ctx.settings
@@ -171,13 +171,13 @@ class Sweeper:
             # The upload died before storing the original, and so did its compensation: no
             # event will ever come. End it, and free its key for the client's retry.
             return self._fail(job, ErrorCode.STORAGE_UNAVAILABLE, SweepOutcome.NEVER_STORED)
-        if job.redrives >= s.max_attempts:
+        if job.resends >= s.max_attempts:
             # Its event was re-sent and lost this often: something drops it every time.
             return self._fail(job, ErrorCode.PROCESSING_FAILED, SweepOutcome.FAILED)
-        # Storage sent the event after the write; a worker or a re-drive that queued the
+        # Storage sent the event after the write; a worker or a resend that queued the
         # job set updated_at after (or when) sending theirs.
-        return self._redrive_if_lost(job, now, drained, sent_by=max(job.updated_at, stored.last_modified),
-                                     look_again_after=ctx.queue_timeout)
+        return self._resend_if_lost(job, now, drained, sent_by=max(job.updated_at, stored.last_modified),
+                                    look_again_after=ctx.queue_timeout)
 
     def _awaiting(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         ctx = self._ctx
@@ -197,12 +197,14 @@ class Sweeper:
         queued = job.queued(now, ctx.queue_timeout)
         if drained.lost(stored.last_modified):
             self._publish(job)
-            queued = queued.redriven(now, ctx.queue_timeout)
+            queued = queued.resent(now, ctx.queue_timeout)
         try:
             ctx.jobs.update_if_unchanged(queued, seen=job)
         except ConditionFailed:
             return SweepOutcome.SKIPPED  # the event came meanwhile, or the client cancelled
-        log.info("upload_found", job_id=job.job_id, redriven=queued.redrives > job.redrives)
+        # This field and the job_redriven/job_redrive_raced events keep their older names:
+        # operators search logs by them (docs/observability.md).
+        log.info("upload_found", job_id=job.job_id, redriven=queued.resends > job.resends)
         announce.job_moved(ctx, queued)
         return SweepOutcome.UPLOAD_FOUND
 
@@ -231,8 +233,8 @@ class Sweeper:
             ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
         return outcome
 
-    def _redrive_if_lost(self, job: Job, now: datetime, drained: "_Drained", sent_by: datetime,
-                         look_again_after: timedelta) -> SweepOutcome:
+    def _resend_if_lost(self, job: Job, now: datetime, drained: "_Drained", sent_by: datetime,
+                        look_again_after: timedelta) -> SweepOutcome:
         ctx = self._ctx
         if not drained.lost(sent_by):
             # Its message may still be waiting its turn behind a backlog: look again later,
@@ -244,14 +246,14 @@ class Sweeper:
             return SweepOutcome.SKIPPED
         self._publish(job)
         try:
-            ctx.jobs.update_if_unchanged(job.redriven(now, look_again_after), seen=job)
+            ctx.jobs.update_if_unchanged(job.resent(now, look_again_after), seen=job)
         except ConditionFailed:
             # A worker (or another sweeper) moved it meanwhile: the extra message finds it
             # busy or done, which the worker treats as a duplicate.
             log.info("job_redrive_raced", job_id=job.job_id)
-            return SweepOutcome.REDRIVE_RACED
+            return SweepOutcome.RESEND_RACED
         log.info("job_redriven", job_id=job.job_id, status=job.status.value)
-        return SweepOutcome.REDRIVEN
+        return SweepOutcome.RESENT
 
     def _publish(self, job: Job) -> None:
         ctx = self._ctx

@@ -205,7 +205,7 @@ class Worker:
                  width=largest.width, height=largest.height)
         lifecycle.conclude(ctx, done)
         # Earlier attempts of this job are over (their leases ended before this claim); what
-        # one left behind goes now, and the orphan sweep covers a crash before this line.
+        # one left behind goes now, and the orphan scan covers a crash before this line.
         for attempt in range(1, job.attempt):
             lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, attempt)
         return Outcome.READY

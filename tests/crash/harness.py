@@ -169,7 +169,7 @@ class RecordingJobStore(Recording, FakeJobStore):
 
 def default_settings() -> Settings:
     # One sweeper thread: the harness names a crash point by its place in the call order.
-    return Settings(bucket="images", sweep_threads=1, orphan_sweep_threads=1)
+    return Settings(bucket="images", sweep_threads=1, orphan_scan_threads=1)
 
 
 class World:
@@ -381,7 +381,7 @@ SCENARIOS = [
     Scenario("sweeper: retention over", "sweeper",
              prepare=lambda w: _expired(w), step=lambda w, s: w.sweep(), expect_gone=True),
     Scenario("sweeper: orphans", "sweeper",
-             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.sweeper.sweep_orphans()),
+             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.sweeper.scan_orphans()),
     Scenario("api: delete a ready job", "api",
              prepare=lambda w: {"job": _ready_job(w, "key-1")},
              step=lambda w, s: w.use_cases.manage.delete("alice", s["job"]),
@@ -650,9 +650,9 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
                 and job.error_code is not None and job.error_code.value in ("processing_failed", "upload_missing")
                 and not scenario.may_exhaust):
             found.append(f"job {job.job_id[:8]} failed {job.error_code.value} with its original stored")
-    # After the daily orphan sweep (its grace period passed):
+    # After the daily orphan scan (its grace period passed):
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.sweep_orphans()
+    world.use_cases.sweeper.scan_orphans()
     # 2. At most one set of renditions, and it matches the status.
     for job in world.jobs.items.values():
         present = world.renditions_of(job.job_id)

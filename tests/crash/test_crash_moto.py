@@ -32,7 +32,7 @@ def moto_stack(moto_endpoint):
     suffix = uuid.uuid4().hex[:10]
     settings = Settings(endpoint_url=moto_endpoint, bucket=f"crash-{suffix}", table=f"crash-{suffix}",
                         events_queue_name=f"crash-{suffix}", event_delay_seconds=0, sweep_threads=1,
-                        orphan_sweep_threads=1)
+                        orphan_scan_threads=1)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     # A 1 s visibility timeout: a killed worker's message comes back at once.
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"], visibility_timeout=1)
@@ -134,7 +134,7 @@ def check(world: MotoWorld, key: str) -> list[str]:
     if any(n > 1 for n in ready_per_key.values()):
         found.append("4: one key made two jobs that went on")
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.sweep_orphans()
+    world.use_cases.sweeper.scan_orphans()
     for job_id, job in jobs.items():
         renditions = world.objects(job_id, world.settings.renditions_prefix)
         if job is not None and job.status is JobStatus.READY:

@@ -39,7 +39,7 @@ def test_the_sizes_carry_the_design_peak(name):
     # Enough workers for the peak, with room for the spread of service times.
     assert sizes.max_concurrency >= cap.worker_concurrency_needed(peak) * cap.HEADROOM
     assert sizes.max_concurrency <= cap.MAX_CONCURRENCY_RANGE[1]
-    # Shedding starts before an accepted job could wait past QUEUE_TIMEOUT and be re-driven.
+    # Shedding starts before an accepted job could wait past QUEUE_TIMEOUT and be resent.
     drain = sizes.max_concurrency / cap.mean_worker_seconds()
     assert sizes.max_backlog / drain <= Settings().queue_timeout_seconds / 2
     # ...and not before the queue holds a burst's first minute.
@@ -122,11 +122,11 @@ def test_the_orphan_scan_runs_as_the_model_says_and_holds_at_the_ceiling():
     from chalicelib.usecases import orphans
 
     settings = Settings()
-    assert (settings.orphan_sweep_interval_seconds, settings.orphan_sweep_budget_seconds,
-            settings.orphan_sweep_timeout_seconds, settings.orphan_pass_seconds) == (
+    assert (settings.orphan_scan_interval_seconds, settings.orphan_scan_budget_seconds,
+            settings.orphan_scan_timeout_seconds, settings.orphan_pass_seconds) == (
         cap.ORPHAN_RUN_EVERY_S, cap.ORPHAN_BUDGET_S, cap.ORPHAN_SCAN_TIMEOUT_S, cap.ORPHAN_PASS_S)
     assert len(orphans.RANGE_DIGITS) == cap.ORPHAN_DIGITS and orphans.PAGE_KEYS == cap.SCAN_PAGE_KEYS
-    assert settings.orphan_sweep_threads == len(cap.ORPHAN_KEYS_PER_JOB)  # a thread per range of a digit
+    assert settings.orphan_scan_threads == len(cap.ORPHAN_KEYS_PER_JOB)  # a thread per range of a digit
     assert set(cap.ORPHAN_KEYS_PER_JOB) == {settings.originals_prefix, settings.renditions_prefix}
     # Every range makes its pass a day at the design ceiling, with the default retention.
     retention_days = settings.retention_seconds / cap.DAY

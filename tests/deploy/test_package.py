@@ -155,7 +155,7 @@ def test_the_orphan_scan_runs_every_minute_each_run_one_hex_digits_share(package
     assert event["Type"] == "Schedule" and event["Properties"]["Schedule"] == "rate(1 minute)"
     # A digit's turn comes round every 16 runs: its last run has ended by then.
     settings = Settings.from_environ(packaged.stage_config["environment_variables"])
-    assert orphans["Timeout"] == settings.orphan_sweep_timeout_seconds < 16 * settings.orphan_sweep_interval_seconds
+    assert orphans["Timeout"] == settings.orphan_scan_timeout_seconds < 16 * settings.orphan_scan_interval_seconds
 
 
 def test_api_passes_image_bodies_as_binary(packaged):

@@ -261,7 +261,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     with pytest.raises(ConditionFailed):
         call("finish_attempt", ready, claimed.attempt)
     j2 = call("get", "j2")
-    call("update_if_unchanged", j2.redriven(NOW, week), j2)
+    call("update_if_unchanged", j2.resent(NOW, week), j2)
     call("move", j2.cancelled(NOW, week), JobStatus.QUEUED)
     call("release_idempotency", key.scope, "j2")
     call("release_slot", "alice", "j1")

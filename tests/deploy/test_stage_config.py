@@ -76,7 +76,7 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.api_timeout_seconds == functions["api_handler"]["lambda_timeout"]
     assert settings.worker_timeout_seconds == functions["handle_object_created"]["lambda_timeout"]
     assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
-    assert settings.orphan_sweep_timeout_seconds == functions["sweep_orphans"]["lambda_timeout"]
+    assert settings.orphan_scan_timeout_seconds == functions["sweep_orphans"]["lambda_timeout"]
     assert settings.webhook_function_timeout_seconds == functions["deliver_webhook"]["lambda_timeout"]
     assert settings.push_stream_timeout_seconds == functions["push_job_changes"]["lambda_timeout"]
     # Only this app's clients' ID tokens name an owner (chalicelib/http/auth.py cognito_owner).

@@ -1,5 +1,5 @@
 """On LocalStack, the backend closest to AWS: a job whose worker was killed mid-processing and
-whose event is gone from the queue is re-driven by the sweeper, which can tell "lost" from
+whose event is gone from the queue is resent by the sweeper, which can tell "lost" from
 "waiting behind others" only from the queue's oldest message in CloudWatch (LocalStack runs
 CloudWatch, and local/localstack_boot.py publishes SQS's ApproximateAgeOfOldestMessage).
 
@@ -23,7 +23,7 @@ BIG = photo(6000, 6000, fmt="PNG")  # long enough to be killed in the middle
 # LocalStack's start (when this test is the first to need it), a minute for the metric to tell,
 # and a loaded machine's sweeps: more than the suite's default 300 s.
 @pytest.mark.timeout(600)
-def test_a_job_whose_worker_died_and_whose_event_was_lost_is_redriven_by_the_sweeper(localstack):
+def test_a_job_whose_worker_died_and_whose_event_was_lost_is_resent_by_the_sweeper(localstack):
     world = World("sqs", localstack.endpoint)
     sqs, queue_url = world.clients["sqs"], world.stack.queue_url
     try:
@@ -49,9 +49,9 @@ def test_a_job_whose_worker_died_and_whose_event_was_lost_is_redriven_by_the_swe
             "Time": datetime.now(timezone.utc).isoformat(), "RequestId": uuid.uuid4().hex}))
 
         time.sleep(6)  # LocalStack's next sample of the queue (every 5 s here)
-        # Sweeps as the schedule runs them, until the job is re-driven.
+        # Sweeps as the schedule runs them, until the job is resent.
         deadline = time.monotonic() + 150
-        while (job := world.service.ctx.jobs.get(job_id)).redrives == 0:
+        while (job := world.service.ctx.jobs.get(job_id)).resends == 0:
             assert time.monotonic() < deadline, (
                 "the sweeper never re-drove the job whose event was lost: it could not tell the "
                 "event lost (no ApproximateAgeOfOldestMessage from LocalStack's CloudWatch?)")
@@ -62,6 +62,6 @@ def test_a_job_whose_worker_died_and_whose_event_was_lost_is_redriven_by_the_swe
         world.start("worker", WORKER_CONCURRENCY=1)
         assert world.wait_terminal([job_id], timeout=120)[job_id] is JobStatus.READY
         done = world.service.ctx.jobs.get(job_id)
-        assert done.attempt == claimed.attempt + 1 and done.redrives == 1
+        assert done.attempt == claimed.attempt + 1 and done.resends == 1
     finally:
         world.stop_all()

@@ -23,6 +23,7 @@ from botocore.config import Config
 
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.config import MIB, Settings
+from chalicelib.domain.vocabulary import SweepOutcome
 from tests.e2e.test_images_api import headers
 from tests.e2e.test_upload_methods import padded_jpeg
 from tests.local_runner import runner_on
@@ -171,7 +172,7 @@ def test_a_put_in_flight_when_its_url_expires_is_not_failed_by_the_sweep(api_onl
     sender.join(120)
     (answer,) = answers
     assert body.finished_at is not None and body.finished_at > created + URL_TTL  # it spanned the expiry
-    assert "upload_missing" not in report, report
+    assert SweepOutcome.UPLOAD_MISSING not in report, report
     job = service.ctx.jobs.get(job_id)
     stored = service.ctx.objects.head(job.original_key)
     if api_only.backend == "localstack":

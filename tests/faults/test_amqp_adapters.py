@@ -1,12 +1,13 @@
-"""The AMQP re-drive publisher and backlog gauge against the real RabbitMQ."""
+"""The AMQP resend publisher and backlog gauge against the real RabbitMQ."""
 import time
 from datetime import timedelta
 
 from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 
 
-def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
+def test_the_sweeper_resends_to_the_exchange_in_minios_shape(amqp_world):
     world = amqp_world
     job_id = world.upload(1)[0]  # no bridge and no worker: the event stays in storage's SQS queue
     use_cases = world.service
@@ -14,7 +15,7 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     # ... and its message is gone from the (empty) exchange queue: lost, once the lease and the
     # allowance for a late delivery have passed.
     time.sleep(1 + world.settings.event_delay_seconds + 0.2)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"
@@ -26,14 +27,14 @@ def test_the_sweeper_redrives_to_the_exchange_in_minios_shape(amqp_world):
     assert use_cases.ctx.jobs.get(job_id).status is JobStatus.READY
 
 
-def test_behind_the_rados_gateway_the_redrive_is_in_its_shape_with_the_key_raw(world_factory):
+def test_behind_the_rados_gateway_the_resend_is_in_its_shape_with_the_key_raw(world_factory):
     """AMQP_EVENT_SHAPE=ceph: the event the gateway itself would send, key unencoded."""
     world = world_factory("amqp", AMQP_EVENT_SHAPE="ceph")
     use_cases = world.service
     job_id = world.upload(1)[0]
     use_cases.ctx.jobs.claim(job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1 + world.settings.event_delay_seconds + 0.2)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     with world.amqp() as channel:
         method, _, body = channel.basic_get(world.topology.queue, auto_ack=True)
     assert method is not None, "nothing was published"

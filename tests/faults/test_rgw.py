@@ -2,7 +2,7 @@
 out of its reach while uploads go on, the gateway restarted, a notification lost for good.
 
 The gateway's topic is not persistent (a persistent one crashes Ceph 16.2.15's gateway:
-local/__main__.py), so it drops the events it cannot send; the sweeper re-drives them in the
+local/__main__.py), so it drops the events it cannot send; the sweeper resends them in the
 gateway's own shape. Each test has a gateway of its own: one gateway publishes to one
 exchange per broker address, and each test has its own exchange.
 """
@@ -18,7 +18,7 @@ from local.rgw import RgwCluster, free_port, installed
 from tests.proxy import TcpProxy
 
 # The sweeper looks at a queued job again this soon, and runs this often: a dropped event is
-# re-driven within seconds rather than the production's ten minutes.
+# resent within seconds rather than the production's ten minutes.
 QUICK_SWEEP = {"QUEUE_TIMEOUT_SECONDS": 3, "SWEEP_INTERVAL_SECONDS": 1}
 
 
@@ -65,11 +65,11 @@ def test_the_gateway_notifies_and_every_job_becomes_ready(rgw_world):
     jobs = rgw_world.upload(5)
     assert_each_done_once(rgw_world, jobs)
     # The gateway's events did it, not the sweeper.
-    assert all(rgw_world.service.ctx.jobs.get(j).redrives == 0 for j in jobs)
+    assert all(rgw_world.service.ctx.jobs.get(j).resends == 0 for j in jobs)
 
 
 def test_the_broker_out_of_reach_while_uploads_go_on(rgw_world, broker_link):
-    """The gateway drops what it cannot send (the upload still succeeds); the sweeper re-drives
+    """The gateway drops what it cannot send (the upload still succeeds); the sweeper resends
     those once they are known lost. Every job ends ready, none twice."""
     first = rgw_world.upload(5)
     broker_link.down()
@@ -78,8 +78,8 @@ def test_the_broker_out_of_reach_while_uploads_go_on(rgw_world, broker_link):
     broker_link.up()
     after = rgw_world.upload(5)
     assert_each_done_once(rgw_world, first + during + after)
-    redriven = [j for j in during if rgw_world.service.ctx.jobs.get(j).redrives]
-    assert redriven, "no event was dropped: the outage did not reach the gateway"
+    resent = [j for j in during if rgw_world.service.ctx.jobs.get(j).resends]
+    assert resent, "no event was dropped: the outage did not reach the gateway"
 
 
 def test_the_gateway_restarted_between_uploads(rgw_world):
@@ -92,8 +92,8 @@ def test_the_gateway_restarted_between_uploads(rgw_world):
     assert all(rgw_world.service.ctx.jobs.get(j).attempt == 1 for j in after)
 
 
-def test_a_notification_lost_for_good_is_redriven_in_the_gateways_shape(rgw_world, broker_link):
-    """The gateway never reaches the broker again: the sweeper's re-drive, published straight
+def test_a_notification_lost_for_good_is_resent_in_the_gateways_shape(rgw_world, broker_link):
+    """The gateway never reaches the broker again: the sweeper's resend, published straight
     to the exchange, is what the gateway would have sent (key raw), and the job ends ready."""
     world = rgw_world
     with world.amqp() as channel:  # a copy of every message the worker gets
@@ -115,7 +115,7 @@ def test_a_notification_lost_for_good_is_redriven_in_the_gateways_shape(rgw_worl
     for body in bodies:
         (record,) = json.loads(body)["Records"]
         assert (record["eventSource"], record["s3"]["object"]["key"] in keys) == ("ceph:s3", True)
-    assert all(world.service.ctx.jobs.get(j).redrives >= 1 for j in jobs)
+    assert all(world.service.ctx.jobs.get(j).resends >= 1 for j in jobs)
 
 
 def test_the_orphan_scan_lists_and_deletes_on_the_gateway(world_factory, gateway, broker_link):
@@ -130,6 +130,6 @@ def test_the_orphan_scan_lists_and_deletes_on_the_gateway(world_factory, gateway
     orphan = keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     world.clients["s3"].put_object(Bucket=world.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert world.service.sweeper.sweep_orphans()["orphans_deleted"] == 1
+    assert world.service.sweeper.scan_orphans()["orphans_deleted"] == 1
     listed = world.clients["s3"].list_objects_v2(Bucket=world.settings.bucket, Prefix="originals/")
     assert [o["Key"] for o in listed.get("Contents", [])] == [keys.original(kept)]

@@ -45,7 +45,7 @@ def test_create_then_get_round_trips_every_field(store):
     store.finish_attempt(ready, attempt=1)
     assert store.get(job.job_id) == ready
     failed = dataclasses.replace(new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1"), declared_size=7,
-                                 declared_type="image/png", idempotency_scope="s", redrives=2)
+                                 declared_type="image/png", idempotency_scope="s", resends=2)
     store.create(failed, QUOTA)
     failed = failed.failed(NOW, ErrorCode.INVALID_IMAGE, WEEK)
     store.move(failed, JobStatus.QUEUED)
@@ -180,7 +180,7 @@ def test_operations_on_a_missing_job_lose(store):
     with pytest.raises(ConditionFailed):
         store.move(job.cancelled(NOW, WEEK), JobStatus.QUEUED)
     with pytest.raises(ConditionFailed):
-        store.update_if_unchanged(job.redriven(NOW, WEEK), seen=job)
+        store.update_if_unchanged(job.resent(NOW, WEEK), seen=job)
     with pytest.raises(ConditionFailed):
         store.release_lease(job.job_id, 1, NOW)
     assert store.get(job.job_id) is None
@@ -355,11 +355,11 @@ def test_every_write_that_sets_the_status_moves_the_job_to_that_statuss_shard(st
     queued = keyed.queued(NOW, timedelta(minutes=10))
     store.move(queued, JobStatus.AWAITING_UPLOAD)
     assert indexed_as(store, keyed.job_id) == [JobStatus.QUEUED]
-    redriven = queued.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
-    store.update_if_unchanged(redriven, seen=queued)
+    resent = queued.resent(NOW + timedelta(minutes=1), timedelta(minutes=10))
+    store.update_if_unchanged(resent, seen=queued)
     assert indexed_as(store, keyed.job_id) == [JobStatus.QUEUED]
-    store.update_if_unchanged(redriven.failed(NOW + timedelta(minutes=2), ErrorCode.PROCESSING_FAILED, WEEK),
-                              seen=redriven)
+    store.update_if_unchanged(resent.failed(NOW + timedelta(minutes=2), ErrorCode.PROCESSING_FAILED, WEEK),
+                              seen=resent)
     assert indexed_as(store, keyed.job_id) == [JobStatus.FAILED]
     store.delete(keyed.job_id)
     assert indexed_as(store, keyed.job_id) == []
@@ -398,11 +398,11 @@ def test_the_table_item_carries_its_sweep_key(stack):
 def test_a_write_naming_an_old_updated_at_loses(store):
     job = new_job()
     store.create(job, QUOTA)
-    redriven = job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10))
-    store.update_if_unchanged(redriven, seen=job)
+    resent = job.resent(NOW + timedelta(minutes=1), timedelta(minutes=10))
+    store.update_if_unchanged(resent, seen=job)
     with pytest.raises(ConditionFailed):  # a second sweeper that read the job before
-        store.update_if_unchanged(job.redriven(NOW + timedelta(minutes=1), timedelta(minutes=10)), seen=job)
-    assert store.get(job.job_id).redrives == 1
+        store.update_if_unchanged(job.resent(NOW + timedelta(minutes=1), timedelta(minutes=10)), seen=job)
+    assert store.get(job.job_id).resends == 1
 
 
 def test_a_sweeper_write_loses_to_a_claim_made_since_it_read(store):

@@ -22,6 +22,7 @@ import pytest
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobFinished, JobNotFound
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import WebhookEvent
 from local.provision import provision
@@ -246,7 +247,7 @@ def test_the_orphan_scan_deletes_no_object_a_record_names(world):
         world.clients["s3"].put_object(Bucket=s.bucket, Key=key, Body=b"x")
     # Past the grace period of every object just stored (the scan lists by storage's clock).
     world.at(datetime.now(timezone.utc) + timedelta(seconds=s.orphan_grace_seconds + 60))
-    report = world.use_cases.sweeper.sweep_orphans()
+    report = world.use_cases.sweeper.scan_orphans()
     deleted = set(world.recorded.objects) - world.stored()
     assert not deleted, f"the orphan scan deleted {len(deleted)} named objects: {sorted(deleted)}"
     assert not set(planted) & world.stored()
@@ -271,7 +272,7 @@ def test_the_sweeper_keeps_live_jobs_and_removes_expired_ones_with_their_objects
         contains(world.body(manage.get_job(owner, job_id)), world.recorded.bodies[name], name)
     # Past every job's retention: each finished job goes, with every object it names.
     world.at(world.recorded.latest("expires_at") + timedelta(seconds=1))
-    assert sweeper.sweep()["expired_deleted"] >= 1
+    assert sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] >= 1
     for name, (owner, job_id, status) in world.recorded.jobs().items():
         if not JobStatus(status).terminal:
             continue

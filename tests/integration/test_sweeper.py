@@ -12,6 +12,7 @@ from chalicelib.domain.errors import JobExpired
 from chalicelib.domain.events import parse_message
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.vocabulary import SweepOutcome
 from local.provision import provision
 from local.services import aws_client
 from tests.images import jpeg
@@ -52,7 +53,7 @@ def test_a_stuck_job_is_reclaimed_through_the_queue_and_finishes(world):
     drain(clients, stack)  # the worker that took this event died mid-way:
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
     time.sleep(1.1)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     (event,) = drain(clients, stack)
     assert event.key == job.original_key
     assert use_cases.worker.handle_object_created(event) == "ready"
@@ -65,7 +66,7 @@ def test_a_job_over_the_attempt_limit_fails_processing_failed(world):
     for _ in range(3):
         use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), timedelta(seconds=1), 3)
         time.sleep(1.05)
-    assert use_cases.sweeper.sweep()["failed"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.FAILED] == 1
     failed = use_cases.ctx.jobs.get(job.job_id)
     assert (failed.status, failed.error_code) == (JobStatus.FAILED, "processing_failed")
 
@@ -79,7 +80,7 @@ def test_an_expired_job_reads_410_then_is_gone_with_its_objects(world):
     time.sleep(2.1)
     with pytest.raises(JobExpired):
         use_cases.manage.get_job("alice", job.job_id)
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 1
     assert use_cases.ctx.jobs.get(job.job_id) is None and keys(clients, use_cases) == []
 
 
@@ -88,12 +89,12 @@ def test_an_orphan_original_disappears(world):
     orphan = use_cases.ctx.object_keys.original(str(uuid.uuid4()))
     clients["s3"].put_object(Bucket=use_cases.ctx.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert use_cases.sweeper.sweep_orphans()["orphans_deleted"] == 1
+    assert use_cases.sweeper.scan_orphans()["orphans_deleted"] == 1
     assert orphan not in keys(clients, use_cases)
 
 
 def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for):
-    # Jobs leased for 1 s; the re-drive then looks again only after 30 s, so that "at once
+    # Jobs leased for 1 s; the resend then looks again only after 30 s, so that "at once
     # again" stays true on a slow machine.
     use_cases, stack, clients = make_world(settings_for, lease_seconds=30)
     stuck = [use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
@@ -107,12 +108,12 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
         t.start()
     for t in threads:
         t.join()
-    assert sum(r.get("redriven", 0) for r in reports) == 3  # each job marked by one sweeper
-    assert all(use_cases.ctx.jobs.get(j.job_id).redrives == 1 for j in stuck)
+    assert sum(r.get(SweepOutcome.RESENT, 0) for r in reports) == 3  # each job marked by one sweeper
+    assert all(use_cases.ctx.jobs.get(j.job_id).resends == 1 for j in stuck)
     state = [use_cases.ctx.jobs.get(j.job_id) for j in stuck]
     # Again: the re-sent events wait in the queue, so nothing is re-sent or failed (at most
     # the sweeper notes when to look next).
-    assert set(use_cases.sweeper.sweep()) <= {"waiting"}
+    assert set(use_cases.sweeper.sweep()) <= {SweepOutcome.WAITING}
     assert [replace(use_cases.ctx.jobs.get(j.job_id), sweep_at=None) for j in stuck] == [
         replace(j, sweep_at=None) for j in state]
     # Publish first, then mark: a sweeper that loses the race has sent a duplicate event,
@@ -127,7 +128,7 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
     from chalicelib.usecases import orphans
 
     monkeypatch.setattr(orphans, "PAGE_KEYS", 5)
-    settings = settings_for(orphan_grace_seconds=1, orphan_sweep_threads=1, orphan_sweep_budget_seconds=10)
+    settings = settings_for(orphan_grace_seconds=1, orphan_scan_threads=1, orphan_scan_budget_seconds=10)
     clients = {n: aws_client(n, settings.region, settings.endpoint_url) for n in ("sqs", "s3", "dynamodb")}
     provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     use_cases = build_use_cases(settings)
@@ -164,12 +165,12 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
         return read(job_ids)
 
     ctx.jobs.objects_of = slow_read
-    first = use_cases.sweeper.sweep_orphans()
+    first = use_cases.sweeper.scan_orphans()
     assert first["ranges_left"] >= 1 and 0 < first["orphans_deleted"] < len(ghosts)
     assert kept <= set(keys(clients, use_cases))
 
     ctx.jobs.objects_of = read
-    second = use_cases.sweeper.sweep_orphans()
+    second = use_cases.sweeper.scan_orphans()
     assert first["orphans_deleted"] + second["orphans_deleted"] == len(ghosts)
     assert set(keys(clients, use_cases)) == kept
-    assert use_cases.sweeper.sweep_orphans() == {}  # every range made its pass: nothing due today
+    assert use_cases.sweeper.scan_orphans() == {}  # every range made its pass: nothing due today

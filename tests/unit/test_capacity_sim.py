@@ -217,22 +217,22 @@ def test_split_off_keeps_the_queue_order_and_depth():
     queue.push(first)
     queue.push(second)
     part = queue.split_off(second, 2)
-    part.redriven = True
-    assert [(c.since, c.count, c.redriven) for c in queue.cohorts] == [
+    part.resent = True
+    assert [(c.since, c.count, c.resent) for c in queue.cohorts] == [
         (0.0, 5, False), (1.0, 2, True), (1.0, 3, False)]
     assert queue.depth == 10
     assert queue.split_off(first, 5) is first
 
 
 def test_the_sweeper_re_drives_a_job_queued_past_queue_timeout_then_fails_it():
-    """An event source that never polls: nothing is claimed, so each job is re-driven once
+    """An event source that never polls: nothing is claimed, so each job is resent once
     after QUEUE_TIMEOUT and failed after twice that."""
     scenario = replace(sim.prod(0.5 * 86_400), max_concurrency=0, burst=1.0, horizon=1_500.0)
     result = sim.simulate(scenario, seed=3, compare=False)
     assert result.accepted > 0 and result.ready == 0
-    assert result.redriven > 0 and result.failed_timeout > 0
+    assert result.resent > 0 and result.failed_timeout > 0
     # Jobs accepted in the first 300 s were failed by the run at 1,500 s; later ones not yet.
-    assert result.failed_timeout <= result.redriven <= result.accepted
+    assert result.failed_timeout <= result.resent <= result.accepted
 
 
 def test_slower_workers_while_uploads_arrive_raise_the_median_not_the_rate():

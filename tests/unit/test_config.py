@@ -83,14 +83,14 @@ def test_retention_a_day_inside_the_lifecycle_starts():
 
 
 @pytest.mark.parametrize("env, named", [
-    ({"ORPHAN_SWEEP_BUDGET_SECONDS": "900"}, "ORPHAN_SWEEP_BUDGET_SECONDS"),
+    ({"ORPHAN_SCAN_BUDGET_SECONDS": "900"}, "ORPHAN_SCAN_BUDGET_SECONDS"),
     # A hex digit's turn would come back while its last run may still be scanning it.
-    ({"ORPHAN_SWEEP_INTERVAL_SECONDS": "56"}, "ORPHAN_SWEEP_INTERVAL_SECONDS"),
+    ({"ORPHAN_SCAN_INTERVAL_SECONDS": "56"}, "ORPHAN_SCAN_INTERVAL_SECONDS"),
 ])
 def test_orphan_scan_runs_that_could_overrun_refuse_to_start(env, named):
     with pytest.raises(ValueError, match=named):
         Settings.from_environ({**SECRET, **env})
-    Settings.from_environ({**SECRET, "ORPHAN_SWEEP_INTERVAL_SECONDS": "57"})  # 16 x 57 s > 900 s
+    Settings.from_environ({**SECRET, "ORPHAN_SCAN_INTERVAL_SECONDS": "57"})  # 16 x 57 s > 900 s
 
 
 @pytest.mark.parametrize("value", ["ten", "0", "-3"])
@@ -145,6 +145,16 @@ def test_the_events_queue_keeps_its_old_names_as_aliases():
     with pytest.raises(ValueError, match="JOBS_QUEUE"):
         Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "other"})
 
+
+
+def test_the_orphan_scan_keeps_its_orphan_sweep_names_as_aliases():
+    """A stage or a shell set up before the scan had its own word still sets ORPHAN_SWEEP_*."""
+    old = Settings.from_environ({**SECRET, "ORPHAN_SWEEP_INTERVAL_SECONDS": "120", "ORPHAN_SWEEP_THREADS": "3",
+                                 "ORPHAN_SWEEP_BUDGET_SECONDS": "600", "ORPHAN_SWEEP_TIMEOUT_SECONDS": "700"})
+    assert (old.orphan_scan_interval_seconds, old.orphan_scan_threads, old.orphan_scan_budget_seconds,
+            old.orphan_scan_timeout_seconds) == (120, 3, 600, 700)
+    with pytest.raises(ValueError, match="ORPHAN_SWEEP_THREADS"):
+        Settings.from_environ({**SECRET, "ORPHAN_SCAN_THREADS": "2", "ORPHAN_SWEEP_THREADS": "4"})
 
 def test_every_setting_is_declared_once():
     """A second declaration silently wins over the first, with its own default and comment."""

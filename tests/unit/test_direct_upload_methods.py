@@ -11,6 +11,7 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.domain.errors import InvalidRequest, JobFinished, JobNotFound
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases.results import UploadParts, UploadPut
 from tests.images import jpeg
 from tests.unit.test_sweeper_semantics import deliver, make_svc
@@ -242,10 +243,10 @@ def test_the_sweeper_waits_for_a_transfer_begun_before_the_deadline(use_cases, m
     # 50 MiB at 1 Mbit/s, the slowest uplink planned for (docs/contract.md).
     assert grace == 420 and job.sweep_at == job.upload_expires_at + ctx.upload_grace
     ctx.clock.now = job.upload_expires_at + ctx.upload_grace - timedelta(microseconds=1)
-    assert "upload_missing" not in use_cases.sweeper.sweep()
+    assert SweepOutcome.UPLOAD_MISSING not in use_cases.sweeper.sweep()
     assert ctx.jobs.items[job.job_id].status is JobStatus.AWAITING_UPLOAD
     ctx.clock.advance(0.000001)
-    assert use_cases.sweeper.sweep()["upload_missing"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.UPLOAD_MISSING] == 1
     assert ctx.objects.uploads == {}
 
 

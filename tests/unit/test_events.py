@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.errors import PoisonMessage
-from chalicelib.domain.events import ObjectCreated, aws_event, ceph_event, minio_event, parse_message
+from chalicelib.domain.events import ObjectCreated, aws_event, rgw_event, minio_event, parse_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 
@@ -36,19 +36,19 @@ def test_minio_event_gives_the_decoded_key_and_unquoted_etag():
 # Recorded from the RADOS Gateway (Ceph 16.2.15) over AMQP: a PutObject, a browser POST form
 # and a multipart completion, each with the key exactly as stored.
 @pytest.mark.parametrize("name, key, size, etag", [
-    ("ceph_put.json", "originals/a b+c%/é.jpg", 5, "827ccb0eea8a706c4c34a16891f84e7b"),
-    ("ceph_post.json", "originals/post form.jpg", 6, "e80b5017098950fc58aad83c8c14978e"),
-    ("ceph_multipart.json", "originals/multi part.jpg", 5242881, "0c62823571cff39c8dddcc6a74e2569f-2"),
+    ("rgw_put.json", "originals/a b+c%/é.jpg", 5, "827ccb0eea8a706c4c34a16891f84e7b"),
+    ("rgw_post.json", "originals/post form.jpg", 6, "e80b5017098950fc58aad83c8c14978e"),
+    ("rgw_multipart.json", "originals/multi part.jpg", 5242881, "0c62823571cff39c8dddcc6a74e2569f-2"),
 ])
-def test_ceph_events_give_the_key_as_sent_never_unquoted(name, key, size, etag):
+def test_rgw_events_give_the_key_as_sent_never_unquoted(name, key, size, etag):
     (created,) = parse_message(fixture(name).encode())
     assert created == ObjectCreated(bucket="image-jobs", key=key, size=size, etag=etag)
 
 
-def test_a_ceph_key_that_looks_encoded_stays_as_it_is():
+def test_an_rgw_key_that_looks_encoded_stays_as_it_is():
     """The gateway does not encode: "%41" and "+" in its key are the stored characters, where
     the same text from S3 decodes to "A" and a space."""
-    doc = json.loads(fixture("ceph_put.json"))
+    doc = json.loads(fixture("rgw_put.json"))
     doc["Records"][0]["s3"]["object"]["key"] = "originals/100%41+x.jpg"
     (created,) = parse_message(json.dumps(doc))
     assert created.key == "originals/100%41+x.jpg"
@@ -57,8 +57,8 @@ def test_a_ceph_key_that_looks_encoded_stays_as_it_is():
     assert created.key == "originals/100A x.jpg"
 
 
-def test_ceph_removals_are_ignored():
-    doc = json.loads(fixture("ceph_put.json"))
+def test_rgw_removals_are_ignored():
+    doc = json.loads(fixture("rgw_put.json"))
     doc["Records"][0]["eventName"] = "ObjectRemoved:Delete"
     assert parse_message(json.dumps(doc)) == []
 
@@ -90,7 +90,7 @@ def test_poison_messages_are_named_as_such(body):
         parse_message(body)
 
 
-@pytest.mark.parametrize("build", [aws_event, minio_event, ceph_event])
+@pytest.mark.parametrize("build", [aws_event, minio_event, rgw_event])
 def test_the_builders_make_what_the_parser_reads_back(build):
     created = ObjectCreated("images", "originals/a b+c%d", 123)
     assert parse_message(json.dumps(build(created))) == [created]
@@ -103,10 +103,10 @@ def test_every_amqp_event_shape_the_settings_accept_has_a_builder():
     assert tuple(AMQP_EVENT_BUILDERS) == AMQP_EVENT_SHAPES
 
 
-def test_the_ceph_builder_has_the_recorded_events_members():
-    """The re-drive looks like what the gateway sends: the recorded Put's members, fewer of them."""
-    recorded = json.loads(fixture("ceph_put.json"))["Records"][0]
-    (built,) = ceph_event(ObjectCreated("image-jobs", "originals/a b+c%/é.jpg", 5))["Records"]
+def test_the_rgw_builder_has_the_recorded_events_members():
+    """The resend looks like what the gateway sends: the recorded Put's members, fewer of them."""
+    recorded = json.loads(fixture("rgw_put.json"))["Records"][0]
+    (built,) = rgw_event(ObjectCreated("image-jobs", "originals/a b+c%/é.jpg", 5))["Records"]
     assert set(built) <= set(recorded)
     assert set(built["s3"]["object"]) <= set(recorded["s3"]["object"])
     assert (built["eventSource"], built["eventName"], built["eventVersion"]) == (

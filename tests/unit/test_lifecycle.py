@@ -16,6 +16,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
@@ -213,15 +214,15 @@ def test_delete_of_a_queued_job_stops_its_worker(use_cases):
 
 
 # -- sweeper -----------------------------------------------------------------------------------
-def test_a_stuck_processing_job_is_redriven_and_then_finishes(use_cases):
+def test_a_stuck_processing_job_is_resent_and_then_finishes(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     lease = timedelta(seconds=use_cases.ctx.settings.lease_seconds)
     use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), lease, 3)  # a worker that died
     assert use_cases.sweeper.sweep() == {}  # lease still live
     use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
-    assert use_cases.sweeper.sweep() == {}  # not re-sent while the re-drive is in flight
+    assert use_cases.sweeper.sweep() == {}  # not re-sent while the resend is in flight
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
 
 
@@ -231,15 +232,15 @@ def test_a_job_out_of_attempts_fails_processing_failed(use_cases):
         use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(),
                                  timedelta(seconds=use_cases.ctx.settings.lease_seconds), 3)
         use_cases.ctx.clock.advance(use_cases.ctx.settings.lease_seconds)
-    assert use_cases.sweeper.sweep()["failed"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.FAILED] == 1
     failed = job_of(use_cases, job.job_id)
     assert failed.status is JobStatus.FAILED and failed.error_code == "processing_failed"
 
 
-def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
+def test_a_queued_job_whose_event_is_lost_is_resent(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job  # its notification never came
     use_cases.ctx.clock.advance(use_cases.ctx.settings.queue_timeout_seconds)
-    assert use_cases.sweeper.sweep()["redriven"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
     assert use_cases.ctx.publisher.sent == [ObjectCreated("images", job.original_key, 0)]
     assert use_cases.worker.handle_object_created(event(use_cases, job)) == "ready"
 
@@ -247,7 +248,7 @@ def test_a_queued_job_whose_event_is_lost_is_redriven(use_cases):
 def test_an_upload_that_never_came_fails_upload_missing(use_cases):
     job = use_cases.direct_uploads.create_direct_upload("alice", "image/png", 1000).job
     use_cases.ctx.clock.advance(use_cases.ctx.settings.upload_url_ttl_seconds + use_cases.ctx.upload_grace.total_seconds())
-    assert use_cases.sweeper.sweep()["upload_missing"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.UPLOAD_MISSING] == 1
     assert job_of(use_cases, job.job_id).error_code == "upload_missing"
 
 
@@ -257,7 +258,7 @@ def test_jobs_past_retention_are_deleted_with_their_objects(use_cases):
     use_cases.ctx.clock.advance(use_cases.ctx.settings.retention_seconds)
     with pytest.raises(JobExpired):
         use_cases.manage.get_job("alice", job.job_id)  # 410 before the sweep ...
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 1
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 1
     assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.objects == {}  # ... gone after it
 
 
@@ -266,11 +267,11 @@ def test_orphan_objects_are_deleted_after_the_grace_period(use_cases):
     orphan = use_cases.ctx.object_keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     use_cases.ctx.objects.put(orphan, b"x", "image/jpeg")
     use_cases.ctx.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/1/display.jpg", b"x", "image/jpeg")
-    assert use_cases.sweeper.sweep_orphans() == {}
+    assert use_cases.sweeper.scan_orphans() == {}
     # Within the grace period they were kept; the next pass (a day on) finds them old enough.
     settings = use_cases.ctx.settings
     use_cases.ctx.clock.advance(max(settings.orphan_grace_seconds, settings.orphan_pass_seconds) + 1)
-    assert use_cases.sweeper.sweep_orphans()["orphans_deleted"] == 2
+    assert use_cases.sweeper.scan_orphans()["orphans_deleted"] == 2
     assert list(use_cases.ctx.objects.objects) == [job.original_key]
 
 

@@ -51,11 +51,11 @@ def test_free_text_can_never_become_a_dimension(dimensions):
 
 def known_run():
     """Four uploads and a replay, two ready after 5 s, one invalid, one cancelled, one left
-    queued until the sweeper re-drives it."""
+    queued until the sweeper resends it."""
     clock = Clock(T0)
     metrics = ListMetrics()
     objects = FakeObjectStore(clock)
-    # An empty queue: the left job's storage event is known lost, so the sweeper re-drives it.
+    # An empty queue: the left job's storage event is known lost, so the sweeper resends it.
     queue = FakeQueue(clock)
     uc = UseCases(Context(settings=Settings(), jobs=FakeJobStore(), objects=objects, clock=clock,
                           metrics=metrics, publisher=queue, backlog=queue))

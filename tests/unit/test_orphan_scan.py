@@ -49,7 +49,7 @@ class ListingObjects(FakeObjectStore):
 def world(monkeypatch):
     monkeypatch.setattr(orphans, "PAGE_KEYS", 4)  # pages of 4 keys: a few objects make many pages
     clock = Clock(START)
-    settings = Settings(bucket="images", orphan_sweep_threads=1, orphan_sweep_budget_seconds=10)
+    settings = Settings(bucket="images", orphan_scan_threads=1, orphan_scan_budget_seconds=10)
     ctx = Context(settings=settings, jobs=CountingJobs(clock), objects=ListingObjects(clock), clock=clock)
     return ctx
 

@@ -213,7 +213,7 @@ def test_a_re_drive_is_no_change_to_a_client():
     job = use_cases.uploads.accept_upload("alice", jpeg(64, 64)).job
     use_cases.push.connect("alice", "c1")
     seen = use_cases.ctx.jobs.get(job.job_id)
-    use_cases.ctx.jobs.update_if_unchanged(seen.redriven(START, timedelta(minutes=1)), seen=seen)
+    use_cases.ctx.jobs.update_if_unchanged(seen.resent(START, timedelta(minutes=1)), seen=seen)
     assert fanout.drain()
     assert received(use_cases, "c1") == []
 
@@ -257,10 +257,10 @@ def test_the_streams_records_are_read_as_the_jobs_they_moved():
     queued = Job(job_id="j1", owner="alice", status=JobStatus.QUEUED, created_at=START, updated_at=START,
                  expires_at=START + timedelta(days=1), original_key="originals/j1")
     processing = queued.__class__(**{**queued.__dict__, "status": JobStatus.PROCESSING, "attempt": 1})
-    redriven = queued.redriven(START, timedelta(minutes=1))
+    resent = queued.resent(START, timedelta(minutes=1))
     records = [
         {"eventName": "INSERT", "dynamodb": {"NewImage": _image(queued)}},
-        {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(redriven)}},
+        {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(resent)}},
         {"eventName": "MODIFY", "dynamodb": {"OldImage": _image(queued), "NewImage": _image(processing)}},
         {"eventName": "MODIFY", "dynamodb": {"NewImage": {"pk": {"S": "wait#alice#0"}}}},
         {"eventName": "REMOVE", "dynamodb": {"OldImage": _image(processing)}},

@@ -121,7 +121,7 @@ def test_cancel_removes_every_attempts_renditions(use_cases):
     assert renditions(use_cases, job.job_id) == []
 
 
-def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_result(use_cases):
+def test_the_orphan_scan_removes_a_dead_attempts_renditions_but_keeps_the_result(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     assert use_cases.worker.handle_object_created(event(job)) == "ready"
     done = use_cases.ctx.jobs.items[job.job_id]
@@ -129,12 +129,12 @@ def test_the_orphan_sweep_removes_a_dead_attempts_renditions_but_keeps_the_resul
     stray = use_cases.ctx.object_keys.rendition(job.job_id, 7, "display")
     use_cases.ctx.objects.put(stray, b"x", "image/jpeg")
     use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
-    assert use_cases.sweeper.sweep_orphans() == {"orphans_deleted": 1}
+    assert use_cases.sweeper.scan_orphans() == {"orphans_deleted": 1}
     assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())
     assert job.original_key in use_cases.ctx.objects.objects
 
 
-def test_the_orphan_sweep_keeps_the_live_attempts_renditions(use_cases):
+def test_the_orphan_scan_keeps_the_live_attempts_renditions(use_cases):
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     claimed = use_cases.ctx.jobs.claim(job.job_id, use_cases.ctx.clock(), use_cases.ctx.lease, 3)
     live = use_cases.ctx.object_keys.rendition(job.job_id, claimed.attempt, "display")
@@ -142,7 +142,7 @@ def test_the_orphan_sweep_keeps_the_live_attempts_renditions(use_cases):
     use_cases.ctx.objects.put(live, b"x", "image/jpeg")
     use_cases.ctx.objects.put(dead, b"x", "image/jpeg")
     use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
-    use_cases.sweeper.sweep_orphans()
+    use_cases.sweeper.scan_orphans()
     assert renditions(use_cases, job.job_id) == [live]
 
 

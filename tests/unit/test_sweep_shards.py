@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from chalicelib.config import Settings
 from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, shard_key, sweep_key, sweep_shard
+from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.sweeper import Sweeper
@@ -54,7 +55,7 @@ def test_the_shard_depends_on_a_hash_not_on_the_ids_first_characters():
 def make_svc(store=None, **settings):
     clock = Clock(START)
     # An empty events queue that counts at once: a stuck job's message is known lost, so the
-    # sweeper re-drives it.
+    # sweeper resends it.
     config = Settings(**{"bucket": "images", "event_delay_seconds": 0, **settings})
     queue = FakeQueue(clock)
     return UseCases(Context(settings=config, jobs=store or FakeJobStore(), objects=FakeObjectStore(clock),
@@ -88,7 +89,7 @@ def test_one_run_finds_due_jobs_in_every_shard():
     use_cases = make_svc()
     jobs = [stuck_job(use_cases, job_id) for job_id in ids_in_every_shard(per_shard=5)]
     use_cases.ctx.clock.advance(2)
-    assert use_cases.sweeper.sweep()["redriven"] == 320
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 320
     assert len(use_cases.ctx.publisher.sent) == 320
 
 
@@ -100,7 +101,7 @@ def test_expired_jobs_in_every_shard_are_removed_in_one_run():
         use_cases.ctx.jobs.update_if_unchanged(current.cancelled(use_cases.ctx.clock(), timedelta(days=7)),
                                                seen=current)
     use_cases.ctx.clock.advance(7 * 24 * 3600 + 1)
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 200
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 200
     assert use_cases.ctx.jobs.items == {}
 
 
@@ -136,11 +137,11 @@ def test_two_sweeps_at_once_act_once_per_job():
         t.start()
     for t in sweeps:
         t.join()
-    assert sum(r["redriven"] for r in reports) == 200  # each job by one sweeper
+    assert sum(r[SweepOutcome.RESENT] for r in reports) == 200  # each job by one sweeper
     # Publish first, then mark: the sweep that loses a job's mark has sent it a duplicate
     # event (the worker takes it for one), never a job without any.
     assert {e.key for e in use_cases.ctx.publisher.sent} == {j.original_key for j in jobs}
-    assert all(store.get(j.job_id).redrives == 1 for j in jobs)
+    assert all(store.get(j.job_id).resends == 1 for j in jobs)
 
 
 def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there():
@@ -158,15 +159,15 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     # short at 40 s (before its 5th status), and no shard is taken after.
     taken = list(dict.fromkeys(store.asked))
     assert len(taken) == 7 and store.asked.count(taken[-1]) == 4
-    assert first["shards_left"] == SWEEP_SHARDS - 6
+    assert first[SweepOutcome.SHARDS_LEFT] == SWEEP_SHARDS - 6
     store.asked.clear()
     second = use_cases.sweeper.sweep()
     resumed = list(dict.fromkeys(store.asked))
     assert resumed[0] == taken[-1]  # the first shard the first run did not finish
     assert set(resumed) & set(taken) == {taken[-1]}
-    # Every stuck job of a shard that either run finished has been re-driven, once.
+    # Every stuck job of a shard that either run finished has been resent, once.
     done = set(taken[:-1]) | set(resumed[:-1])
-    assert first["redriven"] + second["redriven"] == len(use_cases.ctx.publisher.sent)
+    assert first[SweepOutcome.RESENT] + second[SweepOutcome.RESENT] == len(use_cases.ctx.publisher.sent)
     sent = {e.key for e in use_cases.ctx.publisher.sent}
     assert sent >= {j.original_key for j in jobs if sweep_shard(j.job_id) in done}
 
@@ -183,8 +184,8 @@ def test_a_failing_shard_does_not_stop_the_others():
     jobs = [stuck_job(use_cases) for _ in range(200)]
     use_cases.ctx.clock.advance(2)
     report = use_cases.sweeper.sweep()
-    assert report["errors"] == 1
-    assert report["redriven"] == sum(sweep_shard(j.job_id) != 0 for j in jobs)
+    assert report[SweepOutcome.ERRORS] == 1
+    assert report[SweepOutcome.RESENT] == sum(sweep_shard(j.job_id) != 0 for j in jobs)
 
 
 def test_a_sweep_asks_every_shard_of_the_sharded_index():
@@ -207,7 +208,7 @@ def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():
     newer = dataclasses.replace(use_cases.ctx.jobs.idempotency[keyed[0].idempotency_scope], job_id="newer")
     use_cases.ctx.jobs.idempotency[newer.scope] = newer
     use_cases.ctx.clock.advance(7 * 24 * 3600)
-    assert use_cases.sweeper.sweep()["expired_deleted"] == 10
+    assert use_cases.sweeper.sweep()[SweepOutcome.EXPIRED_DELETED] == 10
     assert use_cases.ctx.jobs.items == {} and use_cases.ctx.objects.objects == {}
     assert use_cases.ctx.jobs.idempotency == {newer.scope: newer}
     assert use_cases.ctx.jobs.active_jobs("alice") == set()

@@ -282,7 +282,7 @@ def test_etags_are_weak_name_the_state_and_if_none_match_reads_them_back():
     assert prefer.known_versions(tag) == {job.version}
     assert prefer.known_versions(f'"x", {tag}') == {"x", job.version}
     assert prefer.known_versions("*") is None and prefer.known_versions(None) is None
-    later = dataclasses.replace(job, updated_at=NOW + timedelta(seconds=5), redrives=1)
+    later = dataclasses.replace(job, updated_at=NOW + timedelta(seconds=5), resends=1)
     assert later.version == job.version  # only the status and the attempt name a state
     assert dataclasses.replace(job, status=JobStatus.PROCESSING, attempt=1).version != job.version
 
