@@ -7,7 +7,6 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -22,7 +21,6 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
-from pynamodb.connection import Connection
 from pynamodb.constants import MAP
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
 from pynamodb.expressions.condition import size
@@ -31,7 +29,9 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters import dynamo_shapes
-from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.adapters.dynamo_table import (
+    DynamoTable, condition_failed, found_item, reason_codes, retrying_conflicts,
+)
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
@@ -55,9 +55,6 @@ OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
                       "metadata"})
-# Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
-# limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
-_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -66,13 +63,6 @@ UNPROCESSED_RETRIES = 5
 # any shape a record can still have. The renditions are read whole (their names are the
 # table's): their sizes add a few bytes, no capacity (a read is charged by item).
 _OBJECT_FIELDS = ("pk", "status", "attempt", *dynamo_shapes.OBJECT_ATTRIBUTES)
-# DynamoDB cancels a write that overlaps a transaction on one of its items (TransactionConflict
-# among a transaction's reasons, TransactionConflictException for a single write), and
-# botocore retries neither: many uploads by one owner overlap on the owner's item. Tried this
-# many more times, after a pause drawn up to a cap that doubles from the first (full jitter).
-CONFLICT_RETRIES = 8
-_CONFLICT_PAUSE = 0.02
-_CONFLICT_PAUSE_MAX = 1.0
 
 
 class RenditionAttribute(MapAttribute):
@@ -120,7 +110,7 @@ def _stored(r: Rendition) -> dict:
 
 
 class JobItem(Model):
-    """Unbound: bind_models() gives a subclass bound to a table and endpoint.
+    """Unbound: job_model() gives a subclass bound to the table.
 
     Written in the shape dynamo_shapes.SHAPE_VERSION names; read in any shape a record can
     still have: every read (get, query, batch get, an update's answer, a stream image)
@@ -196,13 +186,8 @@ class IdempotencyItem(Model):
     expires_at = TTLAttribute()
 
 
-def _meta(table: str, region: str, host: Optional[str], connection: Optional[dict] = None) -> type:
-    return type("Meta", (), {"table_name": table, "region": region, "host": host,
-                             **(connection or _CONNECTION)})
-
-
-def make_job_model(table: str, region: str, host: Optional[str],
-                   connection: Optional[dict] = None) -> type[JobItem]:
+def job_model(table: DynamoTable) -> type[JobItem]:
+    """JobItem bound to the table, with its two indexes."""
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
     sweep_index = type("SweepIndex", (GlobalSecondaryIndex,), {
         "Meta": type("Meta", (), {"index_name": SWEEP_SHARDED_INDEX, "projection": AllProjection()}),
@@ -215,94 +200,16 @@ def make_job_model(table: str, region: str, host: Optional[str],
         "owner": UnicodeAttribute(hash_key=True),
         "created_at": UTCDateTimeAttribute(range_key=True),
     })()
-
-    return type("BoundJobItem", (JobItem,), {
-        "Meta": _meta(table, region, host, connection),
-        "sweep_sharded_index": sweep_index,
-        "owner_created_index": owner_index,
-    })
-
-
-def make_owner_model(table: str, region: str, host: Optional[str],
-                     connection: Optional[dict] = None) -> type[OwnerItem]:
-    return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host, connection)})
-
-
-def make_scan_point_model(table: str, region: str, host: Optional[str],
-                          connection: Optional[dict] = None) -> type[ScanPointItem]:
-    return type("BoundScanPointItem", (ScanPointItem,), {"Meta": _meta(table, region, host, connection)})
-
-
-def make_idempotency_model(table: str, region: str, host: Optional[str],
-                           connection: Optional[dict] = None) -> type[IdempotencyItem]:
-    return type("BoundIdempotencyItem", (IdempotencyItem,),
-                {"Meta": _meta(table, region, host, connection)})
-
-
-class SharedConnection(Connection):
-    """PynamoDB's connection with its botocore client made from the shared session.
-
-    PynamoDB would start a botocore session for each model, for transactions and for each
-    thread, and each new session parses botocore's endpoint table again (tens of ms)."""
-
-    def __init__(self, clients: Clients, prepare: Callable[[Any], Any], **kwargs):
-        super().__init__(**kwargs)
-        self._clients = clients
-        self._prepare = prepare
-        self._prepared: Any = None
-
-    @property
-    def session(self):
-        return self._clients.session
-
-    @property
-    def client(self):
-        with self._clients.lock:  # botocore's client creation is not thread-safe
-            client = super().client
-            if client is not self._prepared:  # PynamoDB remakes it when credentials go stale
-                self._prepared = self._prepare(client)
-            return client
-
-    def serve(self, *models: type[Model]) -> None:
-        """Be the connection of these models, so that they (and transactions) share one botocore
-        client. PynamoDB 6.1 has no public way to hand a model its connection (its issue
-        #1245). The first model's table description is the one kept (it knows the indexes)."""
-        tables = [model._get_connection() for model in models]
-        self.add_meta_table(tables[0].get_meta_table())
-        for table_connection in tables:
-            table_connection.connection = self
-
-
-def bind_model(base: type[Model], table: str, region: str, host: Optional[str], clients: Optional[Clients],
-               connection: dict, prepare_client: Callable[[Any], Any]) -> type[Model]:
-    """A subclass of an unbound item model, bound to a table and endpoint and served by the
-    shared botocore client: how each small store beside the jobs (webhooks, rates, waits)
-    gets its model. `connection` and `prepare_client` as the job store's."""
-    meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **connection})
-    model = type(f"Bound{base.__name__}", (base,), {"Meta": meta})
-    SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                     **connection).serve(model)
-    return model
-
-
-def condition_failed(error: PynamoDBException) -> bool:
-    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
+    return table.model(JobItem, sweep_sharded_index=sweep_index, owner_created_index=owner_index)
 
 
 class DynamoJobStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        """`connection`: PynamoDB's timeouts and retries; `prepare_client` gets the botocore
-        client once it is made (the time budget's hooks go on here)."""
-        settings = connection or _CONNECTION
-        self._model = make_job_model(table, region, host, settings)
-        self._idempotency = make_idempotency_model(table, region, host, settings)
-        self._owners = make_owner_model(table, region, host, settings)
-        self._points = make_scan_point_model(table, region, host, settings)
-        self._connection = SharedConnection(clients or Clients(region), prepare_client,
-                                             region=region, host=host, **settings)
-        self._connection.serve(self._model, self._idempotency, self._owners, self._points)
+    def __init__(self, table: DynamoTable):
+        self._model = job_model(table)
+        self._idempotency = table.model(IdempotencyItem)
+        self._owners = table.model(OwnerItem)
+        self._points = table.model(ScanPointItem)
+        self._connection = table.connect(self._model, self._idempotency, self._owners, self._points)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
@@ -373,12 +280,12 @@ class DynamoJobStore:
         try:
             # A conflict on the key is a concurrent request with the same key: the caller
             # reads the key again, rather than this call waiting.
-            _retrying_conflicts(transact, on_key=key_item is not None)
+            retrying_conflicts(transact, on_key=key_item is not None)
         except TransactWriteError as error:
-            reasons = _reasons(error)
+            reasons = reason_codes(error)
             failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
             if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
-                    and self._landed(job.job_id, write_id, _found_item(error, 1)) is not None:
+                    and self._landed(job.job_id, write_id, found_item(error, 1)) is not None:
                 # The key is held by this very call's job: a re-send after a lost answer.
                 # Answered as the create it is, not as a taken key, so that what follows a
                 # create (the push fan-out's first message) follows this one too.
@@ -389,7 +296,7 @@ class DynamoJobStore:
                 raise TransientError("job table unavailable") from error
             if failed[0] == len(reasons) - 1:
                 raise QuotaFull() from None
-            if self._landed(job.job_id, write_id, _found_item(error, len(reasons) - 2)) is not None:
+            if self._landed(job.job_id, write_id, found_item(error, len(reasons) - 2)) is not None:
                 # botocore re-sent the transaction after a timeout, and the first send had
                 # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
                 # answer it): the job carries this call's write id.
@@ -627,7 +534,7 @@ class DynamoJobStore:
     @staticmethod
     def _write(call) -> None:
         try:
-            _retrying_conflicts(call)
+            retrying_conflicts(call)
         except PynamoDBException as error:
             if condition_failed(error):
                 raise ConditionFailed() from error
@@ -636,41 +543,6 @@ class DynamoJobStore:
 
 def _new_write_id() -> str:
     return uuid.uuid4().hex
-
-
-def _found_item(error: TransactWriteError, index: int) -> Optional[dict]:
-    """The item a cancelled transaction's `index`th write found (ALL_OLD), if it says."""
-    reasons = error.cancellation_reasons or []
-    reason = reasons[index] if index < len(reasons) else None
-    return reason.raw_item if reason is not None and reason.code == "ConditionalCheckFailed" else None
-
-
-def _reasons(error: TransactWriteError) -> list[Optional[str]]:
-    """A cancelled transaction's reason codes, one per item in the order written."""
-    return [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
-
-
-def _conflict(error: PynamoDBException, on_key: bool) -> bool:
-    """Whether DynamoDB refused the write for a transaction in flight on one of its items
-    (only on other items than the first, the key's, when `on_key`)."""
-    if isinstance(error, TransactWriteError):
-        reasons = _reasons(error)
-        if on_key and reasons[:1] == ["TransactionConflict"]:
-            return False
-        return "TransactionConflict" in reasons and "ConditionalCheckFailed" not in reasons
-    return getattr(error, "cause_response_code", None) == "TransactionConflictException"
-
-
-def _retrying_conflicts(call: Callable[[], Any], on_key: bool = False) -> Any:
-    """call(), tried again after a jittered pause while DynamoDB answers a conflict, as many
-    times as CONFLICT_RETRIES and the invocation's time allow; then the conflict is raised."""
-    for retry in range(CONFLICT_RETRIES + 1):
-        try:
-            return call()
-        except PynamoDBException as error:
-            if not _conflict(error, on_key) or retry == CONFLICT_RETRIES or not deadline.has_time_for(1):
-                raise
-        _sleep(random.uniform(0, min(_CONFLICT_PAUSE_MAX, _CONFLICT_PAUSE * 2 ** retry)))
 
 
 def _sleep(seconds: float) -> None:

@@ -9,21 +9,20 @@ whose disconnect never came goes by itself, if no send has found it gone first.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.expressions.condition import size
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem, SharedConnection, condition_failed
+from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem
+from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
 from chalicelib.domain.errors import PushConnectionsFull, TransientError
 from chalicelib.domain.jobs import Job
 
 OWNER_PUSH_PREFIX = "push#"
 CONNECTION_PREFIX = "push-connection#"
-_CONNECTION = {"connect_timeout_seconds": 1, "read_timeout_seconds": 2, "max_retry_attempts": 1}
 
 
 class OwnerConnectionsItem(Model):
@@ -40,15 +39,10 @@ class ConnectionItem(Model):
 
 
 class DynamoPushConnections:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        settings = connection or _CONNECTION
-        meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **settings})
-        self._owners = type("BoundOwnerConnectionsItem", (OwnerConnectionsItem,), {"Meta": meta})
-        self._connections = type("BoundConnectionItem", (ConnectionItem,), {"Meta": meta})
-        SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                         **settings).serve(self._owners, self._connections)
+    def __init__(self, table: DynamoTable):
+        self._owners = table.model(OwnerConnectionsItem)
+        self._connections = table.model(ConnectionItem)
+        table.connect(self._owners, self._connections)
 
     def add(self, owner: str, connection_id: str, until: datetime, limit: int,
             opened_at: Optional[datetime] = None) -> None:

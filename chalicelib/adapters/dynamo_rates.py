@@ -10,25 +10,23 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
+from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
 from chalicelib.domain.errors import ConditionFailed, TransientError
 
 RATE_PREFIX = "rate#"
-_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 # A full bucket is the same as no item, so TTL may delete it once full_at has passed; the
 # margin covers the clocks of two instances disagreeing.
 _EXPIRY_MARGIN_SECONDS = 60
 
 
 class RateItem(Model):
-    """Unbound: DynamoRateStore binds a subclass to a table and endpoint."""
+    """Unbound: DynamoRateStore binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     full_at = NumberAttribute()
@@ -36,14 +34,11 @@ class RateItem(Model):
 
 
 class DynamoRateStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client, prefix: str = RATE_PREFIX):
-        """`connection` and `prepare_client` as the job store's (the time budget's limits);
-        `prefix` keeps another bucket's items apart (a webhook receiver's turns)."""
+    def __init__(self, table: DynamoTable, prefix: str = RATE_PREFIX):
+        """`prefix` keeps another bucket's items apart (a webhook receiver's turns)."""
         self._prefix = prefix
-        self._model = bind_model(RateItem, table, region, host, clients, connection or _CONNECTION,
-                                 prepare_client)
+        self._model = table.model(RateItem)
+        table.connect(self._model)
 
     def full_at(self, owner: str) -> Optional[float]:
         try:

@@ -9,25 +9,22 @@ from __future__ import annotations
 
 import zlib
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
+from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
 from chalicelib.domain.errors import TransientError
 
 WAIT_PREFIX = "wait#"
-# A held request is short; a connection that takes longer than this is better answered at once.
-_CONNECTION = {"connect_timeout_seconds": 1, "read_timeout_seconds": 2, "max_retry_attempts": 1}
 # An idle slot's item stays this long past its holder's time, then TTL deletes it.
 _KEEP = timedelta(hours=1)
 
 
 class WaitSlotItem(Model):
-    """Unbound: DynamoWaitSlots binds a subclass to a table and endpoint."""
+    """Unbound: DynamoWaitSlots binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     holder = UnicodeAttribute()
@@ -41,11 +38,9 @@ class DynamoWaitSlots:
     ITEM: type[Model] = WaitSlotItem
     ERROR = "wait slots unavailable"
 
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        self._model = bind_model(self.ITEM, table, region, host, clients, connection or _CONNECTION,
-                                 prepare_client)
+    def __init__(self, table: DynamoTable):
+        self._model = table.model(self.ITEM)
+        table.connect(self._model)
 
     def _key(self, owner: str, slot: int) -> str:
         return self.PREFIX + f"{owner}#{slot}"

@@ -10,14 +10,13 @@ routes read it, and the API shows it only when it is created or rotated.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
+from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.jobs import JobStatus
@@ -29,11 +28,10 @@ TURN_PREFIX = "turn#"  # a receiver's deferred events' turns, kept by a DynamoRa
 # A given-back slot: free to anyone, whatever their clock says.
 _FREE = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _KEEP = timedelta(hours=1)  # an idle slot's item, then TTL deletes it
-_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 
 
 class WebhookItem(Model):
-    """Unbound: DynamoWebhookStore binds a subclass to a table and endpoint."""
+    """Unbound: DynamoWebhookStore binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     url = UnicodeAttribute()
@@ -50,12 +48,9 @@ class WebhookItem(Model):
 
 
 class DynamoWebhookStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        """`connection` and `prepare_client` as the job store's (the time budget's limits)."""
-        self._model = bind_model(WebhookItem, table, region, host, clients, connection or _CONNECTION,
-                                 prepare_client)
+    def __init__(self, table: DynamoTable):
+        self._model = table.model(WebhookItem)
+        table.connect(self._model)
 
     def get_webhook(self, owner: str) -> Optional[Webhook]:
         try:
@@ -115,7 +110,7 @@ def _breaker_fields(breaker: Breaker) -> dict[str, Any]:
 
 
 class DeliverySlotItem(Model):
-    """Unbound: DynamoDeliverySlots binds a subclass to a table and endpoint."""
+    """Unbound: DynamoDeliverySlots binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     holder = UnicodeAttribute(null=True)
