@@ -66,6 +66,7 @@ def timed(call, repeat: int) -> tuple[float, float]:
 
 def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tuple[str, float, float, str]]:
     from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+    from chalicelib.adapters.dynamo_table import DynamoTable
     from chalicelib.config import Settings
     from chalicelib.domain.jobs import JobStatus
     from chalicelib.usecases.context import Context
@@ -80,8 +81,8 @@ def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tu
     provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     # moto's query reads the whole index in Python for each call: give it time (the service's
     # own 5 s would time out under load, which is moto's cost, not DynamoDB's).
-    store = DynamoJobStore(settings.table, settings.region, endpoint, connection={
-        "connect_timeout_seconds": 5, "read_timeout_seconds": 300, "max_retry_attempts": 0})
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, endpoint, connection={
+        "connect_timeout_seconds": 5, "read_timeout_seconds": 300, "max_retry_attempts": 0}))
     now = datetime.now(timezone.utc)
     started = time.perf_counter()
     jobs = fill(store, "alice", count, now)

@@ -29,6 +29,7 @@ import requests  # noqa: E402
 from PIL import Image, ImageFilter  # noqa: E402
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore  # noqa: E402
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import Settings  # noqa: E402
 from chalicelib.http.auth import mint_token  # noqa: E402
 from chalicelib.imaging import render  # noqa: E402
@@ -100,7 +101,7 @@ def run_backend(backend: str, images: list[bytes], uploads: int, clients: int, w
         accepted = [job_id for status, job_id, _ in answers if status == 202]
         upload_latencies = [lat for status, _, lat in answers if status == 202]
 
-        store = DynamoJobStore(Settings().table, "us-east-1", f"http://127.0.0.1:{aws_port}")
+        store = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", f"http://127.0.0.1:{aws_port}"))
         jobs = {}
         wait_until = time.monotonic() + deadline_s
         pending = set(accepted)

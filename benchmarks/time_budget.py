@@ -55,6 +55,7 @@ def old_use_cases(settings):
     from botocore.config import Config
 
     from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+    from chalicelib.adapters.dynamo_table import DynamoTable
     from chalicelib.adapters.s3_store import S3Store
     from chalicelib.adapters.sqs_queue import SqsEventsQueue
     from chalicelib.usecases import UseCases
@@ -64,9 +65,9 @@ def old_use_cases(settings):
     s3 = boto3.session.Session().client("s3", endpoint_url=settings.storage_endpoint_url,
                                         config=Config(s3={"addressing_style": "path"}, **old))
     sqs = boto3.session.Session().client("sqs", endpoint_url=settings.endpoint_url, config=Config(**old))
-    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url,
-                          connection={"connect_timeout_seconds": 2, "read_timeout_seconds": 5,
-                                      "max_retry_attempts": 2})
+    jobs = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url,
+                                      connection={"connect_timeout_seconds": 2, "read_timeout_seconds": 5,
+                                                  "max_retry_attempts": 2}))
     queue = SqsEventsQueue(sqs, settings.events_queue_name)
     return UseCases(Context(settings=settings, jobs=jobs, objects=S3Store(s3, settings.bucket),
                             publisher=queue, backlog=queue))

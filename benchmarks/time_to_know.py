@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 from benchmarks.load import photo_like  # noqa: E402
 from benchmarks.stack import free_port, percentile  # noqa: E402
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore  # noqa: E402
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import Settings  # noqa: E402
 from chalicelib.http.auth import mint_token  # noqa: E402
 from image_jobs import Client  # noqa: E402
@@ -217,7 +218,7 @@ def push_rows(images: list[bytes], jobs: int) -> list[tuple]:
                                     MAX_PUSH_CONNECTIONS_PER_OWNER="200",
                                     # 99 connects of one owner at once: fan-out is measured, not admission
                                     OWNER_REQUESTS_PER_SECOND="1000", OWNER_BURST="1000")
-    store = DynamoJobStore(Settings().table, "us-east-1", aws)
+    store = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", aws))
     url = f"ws://127.0.0.1:{push_port}"
     rows = []
 
@@ -347,7 +348,7 @@ def main() -> None:
     images = [photo_like(4000, 3000, seed) for seed in range(3)]  # 12 MP, under 4 MiB
     log = Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
     runner, api, aws = start_runner(log)
-    store = DynamoJobStore(Settings().table, "us-east-1", aws)
+    store = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", aws))
     found, cores = {}, {}
     try:
         known_after("post-wait", api, "warm-up", images[0])

@@ -9,6 +9,7 @@ from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX, DynamoDeliverySlots, DynamoWebhookStore
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
@@ -80,9 +81,9 @@ def build_use_cases(settings: Settings) -> UseCases:
     if settings.delivery == "cloudfront":
         get_presigner = _cloudfront(settings, clients, limits, guard)
     objects = S3Store(storage, settings.bucket, presign_client=presign, get_presigner=get_presigner)
-    pynamodb = sdk_limits.pynamodb_connection(limits)
-    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url, clients,
-                          connection=pynamodb, prepare_client=guard)
+    table = DynamoTable(settings.table, settings.region, settings.endpoint_url, clients,
+                        connection=sdk_limits.pynamodb_connection(limits), prepare_client=guard)
+    jobs = DynamoJobStore(table)
     # SQS carries the webhooks and the dead-letter gauges whatever carries the storage events.
     # Made on first use: uploads, job endings, deliveries and sweeps need it, never a GET.
     sqs = clients.lazy("sqs", settings.endpoint_url, sdk_limits.client_config(limits), prepare=guard)
@@ -96,36 +97,30 @@ def build_use_cases(settings: Settings) -> UseCases:
         gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
     use_cases = UseCases(Context(
         settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
-        rates=DynamoRateStore(settings.table, settings.region, settings.endpoint_url, clients,
-                              connection=pynamodb, prepare_client=guard),
+        rates=DynamoRateStore(table),
         metrics=EmfMetrics(settings.metrics_service),
-        webhooks=DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url, clients,
-                                    connection=pynamodb, prepare_client=guard),
+        webhooks=DynamoWebhookStore(table),
         webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name, settings.webhooks_dlq_name),
         webhook_sender=HttpWebhookSender(),
-        delivery_slots=DynamoDeliverySlots(settings.table, settings.region, settings.endpoint_url, clients,
-                                           connection=pynamodb, prepare_client=guard),
-        webhook_turns=DynamoRateStore(settings.table, settings.region, settings.endpoint_url, clients,
-                                      connection=pynamodb, prepare_client=guard, prefix=TURN_PREFIX),
-        wait_slots=DynamoWaitSlots(settings.table, settings.region, settings.endpoint_url, clients,
-                                   connection=pynamodb, prepare_client=guard),
+        delivery_slots=DynamoDeliverySlots(table),
+        webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),
+        wait_slots=DynamoWaitSlots(table),
         gauges=gauges,
     ))
     if settings.serves_push:
-        _add_push(use_cases, settings, clients, limits, guard, pynamodb)
+        _add_push(use_cases, settings, clients, limits, guard, table)
     return use_cases
 
 
 def _add_push(use_cases: UseCases, settings: Settings, clients: Clients, limits: SdkLimits, guard,
-              pynamodb: dict) -> None:
+              table: DynamoTable) -> None:
     """The registry, the sender and the trigger (chalicelib/usecases/push.py)."""
     from chalicelib.adapters.apigw_push import ApiGatewayPushSender
     from chalicelib.adapters.dynamo_push import DynamoJobChanges, DynamoPushConnections
     from chalicelib.usecases.push import Fanout, PushingJobStore
 
     ctx = use_cases.ctx
-    ctx.push_connections = DynamoPushConnections(settings.table, settings.region, settings.endpoint_url,
-                                                 clients, connection=pynamodb, prepare_client=guard)
+    ctx.push_connections = DynamoPushConnections(table)
     ctx.push_sender = ApiGatewayPushSender(clients.lazy(
         "apigatewaymanagementapi", settings.push_management_url or None,
         sdk_limits.client_config(limits), prepare=guard))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from chalicelib.adapters.dynamo_jobs import add_missing_sweep_keys, make_job_model
+from chalicelib.adapters.dynamo_jobs import add_missing_sweep_keys, job_model
+from chalicelib.adapters.dynamo_table import DynamoTable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--endpoint-url", default=None, help="an emulator's endpoint; none for AWS")
     args = parser.parse_args(argv)
-    written = add_missing_sweep_keys(make_job_model(args.table, args.region, args.endpoint_url))
+    written = add_missing_sweep_keys(job_model(DynamoTable(args.table, args.region, args.endpoint_url)))
     print(f"{written} job items given their sweep_key")
     return 0
 

@@ -7,8 +7,8 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
+from contextlib import suppress
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, Optional, Sequence
@@ -22,16 +22,17 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
-from pynamodb.connection import Connection
 from pynamodb.constants import MAP
-from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import size
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters import dynamo_shapes
-from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.adapters.dynamo_table import (
+    DynamoTable, dynamo_errors, find, found_item, reason_codes, retrying_conflicts,
+)
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
@@ -46,6 +47,7 @@ JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SCAN_PREFIX = "orphan-scan#"
+UNAVAILABLE = "job table unavailable"
 # The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
 # `sweep_at` (docs/scale.md §6.1).
 SWEEP_SHARDED_INDEX = "sweep_sharded"
@@ -55,9 +57,6 @@ OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
                       "metadata"})
-# Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
-# limits derived from the functions' timeouts (chalicelib/runtime/deadline.py) instead.
-_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -66,13 +65,6 @@ UNPROCESSED_RETRIES = 5
 # any shape a record can still have. The renditions are read whole (their names are the
 # table's): their sizes add a few bytes, no capacity (a read is charged by item).
 _OBJECT_FIELDS = ("pk", "status", "attempt", *dynamo_shapes.OBJECT_ATTRIBUTES)
-# DynamoDB cancels a write that overlaps a transaction on one of its items (TransactionConflict
-# among a transaction's reasons, TransactionConflictException for a single write), and
-# botocore retries neither: many uploads by one owner overlap on the owner's item. Tried this
-# many more times, after a pause drawn up to a cap that doubles from the first (full jitter).
-CONFLICT_RETRIES = 8
-_CONFLICT_PAUSE = 0.02
-_CONFLICT_PAUSE_MAX = 1.0
 
 
 class RenditionAttribute(MapAttribute):
@@ -120,7 +112,7 @@ def _stored(r: Rendition) -> dict:
 
 
 class JobItem(Model):
-    """Unbound: bind_models() gives a subclass bound to a table and endpoint.
+    """Unbound: job_model() gives a subclass bound to the table.
 
     Written in the shape dynamo_shapes.SHAPE_VERSION names; read in any shape a record can
     still have: every read (get, query, batch get, an update's answer, a stream image)
@@ -196,13 +188,8 @@ class IdempotencyItem(Model):
     expires_at = TTLAttribute()
 
 
-def _meta(table: str, region: str, host: Optional[str], connection: Optional[dict] = None) -> type:
-    return type("Meta", (), {"table_name": table, "region": region, "host": host,
-                             **(connection or _CONNECTION)})
-
-
-def make_job_model(table: str, region: str, host: Optional[str],
-                   connection: Optional[dict] = None) -> type[JobItem]:
+def job_model(table: DynamoTable) -> type[JobItem]:
+    """JobItem bound to the table, with its two indexes."""
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
     sweep_index = type("SweepIndex", (GlobalSecondaryIndex,), {
         "Meta": type("Meta", (), {"index_name": SWEEP_SHARDED_INDEX, "projection": AllProjection()}),
@@ -215,94 +202,16 @@ def make_job_model(table: str, region: str, host: Optional[str],
         "owner": UnicodeAttribute(hash_key=True),
         "created_at": UTCDateTimeAttribute(range_key=True),
     })()
-
-    return type("BoundJobItem", (JobItem,), {
-        "Meta": _meta(table, region, host, connection),
-        "sweep_sharded_index": sweep_index,
-        "owner_created_index": owner_index,
-    })
-
-
-def make_owner_model(table: str, region: str, host: Optional[str],
-                     connection: Optional[dict] = None) -> type[OwnerItem]:
-    return type("BoundOwnerItem", (OwnerItem,), {"Meta": _meta(table, region, host, connection)})
-
-
-def make_scan_point_model(table: str, region: str, host: Optional[str],
-                          connection: Optional[dict] = None) -> type[ScanPointItem]:
-    return type("BoundScanPointItem", (ScanPointItem,), {"Meta": _meta(table, region, host, connection)})
-
-
-def make_idempotency_model(table: str, region: str, host: Optional[str],
-                           connection: Optional[dict] = None) -> type[IdempotencyItem]:
-    return type("BoundIdempotencyItem", (IdempotencyItem,),
-                {"Meta": _meta(table, region, host, connection)})
-
-
-class SharedConnection(Connection):
-    """PynamoDB's connection with its botocore client made from the shared session.
-
-    PynamoDB would start a botocore session for each model, for transactions and for each
-    thread, and each new session parses botocore's endpoint table again (tens of ms)."""
-
-    def __init__(self, clients: Clients, prepare: Callable[[Any], Any], **kwargs):
-        super().__init__(**kwargs)
-        self._clients = clients
-        self._prepare = prepare
-        self._prepared: Any = None
-
-    @property
-    def session(self):
-        return self._clients.session
-
-    @property
-    def client(self):
-        with self._clients.lock:  # botocore's client creation is not thread-safe
-            client = super().client
-            if client is not self._prepared:  # PynamoDB remakes it when credentials go stale
-                self._prepared = self._prepare(client)
-            return client
-
-    def serve(self, *models: type[Model]) -> None:
-        """Be the connection of these models, so that they (and transactions) share one botocore
-        client. PynamoDB 6.1 has no public way to hand a model its connection (its issue
-        #1245). The first model's table description is the one kept (it knows the indexes)."""
-        tables = [model._get_connection() for model in models]
-        self.add_meta_table(tables[0].get_meta_table())
-        for table_connection in tables:
-            table_connection.connection = self
-
-
-def bind_model(base: type[Model], table: str, region: str, host: Optional[str], clients: Optional[Clients],
-               connection: dict, prepare_client: Callable[[Any], Any]) -> type[Model]:
-    """A subclass of an unbound item model, bound to a table and endpoint and served by the
-    shared botocore client: how each small store beside the jobs (webhooks, rates, waits)
-    gets its model. `connection` and `prepare_client` as the job store's."""
-    meta = type("Meta", (), {"table_name": table, "region": region, "host": host, **connection})
-    model = type(f"Bound{base.__name__}", (base,), {"Meta": meta})
-    SharedConnection(clients or Clients(region), prepare_client, region=region, host=host,
-                     **connection).serve(model)
-    return model
-
-
-def condition_failed(error: PynamoDBException) -> bool:
-    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
+    return table.model(JobItem, sweep_sharded_index=sweep_index, owner_created_index=owner_index)
 
 
 class DynamoJobStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        """`connection`: PynamoDB's timeouts and retries; `prepare_client` gets the botocore
-        client once it is made (the time budget's hooks go on here)."""
-        settings = connection or _CONNECTION
-        self._model = make_job_model(table, region, host, settings)
-        self._idempotency = make_idempotency_model(table, region, host, settings)
-        self._owners = make_owner_model(table, region, host, settings)
-        self._points = make_scan_point_model(table, region, host, settings)
-        self._connection = SharedConnection(clients or Clients(region), prepare_client,
-                                             region=region, host=host, **settings)
-        self._connection.serve(self._model, self._idempotency, self._owners, self._points)
+    def __init__(self, table: DynamoTable):
+        self._model = job_model(table)
+        self._idempotency = table.model(IdempotencyItem)
+        self._owners = table.model(OwnerItem)
+        self._points = table.model(ScanPointItem)
+        self._connection = table.connect(self._model, self._idempotency, self._owners, self._points)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
@@ -370,75 +279,61 @@ class DynamoJobStore:
                     condition=o.active.does_not_exist() | (size(o.active) < quota),
                 )
 
-        try:
-            # A conflict on the key is a concurrent request with the same key: the caller
-            # reads the key again, rather than this call waiting.
-            _retrying_conflicts(transact, on_key=key_item is not None)
-        except TransactWriteError as error:
-            reasons = _reasons(error)
-            failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
-            if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
-                    and self._landed(job.job_id, write_id, _found_item(error, 1)) is not None:
-                # The key is held by this very call's job: a re-send after a lost answer.
-                # Answered as the create it is, not as a taken key, so that what follows a
-                # create (the push fan-out's first message) follows this one too.
-                return
-            if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
-                raise IdempotencyKeyTaken() from None
-            if not failed:
-                raise TransientError("job table unavailable") from error
-            if failed[0] == len(reasons) - 1:
-                raise QuotaFull() from None
-            if self._landed(job.job_id, write_id, _found_item(error, len(reasons) - 2)) is not None:
-                # botocore re-sent the transaction after a timeout, and the first send had
-                # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
-                # answer it): the job carries this call's write id.
-                return
-            raise ConditionFailed() from None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
+        with dynamo_errors(UNAVAILABLE):
+            try:
+                # A conflict on the key is a concurrent request with the same key: the caller
+                # reads the key again, rather than this call waiting.
+                retrying_conflicts(transact, on_key=key_item is not None)
+            except TransactWriteError as error:
+                reasons = reason_codes(error)
+                failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+                if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
+                        and self._landed(job.job_id, write_id, found_item(error, 1)) is not None:
+                    # The key is held by this very call's job: a re-send after a lost answer.
+                    # Answered as the create it is, not as a taken key, so that what follows a
+                    # create (the push fan-out's first message) follows this one too.
+                    return
+                if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
+                    raise IdempotencyKeyTaken() from None
+                if not failed:
+                    raise  # no condition failed: an outage
+                if failed[0] == len(reasons) - 1:
+                    raise QuotaFull() from None
+                if self._landed(job.job_id, write_id, found_item(error, len(reasons) - 2)) is not None:
+                    # botocore re-sent the transaction after a timeout, and the first send had
+                    # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
+                    # answer it): the job carries this call's write id.
+                    return
+                raise ConditionFailed() from None
 
     def active_jobs(self, owner: str) -> set[str]:
-        try:
-            item = self._owners.get(OWNER_PREFIX + owner, consistent_read=True)
-        except DoesNotExist:
-            return set()
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
-        return set(item.active or ())
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._owners, OWNER_PREFIX + owner)
+        return set() if item is None else set(item.active or ())
 
     def release_slot(self, owner: str, job_id: str) -> None:
         o = self._owners
-        try:
+        with suppress(ConditionFailed):  # no slots at all: nothing to release
             self._write(lambda: o(OWNER_PREFIX + owner).update(
                 actions=[o.active.delete({job_id})], condition=o.pk.exists()))
-        except ConditionFailed:
-            pass  # no slots at all: nothing to release
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
-        try:
-            item = self._idempotency.get(IDEMPOTENCY_PREFIX + scope, consistent_read=True)
-        except DoesNotExist:
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._idempotency, IDEMPOTENCY_PREFIX + scope)
+        if item is None:
             return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
         return IdempotencyRecord(scope=scope, fingerprint=item.fingerprint, job_id=item.job_id,
                                  expires_at=item.expires_at)
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
         k = self._idempotency
-        try:
+        with suppress(ConditionFailed):  # already gone, or taken over by a newer request
             self._write(lambda: k(IDEMPOTENCY_PREFIX + scope).delete(condition=k.job_id == job_id))
-        except ConditionFailed:
-            pass  # already gone, or taken over by a newer request
 
     def get(self, job_id: str) -> Optional[Job]:
-        try:
-            return self._to_job(self._model.get(JOB_PREFIX + job_id, consistent_read=True))
-        except DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._model, JOB_PREFIX + job_id)
+        return None if item is None else self._to_job(item)
 
     def objects_of(self, job_ids: list[str]) -> dict[str, JobObjects]:
         found = {}
@@ -471,11 +366,9 @@ class DynamoJobStore:
                     if not deadline.has_time_for(1):
                         break
                     _sleep(min(1.0, 0.05 * 2 ** retry))
-                try:
+                with dynamo_errors(UNAVAILABLE):
                     answer = self._connection.batch_get_item(
                         table, [{"pk": pk} for pk in pending], consistent_read=True, attributes_to_get=None if fields is None else list(fields))
-                except PynamoDBException as error:
-                    raise TransientError("job table unavailable") from error
                 found += [model.from_raw_data(raw) for raw in answer.get("Responses", {}).get(table, [])]
                 pending = [key["pk"]["S"] for key in answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])]
                 if not pending:
@@ -486,11 +379,9 @@ class DynamoJobStore:
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         m = self._model
-        try:
+        with dynamo_errors(UNAVAILABLE):
             items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
 
     def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,
               created_after: Optional[datetime] = None,
@@ -507,13 +398,11 @@ class DynamoJobStore:
         start = None if after is None else {
             "pk": {"S": JOB_PREFIX + after.job_id}, "owner": {"S": owner},
             "created_at": {"S": m.created_at.serialize(after.created_at)}}
-        try:
+        with dynamo_errors(UNAVAILABLE):
             # One key more than asked: whether more follow, without a last empty page.
             keys = [(item.pk, item.created_at) for item in m.owner_created_index.query(
                 owner, bounds, scan_index_forward=False, limit=limit + 1, last_evaluated_key=start,
                 page_size=limit + 1)]
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
         more, keys = len(keys) > limit, keys[:limit]
         found = {item.pk: item for item in self._batch_get(m, [pk for pk, _ in keys])}
         jobs = [self._to_job(found[pk]) for pk, _ in keys if pk in found and found[pk].owner == owner]
@@ -599,13 +488,9 @@ class DynamoJobStore:
     def _landed(self, job_id: str, write_id: str, raw: Optional[dict] = None) -> Optional[JobItem]:
         """The job's item if its last write was the one with write_id; read unless the
         refusal brought the item (`raw`, DynamoDB's form)."""
-        try:
-            item = self._model.from_raw_data(raw) if raw else self._model.get(JOB_PREFIX + job_id, consistent_read=True)
-        except DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
-        return item if item.write_id == write_id else None
+        with dynamo_errors(UNAVAILABLE):
+            item = self._model.from_raw_data(raw) if raw else find(self._model, JOB_PREFIX + job_id)
+        return item if item is not None and item.write_id == write_id else None
 
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
@@ -626,51 +511,12 @@ class DynamoJobStore:
 
     @staticmethod
     def _write(call) -> None:
-        try:
-            _retrying_conflicts(call)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                raise ConditionFailed() from error
-            raise TransientError("job table unavailable") from error
+        with dynamo_errors(UNAVAILABLE):
+            retrying_conflicts(call)
 
 
 def _new_write_id() -> str:
     return uuid.uuid4().hex
-
-
-def _found_item(error: TransactWriteError, index: int) -> Optional[dict]:
-    """The item a cancelled transaction's `index`th write found (ALL_OLD), if it says."""
-    reasons = error.cancellation_reasons or []
-    reason = reasons[index] if index < len(reasons) else None
-    return reason.raw_item if reason is not None and reason.code == "ConditionalCheckFailed" else None
-
-
-def _reasons(error: TransactWriteError) -> list[Optional[str]]:
-    """A cancelled transaction's reason codes, one per item in the order written."""
-    return [getattr(r, "code", None) for r in (error.cancellation_reasons or [])]
-
-
-def _conflict(error: PynamoDBException, on_key: bool) -> bool:
-    """Whether DynamoDB refused the write for a transaction in flight on one of its items
-    (only on other items than the first, the key's, when `on_key`)."""
-    if isinstance(error, TransactWriteError):
-        reasons = _reasons(error)
-        if on_key and reasons[:1] == ["TransactionConflict"]:
-            return False
-        return "TransactionConflict" in reasons and "ConditionalCheckFailed" not in reasons
-    return getattr(error, "cause_response_code", None) == "TransactionConflictException"
-
-
-def _retrying_conflicts(call: Callable[[], Any], on_key: bool = False) -> Any:
-    """call(), tried again after a jittered pause while DynamoDB answers a conflict, as many
-    times as CONFLICT_RETRIES and the invocation's time allow; then the conflict is raised."""
-    for retry in range(CONFLICT_RETRIES + 1):
-        try:
-            return call()
-        except PynamoDBException as error:
-            if not _conflict(error, on_key) or retry == CONFLICT_RETRIES or not deadline.has_time_for(1):
-                raise
-        _sleep(random.uniform(0, min(_CONFLICT_PAUSE_MAX, _CONFLICT_PAUSE * 2 ** retry)))
 
 
 def _sleep(seconds: float) -> None:
@@ -684,19 +530,16 @@ def add_missing_sweep_keys(model: type[JobItem]) -> int:
     step and never a function's (the stage policy allows no Scan). Each write is conditional
     on the status the scan read and on the key still missing; returns how many it wrote."""
     written = 0
-    try:
+    with dynamo_errors(UNAVAILABLE):
         for item in model.scan(model.pk.startswith(JOB_PREFIX) & model.sweep_key.does_not_exist(),
                                attributes_to_get=["pk", "status"]):
             job_id = item.pk[len(JOB_PREFIX):]
             try:
-                model(item.pk).update(
-                    actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
-                    condition=(model.status == item.status) & model.sweep_key.does_not_exist())
-            except PynamoDBException as error:
-                if not condition_failed(error):
-                    raise
+                with dynamo_errors(UNAVAILABLE):
+                    model(item.pk).update(
+                        actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
+                        condition=(model.status == item.status) & model.sweep_key.does_not_exist())
+            except ConditionFailed:
                 continue  # written meanwhile, by a status change that set it
             written += 1
-    except PynamoDBException as error:
-        raise TransientError("job table unavailable") from error
     return written

@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
-from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find
 
 RATE_PREFIX = "rate#"
-_CONNECTION = {"connect_timeout_seconds": 2, "read_timeout_seconds": 5, "max_retry_attempts": 2}
+UNAVAILABLE = "rate store unavailable"
 # A full bucket is the same as no item, so TTL may delete it once full_at has passed; the
 # margin covers the clocks of two instances disagreeing.
 _EXPIRY_MARGIN_SECONDS = 60
 
 
 class RateItem(Model):
-    """Unbound: DynamoRateStore binds a subclass to a table and endpoint."""
+    """Unbound: DynamoRateStore binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     full_at = NumberAttribute()
@@ -36,24 +33,16 @@ class RateItem(Model):
 
 
 class DynamoRateStore:
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client, prefix: str = RATE_PREFIX):
-        """`connection` and `prepare_client` as the job store's (the time budget's limits);
-        `prefix` keeps another bucket's items apart (a webhook receiver's turns)."""
+    def __init__(self, table: DynamoTable, prefix: str = RATE_PREFIX):
+        """`prefix` keeps another bucket's items apart (a webhook receiver's turns)."""
         self._prefix = prefix
-        self._model = bind_model(RateItem, table, region, host, clients, connection or _CONNECTION,
-                                 prepare_client)
+        self._model = table.model(RateItem)
+        table.connect(self._model)
 
     def full_at(self, owner: str) -> Optional[float]:
-        try:
-            item = self._model.get(RATE_PREFIX + owner, consistent_read=True,
-                                   attributes_to_get=["full_at"])
-        except self._model.DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("rate store unavailable") from error
-        return float(item.full_at)
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._model, RATE_PREFIX + owner, attributes_to_get=["full_at"])
+        return None if item is None else float(item.full_at)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model
@@ -69,10 +58,6 @@ class DynamoRateStore:
         m = self._model
         expires = datetime.fromtimestamp(math.ceil(latest_full_at) + _EXPIRY_MARGIN_SECONDS, timezone.utc)
         item = m(self._prefix + owner)
-        try:
+        with dynamo_errors(UNAVAILABLE):
             item.update(actions=[*actions, m.expires_at.set(expires)], condition=condition)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                raise ConditionFailed() from error
-            raise TransientError("rate store unavailable") from error
         return float(item.full_at)

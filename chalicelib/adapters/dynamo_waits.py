@@ -8,26 +8,23 @@ no count that a crashed instance could leave wrong.
 from __future__ import annotations
 
 import zlib
+from contextlib import suppress
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional
+from typing import Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.botocore_clients import Clients
-from chalicelib.adapters.dynamo_jobs import bind_model, condition_failed
-from chalicelib.domain.errors import TransientError
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors
+from chalicelib.domain.errors import ConditionFailed
 
 WAIT_PREFIX = "wait#"
-# A held request is short; a connection that takes longer than this is better answered at once.
-_CONNECTION = {"connect_timeout_seconds": 1, "read_timeout_seconds": 2, "max_retry_attempts": 1}
 # An idle slot's item stays this long past its holder's time, then TTL deletes it.
 _KEEP = timedelta(hours=1)
 
 
 class WaitSlotItem(Model):
-    """Unbound: DynamoWaitSlots binds a subclass to a table and endpoint."""
+    """Unbound: DynamoWaitSlots binds a subclass to the table."""
 
     pk = UnicodeAttribute(hash_key=True)
     holder = UnicodeAttribute()
@@ -41,11 +38,9 @@ class DynamoWaitSlots:
     ITEM: type[Model] = WaitSlotItem
     ERROR = "wait slots unavailable"
 
-    def __init__(self, table: str, region: str, host: Optional[str], clients: Optional[Clients] = None,
-                 connection: Optional[dict] = None,
-                 prepare_client: Callable[[Any], Any] = lambda client: client):
-        self._model = bind_model(self.ITEM, table, region, host, clients, connection or _CONNECTION,
-                                 prepare_client)
+    def __init__(self, table: DynamoTable):
+        self._model = table.model(self.ITEM)
+        table.connect(self._model)
 
     def _key(self, owner: str, slot: int) -> str:
         return self.PREFIX + f"{owner}#{slot}"
@@ -58,22 +53,18 @@ class DynamoWaitSlots:
             slot = (first + step) % slots
             item = m(self._key(owner, slot))
             try:
-                item.update(
-                    actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
-                    condition=m.pk.does_not_exist() | (m.held_until < now),
-                )
+                with dynamo_errors(self.ERROR):
+                    item.update(
+                        actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
+                        condition=m.pk.does_not_exist() | (m.held_until < now),
+                    )
                 return slot
-            except PynamoDBException as error:
-                if condition_failed(error):
-                    continue
-                raise TransientError(self.ERROR) from error
+            except ConditionFailed:
+                continue
         return None
 
     def give_back(self, owner: str, slot: int, holder: str) -> None:
         m = self._model
-        try:
+        # Refused: taken over after its time ran out, or already given back.
+        with suppress(ConditionFailed), dynamo_errors(self.ERROR):
             m(self._key(owner, slot)).delete(condition=m.holder == holder)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                return  # taken over after its time ran out, or already given back
-            raise TransientError(self.ERROR) from error

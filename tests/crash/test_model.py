@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from chalicelib.adapters.dynamo_jobs import IDEMPOTENCY_PREFIX, JOB_PREFIX, DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.idempotency import IdempotencyRecord
@@ -272,7 +273,7 @@ def test_the_model_holds_with_the_job_store_on_dynamodb(moto_endpoint, monkeypat
             name = f"model-{uuid.uuid4().hex[:10]}"
             provision(dataclasses.replace(default_settings(), endpoint_url=moto_endpoint, table=name, bucket=name),
                       None, s3, dynamodb, sqs_notifications=False)
-            return RecordingDynamoJobStore(name, region, moto_endpoint)
+            return RecordingDynamoJobStore(DynamoTable(name, region, moto_endpoint))
 
     run_state_machine_as_test(OnDynamo, settings=settings(
         # Every store call is a round trip to moto's server: kept small; the fake run above

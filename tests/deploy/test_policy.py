@@ -27,6 +27,7 @@ from chalice.app import DynamoDBEventConfig, SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
@@ -49,7 +50,7 @@ SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQ
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
 PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py",
-                     "dynamo_push.py"}
+                     "dynamo_push.py", "dynamo_table.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
 SDK_HOOKS = {"sdk_limits.py", "s3_presign.py", "botocore_clients.py", "cloudfront_sign.py"}
@@ -183,7 +184,7 @@ def recorded_dynamodb_calls(stack, monkeypatch):
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
     for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks),
                      (DynamoRateStore, exercise_rates)):
-        exercised = run(cls(settings.table, settings.region, settings.endpoint_url))
+        exercised = run(cls(DynamoTable(settings.table, settings.region, settings.endpoint_url)))
         public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
                   if not name.startswith("_")}
         assert exercised == public, f"the exercise must call every public method of {cls.__name__}"

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import Settings
 from chalicelib.domain.events import parse_message
 from local.services import aws_client
@@ -55,7 +56,7 @@ def test_ttl_deletion_turns_an_expired_job_from_410_into_404(runner):
     through its developer endpoint), after which the job is 404; moto never deletes them."""
     location, _ = ready_job(runner)
     settings = Settings(endpoint_url=runner.aws)
-    store = DynamoJobStore(settings.table, settings.region, runner.aws)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, runner.aws))
     job = store.get(location.rsplit("/", 1)[1])
     store.move(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
     assert_problem(requests.get(runner.api + location, headers=headers(), timeout=10), 410, "job_expired")

@@ -15,6 +15,7 @@ import requests
 from botocore.credentials import Credentials
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.config import Settings
@@ -91,7 +92,7 @@ def service_at(runner, handed_out: int, window: int) -> ManageJobs:
     credentials = Credentials("test", "test")
     presigner = GetPresigner(lambda: credentials, settings.region, settings.presign_endpoint_url, client=None)
     objects = S3Store(None, settings.bucket, get_presigner=presigner)
-    jobs = DynamoJobStore(settings.table, settings.region, runner.aws)
+    jobs = DynamoJobStore(DynamoTable(settings.table, settings.region, runner.aws))
     now = EPOCH + timedelta(seconds=handed_out, microseconds=999_000)
     return ManageJobs(Context(settings=settings, jobs=jobs, objects=objects, clock=lambda: now))
 
@@ -108,7 +109,7 @@ def find_window(search):
 
 
 def test_a_url_handed_out_at_its_windows_end_still_works_a_window_later(runner, ready):
-    job = DynamoJobStore(Settings().table, "us-east-1", runner.aws).get(ready.rsplit("/", 1)[1])
+    job = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", runner.aws)).get(ready.rsplit("/", 1)[1])
     now = int(time.time())
     # Handed out in the last second of its window, a window (less a few seconds) ago.
     expires_at, window = find_window(range(now + 8, now + 60))

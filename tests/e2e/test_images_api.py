@@ -11,6 +11,7 @@ import requests
 from PIL import Image
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import Settings
 from chalicelib.http.auth import mint_token
 from tests.images import jpeg, png, size_of
@@ -157,7 +158,7 @@ def test_a_job_past_its_expiry_is_410_even_before_the_ttl_deletes_it(runner):
     job_id = r.json()["job_id"]
     poll(runner, r.headers["Location"])
     settings = Settings(endpoint_url=runner.aws)
-    store = DynamoJobStore(settings.table, settings.region, runner.aws)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, runner.aws))
     job = store.get(job_id)
     store.move(replace(job, expires_at=datetime.now(timezone.utc) - timedelta(seconds=1)), job.status)
     assert_problem(requests.get(runner.api + r.headers["Location"], headers=headers(), timeout=10),

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
 from chalicelib.domain.renditions import RenditionName
@@ -26,7 +27,7 @@ def store(request):
     if request.param == "fake":
         return FakeJobStore()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    return DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def new_job(job_id="5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"):
@@ -380,7 +381,7 @@ def test_due_finds_jobs_across_every_shard_each_in_its_own_only(store):
 
 def test_the_table_item_carries_its_sweep_key(stack):
     settings, _, clients = stack
-    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     job = dataclasses.replace(new_job(), sweep_at=NOW)
 
     def stored_key():

@@ -9,6 +9,7 @@ from pathlib import Path
 import boto3
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import ALWAYS, RenditionName
@@ -29,7 +30,7 @@ def old_records(stack):
     for item in FIXTURE["items"]:
         assert "sizes" not in item
         dynamodb.put_item(TableName=settings.table, Item=item)
-    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     return settings, store
 
 

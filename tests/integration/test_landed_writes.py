@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import Job, JobStatus
@@ -53,7 +54,7 @@ def stub(stack):
 @pytest.fixture
 def store(stack, stub):
     settings, _, _ = stack
-    return DynamoJobStore(settings.table, settings.region, stub.url, connection=FAST)
+    return DynamoJobStore(DynamoTable(settings.table, settings.region, stub.url, connection=FAST))
 
 
 def job_key(job_id: str = JOB_ID):

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.vocabulary import Outcome
@@ -34,7 +35,7 @@ def stub(stack):
 @pytest.fixture
 def use_cases(stack, stub):
     settings, _, _ = stack
-    store = DynamoJobStore(settings.table, settings.region, stub.url)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, stub.url))
     return UseCases(Context(settings=settings, jobs=store, objects=_LockedObjects()))
 
 

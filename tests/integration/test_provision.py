@@ -7,8 +7,9 @@ import pytest
 from pynamodb.attributes import TTLAttribute
 
 from chalicelib.adapters.dynamo_jobs import (
-    OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, make_job_model,
+    OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, job_model,
 )
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import INCOMPLETE_UPLOAD_DAYS, Settings
 from local.provision import bucket_lifecycle_rules, load_template, provision
 from local.services import aws_client
@@ -91,7 +92,7 @@ def test_template_table_keys_are_the_models():
     """What PynamoDB reads and writes: the hash key, the sweep index and their types."""
     (table,) = resources("AWS::DynamoDB::Table")
     types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
-    model = make_job_model("t", "us-east-1", None)
+    model = job_model(DynamoTable("t", "us-east-1", None))
     indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
     assert set(indexes) == {SWEEP_SHARDED_INDEX, OWNER_CREATED_INDEX}
     for name, model_index in ((SWEEP_SHARDED_INDEX, model.sweep_sharded_index),

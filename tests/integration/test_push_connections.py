@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_push import CONNECTION_PREFIX, DynamoPushConnections
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import PushConnectionsFull
 from tests.fakes import FakePushConnections
 
@@ -19,7 +20,7 @@ def registry(request):
     if request.param == "fake":
         return FakePushConnections()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoPushConnections(settings.table, settings.region, settings.endpoint_url)
+    return DynamoPushConnections(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def test_an_owner_opens_at_most_its_cap_and_others_are_not_counted(registry):
@@ -77,7 +78,7 @@ def test_racing_connects_never_pass_the_cap(registry):
 
 def test_a_connection_whose_own_entry_expired_still_leaves_its_owners_set(stack):
     settings, _, _ = stack
-    registry = DynamoPushConnections(settings.table, settings.region, settings.endpoint_url)
+    registry = DynamoPushConnections(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     registry.add("carol", "c0", UNTIL, 1)
     registry._connections.get(CONNECTION_PREFIX + "c0").delete()  # what TTL does, late
     registry.remove("c0")  # a disconnect names only the connection: it cannot find the owner

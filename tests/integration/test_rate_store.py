@@ -2,6 +2,7 @@
 import pytest
 
 from chalicelib.adapters.dynamo_rates import RATE_PREFIX, DynamoRateStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
 from tests.fakes import FakeRateStore
 
@@ -14,7 +15,7 @@ def rates(request):
     if request.param == "fake":
         return FakeRateStore()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoRateStore(settings.table, settings.region, settings.endpoint_url)
+    return DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def test_a_full_bucket_takes_from_full_only(rates):
@@ -47,7 +48,7 @@ def test_owners_have_their_own_buckets(rates):
 
 def test_a_rate_item_expires_and_no_sweep_index_sees_it(stack):
     settings, _, clients = stack
-    rates = DynamoRateStore(settings.table, settings.region, settings.endpoint_url)
+    rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     rates.take_from_full("alice", NOW, COST, DEPTH)
     rates.take("alice", NOW, COST, DEPTH)
     dynamodb = clients["dynamodb"]
@@ -100,7 +101,7 @@ def test_instances_leasing_from_dynamodb_hold_the_owners_limit_in_few_writes(sta
     from tests.fakes import Clock, FakeJobStore, FakeObjectStore
 
     settings, _, _ = stack
-    table = Counted(DynamoRateStore(settings.table, settings.region, settings.endpoint_url))
+    table = Counted(DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url)))
     clock = Clock(datetime(2026, 7, 15, 10, 0, 0, 123456, tzinfo=timezone.utc))
     start = clock.now.timestamp()
     limits = Settings(owner_requests_per_second=10, owner_burst=40)

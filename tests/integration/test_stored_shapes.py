@@ -262,7 +262,7 @@ def test_the_sweeper_keeps_live_jobs_and_removes_expired_ones_with_their_objects
         s = world.settings
         command = [s.table, "--region", s.region, "--endpoint-url", s.endpoint_url]
         assert upgrade_records.main(command) == 0
-        model = upgrade_records.make_job_model(s.table, s.region, s.endpoint_url)
+        model = upgrade_records.job_model(upgrade_records.DynamoTable(s.table, s.region, s.endpoint_url))
         assert upgrade_records.add_missing_sweep_keys(model) == 0  # a second run writes nothing
     sweeper = world.use_cases.sweeper
     sweeper.sweep()

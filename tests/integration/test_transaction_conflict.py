@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from botocore.awsrequest import AWSResponse
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
 from tests.fakes import FakeObjectStore
@@ -38,10 +39,10 @@ class _Raw:
 def test_a_transaction_conflict_replays_the_concurrent_requests_job(stack):
     settings, _, _ = stack
     conflicts = []
-    store = DynamoJobStore(settings.table, settings.region, settings.endpoint_url,
-                           prepare_client=lambda client: client.meta.events.register_first(
-                               "before-send.dynamodb.TransactWriteItems", concurrent_request_wins))
-    other = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    store = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url,
+                                       prepare_client=lambda client: client.meta.events.register_first(
+                                           "before-send.dynamodb.TransactWriteItems", concurrent_request_wins)))
+    other = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     use_cases = UseCases(Context(settings=settings, jobs=store, objects=FakeObjectStore()))
 
     def concurrent_request_wins(request, **_):

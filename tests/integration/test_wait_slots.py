@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
+from chalicelib.adapters.dynamo_table import DynamoTable
 from tests.fakes import FakeWaitSlots
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
@@ -18,7 +19,7 @@ def slots(request):
     if request.param == "fake":
         return FakeWaitSlots()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoWaitSlots(settings.table, settings.region, settings.endpoint_url)
+    return DynamoWaitSlots(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def test_an_owner_gets_at_most_its_slots_and_others_are_not_counted(slots):
@@ -61,7 +62,7 @@ def test_racing_holders_never_share_a_slot(slots):
 
 def test_the_slots_stay_out_of_the_sweep_index_and_expire(stack):
     settings, _, clients = stack
-    DynamoWaitSlots(settings.table, settings.region, settings.endpoint_url).take("alice", "h", LATER, NOW, 2)
+    DynamoWaitSlots(DynamoTable(settings.table, settings.region, settings.endpoint_url)).take("alice", "h", LATER, NOW, 2)
     items = clients["dynamodb"].scan(TableName=settings.table)["Items"]
     slots = [item for item in items if item["pk"]["S"].startswith("wait#alice#")]
     assert len(slots) == 1

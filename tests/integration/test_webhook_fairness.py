@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from chalicelib.adapters.dynamo_webhooks import DynamoDeliverySlots
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import RetryLater
 from chalicelib.domain.events import ObjectCreated
@@ -144,7 +145,7 @@ def delivery_slots(request):
     if request.param == "fake":
         return FakeDeliverySlots()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoDeliverySlots(settings.table, settings.region, settings.endpoint_url)
+    return DynamoDeliverySlots(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def test_delivery_slots_count_per_receiver_and_remember_their_last_holds(delivery_slots):

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
 from chalicelib.domain.webhooks import Breaker, Webhook
@@ -21,7 +22,7 @@ def store(request):
     if request.param == "fake":
         return FakeWebhookStore()
     settings, _, _ = request.getfixturevalue("stack")
-    return DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url)
+    return DynamoWebhookStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
 
 
 def test_create_then_get_round_trips_every_field(store):
@@ -74,8 +75,8 @@ def test_webhook_items_stay_out_of_the_sweepers_index(stack):
     from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 
     settings, _, _ = stack
-    DynamoWebhookStore(settings.table, settings.region, settings.endpoint_url).create_webhook(HOOK)
-    jobs = DynamoJobStore(settings.table, settings.region, settings.endpoint_url)
+    DynamoWebhookStore(DynamoTable(settings.table, settings.region, settings.endpoint_url)).create_webhook(HOOK)
+    jobs = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     far = NOW + timedelta(days=3650)
     assert all(jobs.due(status, far, 10, shard=shard) == []
                for status in JobStatus for shard in range(SWEEP_SHARDS))

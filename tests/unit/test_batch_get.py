@@ -4,6 +4,7 @@ import pytest
 
 from chalicelib.adapters import dynamo_jobs
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import TransientError
 from chalicelib.domain.jobs import JobStatus
 
@@ -24,7 +25,7 @@ def unprocessed(*job_ids):
 def store(monkeypatch):
     pauses = []
     monkeypatch.setattr(dynamo_jobs, "_sleep", pauses.append)
-    store = DynamoJobStore(TABLE, "us-east-1", "http://127.0.0.1:9")  # never reached
+    store = DynamoJobStore(DynamoTable(TABLE, "us-east-1", "http://127.0.0.1:9"))  # never reached
     store.pauses = pauses
     return store
 

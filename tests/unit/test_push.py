@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.adapters.dynamo_jobs import DynamoJobStore, JobItem, make_job_model
+from chalicelib.adapters.dynamo_jobs import DynamoJobStore, JobItem, job_model
+from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_push import DynamoJobChanges
 from chalicelib.config import Settings
 from chalicelib.domain.errors import PushConnectionsFull, TransientError, Unauthorized
@@ -247,7 +248,7 @@ def test_the_connect_token_travels_as_a_subprotocol():
 
 
 def _image(job: Job) -> dict:
-    model = make_job_model("jobs", "us-east-1", None)
+    model = job_model(DynamoTable("jobs", "us-east-1", None))
     store = DynamoJobStore.__new__(DynamoJobStore)
     store._model = model
     return store._to_item(job).serialize()
