@@ -27,7 +27,7 @@ rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE
 # keeps together what shares a costly start (one LocalStack, one package build, a module's runner).
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30  # the slowest 30: where CI time goes
 
 # The JavaScript package's dependencies (clients/js): from the lock file, once; npm's cache
 # serves them afterwards, so later runs need no network. Node 20+ and npm come with the machine
