@@ -189,8 +189,8 @@ class Settings:
     # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
     # table names the setting that sizes it.
     display_box: int = 1280
-    thumb_size: int = 256
-    thumb_512_size: int = 512
+    thumb_box: int = 256
+    thumb_512_box: int = 512
     jpeg_quality: int = 85
     # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
     # empty: JPEG only. Each one's quality is where the worker starts: it raises it per
@@ -428,6 +428,8 @@ _OLD_ENV_NAMES = {
     "orphan_scan_timeout_seconds": "ORPHAN_SWEEP_TIMEOUT_SECONDS",
     "orphan_scan_budget_seconds": "ORPHAN_SWEEP_BUDGET_SECONDS",
     "orphan_scan_threads": "ORPHAN_SWEEP_THREADS",
+    "thumb_box": "THUMB_SIZE",
+    "thumb_512_box": "THUMB_512_SIZE",
 }
 
 

@@ -156,6 +156,17 @@ def test_the_orphan_scan_keeps_its_orphan_sweep_names_as_aliases():
     with pytest.raises(ValueError, match="ORPHAN_SWEEP_THREADS"):
         Settings.from_environ({**SECRET, "ORPHAN_SCAN_THREADS": "2", "ORPHAN_SWEEP_THREADS": "4"})
 
+
+def test_the_thumbnails_boxes_keep_their_size_names_as_aliases():
+    """A stage or a shell set up before every rendition's setting was its box still sets THUMB_SIZE."""
+    old = Settings.from_environ({**SECRET, "THUMB_SIZE": "200", "THUMB_512_SIZE": "400"})
+    assert (old.thumb_box, old.thumb_512_box) == (200, 400)
+    new = Settings.from_environ({**SECRET, "THUMB_BOX": "300", "THUMB_SIZE": "300"})
+    assert new.thumb_box == 300
+    with pytest.raises(ValueError, match="THUMB_512_SIZE"):
+        Settings.from_environ({**SECRET, "THUMB_512_BOX": "512", "THUMB_512_SIZE": "500"})
+
+
 def test_every_setting_is_declared_once():
     """A second declaration silently wins over the first, with its own default and comment."""
     import ast
