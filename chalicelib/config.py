@@ -208,10 +208,10 @@ class Settings:
     # only for error answers: then a cold GET that logs nothing never loads structlog; every
     # request is counted and timed in the metrics either way.
     log_every_request: bool = False
-    events_dlq: Optional[str] = None  # default: <events_queue_name>-dlq, as the local stack names it
+    events_dead_letter_queue: Optional[str] = None  # default: <events_queue_name>-dlq, as the local stack names it
     # Webhooks (chalicelib/usecases/webhooks.py): their own queue and dead-letter queue.
     webhook_queue_name: str = "image-jobs-webhooks"
-    webhook_dlq_name: Optional[str] = None  # default: <webhook_queue_name>-dlq
+    webhook_dead_letter_queue: Optional[str] = None  # default: <webhook_queue_name>-dlq
     # Loopback receivers, over plain http too: the local runner's default, never the cloud's.
     webhook_allow_loopback: bool = False
     # One delivery attempt, connecting and answering together, is cut off after this.
@@ -383,12 +383,12 @@ class Settings:
         return len(self.webhook_delays) + 1
 
     @property
-    def events_dlq_name(self) -> str:
-        return self.events_dlq or f"{self.events_queue_name}-dlq"
+    def events_dead_letter_queue_name(self) -> str:
+        return self.events_dead_letter_queue or f"{self.events_queue_name}-dlq"
 
     @property
-    def webhooks_dlq_name(self) -> str:
-        return self.webhook_dlq_name or f"{self.webhook_queue_name}-dlq"
+    def webhook_dead_letter_queue_name(self) -> str:
+        return self.webhook_dead_letter_queue or f"{self.webhook_queue_name}-dlq"
 
     @property
     def storage_endpoint_url(self) -> Optional[str]:
@@ -409,9 +409,9 @@ _ENV_NAMES = {
     "jwt_secret": "AUTH_JWT_SECRET",
     "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
     "lambda_function_memory_mb": "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
-    "events_dlq": "EVENTS_DLQ",
+    "events_dead_letter_queue": "EVENTS_DLQ",
     "webhook_queue_name": "WEBHOOK_QUEUE",
-    "webhook_dlq_name": "WEBHOOK_DLQ",
+    "webhook_dead_letter_queue": "WEBHOOK_DLQ",
 }
 
 
@@ -423,7 +423,7 @@ _MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds", "avif_speed"
 # new name is unset, refused when both are set and disagree.
 _OLD_ENV_NAMES = {
     "events_queue_name": "JOBS_QUEUE",
-    "events_dlq": "JOBS_DLQ",
+    "events_dead_letter_queue": "JOBS_DLQ",
     "orphan_scan_interval_seconds": "ORPHAN_SWEEP_INTERVAL_SECONDS",
     "orphan_scan_timeout_seconds": "ORPHAN_SWEEP_TIMEOUT_SECONDS",
     "orphan_scan_budget_seconds": "ORPHAN_SWEEP_BUDGET_SECONDS",

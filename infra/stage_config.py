@@ -35,9 +35,9 @@ OUTPUT_SETTINGS = {
     "ImagesBucket": "bucket",
     "JobsTable": "table",
     "EventsQueueName": "events_queue_name",
-    "DeadLetterQueueName": "events_dlq",
+    "DeadLetterQueueName": "events_dead_letter_queue",
     "WebhookQueueName": "webhook_queue_name",
-    "WebhookDeadLetterQueueName": "webhook_dlq_name",
+    "WebhookDeadLetterQueueName": "webhook_dead_letter_queue",
     "MetricsService": "metrics_service",
     "UserPoolArn": "cognito_user_pool_arn",
     # Whose ID tokens name an owner (chalicelib/http/auth.py cognito_owner).

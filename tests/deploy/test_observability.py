@@ -25,8 +25,8 @@ def test_the_webhook_queue_keeps_a_dead_letter_safety_net_beside_the_apps_own_co
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookDeadLetterQueue", "Arn"]}
     # No event may expire before its last attempt, nor in the dead-letter queue before a look.
     assert queue["MessageRetentionPeriod"] > sum(settings.webhook_delays) + 3600
-    dlq = RESOURCES["WebhookDeadLetterQueue"]["Properties"]
-    assert dlq["MessageRetentionPeriod"] >= 7 * 86400
+    dead_letter = RESOURCES["WebhookDeadLetterQueue"]["Properties"]
+    assert dead_letter["MessageRetentionPeriod"] >= 7 * 86400
 
 
 @pytest.mark.parametrize("stage", CLOUD_STAGES)

@@ -139,9 +139,9 @@ def test_the_events_queue_keeps_its_old_names_as_aliases():
     base = {"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:aws:cognito-idp:us-east-1:1:userpool/p",
             "COGNITO_APP_CLIENT_IDS": "c"}
     old = Settings.from_environ({**base, "JOBS_QUEUE": "q-old", "JOBS_DLQ": "d-old"})
-    assert old.events_queue_name == "q-old" and old.events_dlq_name == "d-old"
+    assert old.events_queue_name == "q-old" and old.events_dead_letter_queue_name == "d-old"
     new = Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "q"})
-    assert new.events_queue_name == "q" and new.events_dlq_name == "q-dlq"
+    assert new.events_queue_name == "q" and new.events_dead_letter_queue_name == "q-dlq"
     with pytest.raises(ValueError, match="JOBS_QUEUE"):
         Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "other"})
 
