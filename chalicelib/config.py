@@ -214,8 +214,9 @@ class Settings:
     webhook_dead_letter_queue: Optional[str] = None  # default: <webhook_queue_name>-dlq
     # Loopback receivers, over plain http too: the local runner's default, never the cloud's.
     webhook_allow_loopback: bool = False
-    # One delivery attempt, connecting and answering together, is cut off after this.
-    webhook_timeout_seconds: int = 5
+    # One delivery attempt, connecting and answering together, is cut off after this (the
+    # delivery function's own timeout is webhook_function_timeout_seconds).
+    webhook_attempt_seconds: int = 5
     # Seconds to wait after each failed attempt (Standard Webhooks' schedule, about 27 hours
     # in all); one attempt more than delays, then the event is dead-lettered. The same steps
     # are the owner's breaker windows while their endpoint is down.
@@ -430,6 +431,7 @@ _OLD_ENV_NAMES = {
     "orphan_scan_threads": "ORPHAN_SWEEP_THREADS",
     "thumb_box": "THUMB_SIZE",
     "thumb_512_box": "THUMB_512_SIZE",
+    "webhook_attempt_seconds": "WEBHOOK_TIMEOUT_SECONDS",
 }
 
 

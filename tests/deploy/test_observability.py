@@ -34,7 +34,7 @@ def test_the_webhook_queue_outlasts_every_stages_delivery_function(stage):
     timeout = config()["stages"][stage]["lambda_functions"]["deliver_webhook"]["lambda_timeout"]
     # 6 times, as AWS advises for a Lambda source queue (the events queue follows the same rule).
     assert RESOURCES["WebhookQueue"]["Properties"]["VisibilityTimeout"] >= 6 * timeout
-    assert timeout >= Settings().webhook_timeout_seconds + 10
+    assert timeout >= Settings().webhook_attempt_seconds + 10
 
 
 def alarm_metrics(alarm: dict) -> list[dict]:

@@ -167,6 +167,15 @@ def test_the_thumbnails_boxes_keep_their_size_names_as_aliases():
         Settings.from_environ({**SECRET, "THUMB_512_BOX": "512", "THUMB_512_SIZE": "500"})
 
 
+def test_the_webhook_attempts_limit_keeps_its_timeout_name_as_an_alias():
+    """A stage set up before the attempt's limit had its own word (timeout is the function's)
+    still sets WEBHOOK_TIMEOUT_SECONDS."""
+    assert Settings.from_environ({**SECRET, "WEBHOOK_TIMEOUT_SECONDS": "7"}).webhook_attempt_seconds == 7
+    assert Settings.from_environ({**SECRET, "WEBHOOK_ATTEMPT_SECONDS": "8"}).webhook_attempt_seconds == 8
+    with pytest.raises(ValueError, match="WEBHOOK_TIMEOUT_SECONDS"):
+        Settings.from_environ({**SECRET, "WEBHOOK_ATTEMPT_SECONDS": "8", "WEBHOOK_TIMEOUT_SECONDS": "5"})
+
+
 def test_every_setting_is_declared_once():
     """A second declaration silently wins over the first, with its own default and comment."""
     import ast
