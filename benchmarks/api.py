@@ -156,7 +156,7 @@ def driver(root: str, api_url: str, aws_url: str, token: str, image: str, rounds
                                       ExpiresIn=settings.url_ttl_seconds)
 
     def floor_post():
-        # What accept_upload writes: the job and its owner's quota slot in one transaction
+        # What accept_upload writes: the job and its owner's quota place in one transaction
         # (issue 9), then the original.
         new_id = str(uuid.uuid4())
         ddb.transact_write_items(TransactItems=[

@@ -129,7 +129,7 @@ def _ours(data: bytes) -> None:
     from chalicelib.domain.renditions import rendition_specs
     from chalicelib.imaging import render
 
-    specs = rendition_specs(Settings(display_box=DISPLAY_BOX, thumb_size=THUMB))
+    specs = rendition_specs(Settings(display_box=DISPLAY_BOX, thumb_box=THUMB))
     render.make_renditions(data, MAX_PIXELS, specs, QUALITY)
 
 
@@ -164,14 +164,14 @@ def _vips(data: bytes) -> None:
     _vips_jpeg(thumb, QUALITY, PROGRESSIVE)
 
 
-def vips_single_decode(data: bytes, box: int, thumb_size: int, quality: int,
+def vips_single_decode(data: bytes, box: int, thumb_box: int, quality: int,
                        progressive: bool) -> tuple[bytes, bytes]:
     """Both renditions from one decode. libvips evaluates lazily: without copy_memory()
     writing the display and cutting the thumb would each run the decode again."""
     import pyvips
 
     display = pyvips.Image.thumbnail_buffer(data, box).copy_memory()  # shrink-on-load decode
-    thumb = display.thumbnail_image(thumb_size, height=thumb_size, crop="centre")
+    thumb = display.thumbnail_image(thumb_box, height=thumb_box, crop="centre")
     return _vips_jpeg(display, quality, progressive), _vips_jpeg(thumb, quality, progressive)
 
 

@@ -76,7 +76,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
         render.make_renditions(data, s.max_pixels, rendition_specs(s), s.jpeg_quality)
 
     def vips(data):
-        vips_single_decode(data, s.display_box, s.thumb_size, s.jpeg_quality, progressive)
+        vips_single_decode(data, s.display_box, s.thumb_box, s.jpeg_quality, progressive)
 
     result = {"progressive": progressive}
     for name, run in (("ours", ours), ("vips", vips)):

@@ -89,18 +89,18 @@ def build_use_cases(settings: Settings) -> UseCases:
     sqs = clients.lazy("sqs", settings.endpoint_url, sdk_limits.client_config(limits), prepare=guard)
     publisher, backlog = _queue(settings, clients, limits, guard, sqs)
     gauges = {
-        (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhooks_dlq_name),
+        (Metric.DEAD_LETTERS, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_dead_letter_queue_name),
         (Metric.QUEUE_DEPTH, QueueName.WEBHOOKS): SqsDepth(sqs, settings.webhook_queue_name),
     }
     if settings.queue_backend == "sqs":
-        gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dlq_name)
+        gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dead_letter_queue_name)
         gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
     use_cases = UseCases(Context(
         settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
         rates=DynamoRateStore(table),
         metrics=EmfMetrics(settings.metrics_service),
         webhooks=DynamoWebhookStore(table),
-        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name, settings.webhooks_dlq_name),
+        webhook_queue=SqsWebhookQueue(sqs, settings.webhook_queue_name, settings.webhook_dead_letter_queue_name),
         webhook_sender=HttpWebhookSender(),
         delivery_slots=DynamoDeliverySlots(table),
         webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),

@@ -189,8 +189,8 @@ class Settings:
     # The boxes of the renditions, in pixels: each row of chalicelib/domain/renditions.py's
     # table names the setting that sizes it.
     display_box: int = 1280
-    thumb_size: int = 256
-    thumb_512_size: int = 512
+    thumb_box: int = 256
+    thumb_512_box: int = 512
     jpeg_quality: int = 85
     # The extra formats an upload may ask for (`?formats=` / "formats"), of webp and avif;
     # empty: JPEG only. Each one's quality is where the worker starts: it raises it per
@@ -208,14 +208,15 @@ class Settings:
     # only for error answers: then a cold GET that logs nothing never loads structlog; every
     # request is counted and timed in the metrics either way.
     log_every_request: bool = False
-    events_dlq: Optional[str] = None  # default: <events_queue_name>-dlq, as the local stack names it
+    events_dead_letter_queue: Optional[str] = None  # default: <events_queue_name>-dlq, as the local stack names it
     # Webhooks (chalicelib/usecases/webhooks.py): their own queue and dead-letter queue.
     webhook_queue_name: str = "image-jobs-webhooks"
-    webhook_dlq_name: Optional[str] = None  # default: <webhook_queue_name>-dlq
+    webhook_dead_letter_queue: Optional[str] = None  # default: <webhook_queue_name>-dlq
     # Loopback receivers, over plain http too: the local runner's default, never the cloud's.
     webhook_allow_loopback: bool = False
-    # One delivery attempt, connecting and answering together, is cut off after this.
-    webhook_timeout_seconds: int = 5
+    # One delivery attempt, connecting and answering together, is cut off after this (the
+    # delivery function's own timeout is webhook_function_timeout_seconds).
+    webhook_attempt_seconds: int = 5
     # Seconds to wait after each failed attempt (Standard Webhooks' schedule, about 27 hours
     # in all); one attempt more than delays, then the event is dead-lettered. The same steps
     # are the owner's breaker windows while their endpoint is down.
@@ -383,12 +384,12 @@ class Settings:
         return len(self.webhook_delays) + 1
 
     @property
-    def events_dlq_name(self) -> str:
-        return self.events_dlq or f"{self.events_queue_name}-dlq"
+    def events_dead_letter_queue_name(self) -> str:
+        return self.events_dead_letter_queue or f"{self.events_queue_name}-dlq"
 
     @property
-    def webhooks_dlq_name(self) -> str:
-        return self.webhook_dlq_name or f"{self.webhook_queue_name}-dlq"
+    def webhook_dead_letter_queue_name(self) -> str:
+        return self.webhook_dead_letter_queue or f"{self.webhook_queue_name}-dlq"
 
     @property
     def storage_endpoint_url(self) -> Optional[str]:
@@ -409,9 +410,9 @@ _ENV_NAMES = {
     "jwt_secret": "AUTH_JWT_SECRET",
     "lambda_function_name": "AWS_LAMBDA_FUNCTION_NAME",
     "lambda_function_memory_mb": "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
-    "events_dlq": "EVENTS_DLQ",
+    "events_dead_letter_queue": "EVENTS_DLQ",
     "webhook_queue_name": "WEBHOOK_QUEUE",
-    "webhook_dlq_name": "WEBHOOK_DLQ",
+    "webhook_dead_letter_queue": "WEBHOOK_DLQ",
 }
 
 
@@ -423,11 +424,14 @@ _MAY_BE_ZERO = frozenset({"decode_cpu_seconds", "max_wait_seconds", "avif_speed"
 # new name is unset, refused when both are set and disagree.
 _OLD_ENV_NAMES = {
     "events_queue_name": "JOBS_QUEUE",
-    "events_dlq": "JOBS_DLQ",
+    "events_dead_letter_queue": "JOBS_DLQ",
     "orphan_scan_interval_seconds": "ORPHAN_SWEEP_INTERVAL_SECONDS",
     "orphan_scan_timeout_seconds": "ORPHAN_SWEEP_TIMEOUT_SECONDS",
     "orphan_scan_budget_seconds": "ORPHAN_SWEEP_BUDGET_SECONDS",
     "orphan_scan_threads": "ORPHAN_SWEEP_THREADS",
+    "thumb_box": "THUMB_SIZE",
+    "thumb_512_box": "THUMB_512_SIZE",
+    "webhook_attempt_seconds": "WEBHOOK_TIMEOUT_SECONDS",
 }
 
 

@@ -116,10 +116,10 @@ class JobStore(Protocol):
 
     # -- creating --------------------------------------------------------------------------
     def create(self, job: Job, quota: int) -> None:
-        """Insert a new job and take one of its owner's quota slots, in one transaction.
+        """Insert a new job and take one of its owner's quota places, in one transaction.
 
         Precondition: no job has this id (ConditionFailed), and the owner holds fewer than
-        `quota` slots (QuotaFull)."""
+        `quota` places (QuotaFull)."""
         ...
 
     def create_with_key(self, job: Job, record: IdempotencyRecord, now: datetime, quota: int) -> None:
@@ -132,11 +132,11 @@ class JobStore(Protocol):
         ...
 
     def active_jobs(self, owner: str) -> set[str]:
-        """The job ids holding the owner's quota slots."""
+        """The job ids holding the owner's quota places."""
         ...
 
-    def release_slot(self, owner: str, job_id: str) -> None:
-        """Give back the slot job_id holds, if it holds one. Idempotent: called when a job
+    def release_place(self, owner: str, job_id: str) -> None:
+        """Give back the quota place job_id holds, if it holds one. Idempotent: called when a job
         finishes, and again by whoever finds a finished job still holding one."""
         ...
 

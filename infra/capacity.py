@@ -57,7 +57,7 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # under 1 KB (a ready job is 561-649 B), so every write is one unit. "expiry" is the sweeper
 # removing one job (a batch of one: its calls serve a whole batch, see removal_seconds); a
 # sweep run also costs its queries (SWEEP_RUN_QUERIES) and a summary line. Creating a
-# job is a transaction with its owner's quota slot (2 items, 2 units each); the slot is given
+# job is a transaction with its owner's quota place (2 items, 2 units each); the place is given
 # back with one small update when the job finishes. A finished job's owner is looked up for a
 # webhook (one GetItem), and each status a job takes after its upload (queued, processing, the
 # terminal one) looks the service webhook up (one GetItem each: issue 34); metric lines (EMF) are log lines too: one per upload (a direct one has
@@ -196,7 +196,7 @@ def mean_worker_seconds(direct_share: float = DIRECT_UPLOAD_SHARE) -> float:
 
 def removal_seconds(batch: int = SWEEP_BATCH) -> float:
     """The sweeper removing one expired job of a batch: per batch, one DeleteObjects (1,000
-    keys a call) and one BatchWriteItem per 25 records; per job, the quota slot's UpdateItem
+    keys a call) and one BatchWriteItem per 25 records; per job, the quota place's UpdateItem
     (MEASURED["expiry"], counted on a batch of one, names the calls)."""
     calls = MEASURED["expiry"]["calls"]
     assert set(calls) == {"s3:DeleteObjects", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"}, calls

@@ -35,9 +35,9 @@ OUTPUT_SETTINGS = {
     "ImagesBucket": "bucket",
     "JobsTable": "table",
     "EventsQueueName": "events_queue_name",
-    "DeadLetterQueueName": "events_dlq",
+    "DeadLetterQueueName": "events_dead_letter_queue",
     "WebhookQueueName": "webhook_queue_name",
-    "WebhookDeadLetterQueueName": "webhook_dlq_name",
+    "WebhookDeadLetterQueueName": "webhook_dead_letter_queue",
     "MetricsService": "metrics_service",
     "UserPoolArn": "cognito_user_pool_arn",
     # Whose ID tokens name an owner (chalicelib/http/auth.py cognito_owner).
@@ -344,10 +344,10 @@ def check_stage(stage_config: dict, settings: Settings | None, outputs: Mapping[
     delivery = stage_config.get("lambda_functions", {}).get(WEBHOOK_FUNCTION, {})
     delivery_timeout = delivery.get("lambda_timeout", stage_config.get("lambda_timeout", 60))
     # Resolving the name, reading the job and signing come on top of the HTTP attempt itself.
-    if delivery_timeout < settings.webhook_timeout_seconds + 10:
+    if delivery_timeout < settings.webhook_attempt_seconds + 10:
         raise StageConfigError(
             f"{WEBHOOK_FUNCTION}'s lambda_timeout ({delivery_timeout} s) leaves too little room "
-            f"around a delivery attempt of WEBHOOK_TIMEOUT_SECONDS ({settings.webhook_timeout_seconds} s)")
+            f"around a delivery attempt of WEBHOOK_ATTEMPT_SECONDS ({settings.webhook_attempt_seconds} s)")
 
 
 def write_stage(project_dir: Path, stage: str, outputs: Mapping[str, str]) -> tuple[Path, Path]:

@@ -57,10 +57,10 @@ class Stack:
     table: str
     queue_url: Optional[str]
     queue_arn: Optional[str]
-    dlq_url: Optional[str]
+    dead_letter_url: Optional[str]
     webhook_queue_url: Optional[str] = None
     webhook_queue_arn: Optional[str] = None
-    webhook_dlq_url: Optional[str] = None
+    webhook_dead_letter_url: Optional[str] = None
 
 
 def _resources(template: dict, kind: str) -> dict[str, dict]:
@@ -96,12 +96,12 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
     # The events queue is the one the bucket notifies; the webhook queue is named so.
     (events_name,) = {qc["Queue"]["Fn::GetAtt"][0]
                       for qc in bucket_props["NotificationConfiguration"]["QueueConfigurations"]}
-    queue_url, queue_arn, dlq_url = _ensure_queue_pair(
-        sqs, template, queues, events_name, settings.events_queue_name, settings.events_dlq_name,
+    queue_url, queue_arn, dead_letter_url = _ensure_queue_pair(
+        sqs, template, queues, events_name, settings.events_queue_name, settings.events_dead_letter_queue_name,
         visibility_timeout)
-    webhook_url, webhook_arn, webhook_dlq_url = _ensure_queue_pair(
+    webhook_url, webhook_arn, webhook_dead_letter_url = _ensure_queue_pair(
         sqs, template, queues, WEBHOOK_QUEUE, settings.webhook_queue_name,
-        settings.webhooks_dlq_name, None)
+        settings.webhook_dead_letter_queue_name, None)
 
     _ensure_bucket(s3, settings)
     _ensure_cors(s3, settings.bucket, bucket_props, template)
@@ -123,8 +123,8 @@ def provision(settings: Settings, sqs, s3, dynamodb, template: dict | None = Non
 
     (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
     _ensure_table(dynamodb, settings.table, table_props)
-    return Stack(settings.bucket, settings.table, queue_url, queue_arn, dlq_url,
-                 webhook_url, webhook_arn, webhook_dlq_url)
+    return Stack(settings.bucket, settings.table, queue_url, queue_arn, dead_letter_url,
+                 webhook_url, webhook_arn, webhook_dead_letter_url)
 
 
 def provision_rgw(settings: Settings, sqs, s3, sns, dynamodb, persistent: bool,
@@ -136,9 +136,9 @@ def provision_rgw(settings: Settings, sqs, s3, sns, dynamodb, persistent: bool,
     template = template or load_template()
     (bucket_props,) = _resources(template, "AWS::S3::Bucket").values()
     queues = _resources(template, "AWS::SQS::Queue")
-    webhook_url, webhook_arn, webhook_dlq_url = _ensure_queue_pair(
+    webhook_url, webhook_arn, webhook_dead_letter_url = _ensure_queue_pair(
         sqs, template, queues, WEBHOOK_QUEUE, settings.webhook_queue_name,
-        settings.webhooks_dlq_name, None)
+        settings.webhook_dead_letter_queue_name, None)
     _ensure_bucket(s3, settings)
     _ensure_cors(s3, settings.bucket, bucket_props, template)
     _ensure_lifecycle(s3, settings.bucket, bucket_props, template)
@@ -153,7 +153,7 @@ def provision_rgw(settings: Settings, sqs, s3, sns, dynamodb, persistent: bool,
     (table_props,) = _resources(template, "AWS::DynamoDB::Table").values()
     _ensure_table(dynamodb, settings.table, table_props)
     return Stack(settings.bucket, settings.table, None, None, None,
-                 webhook_url, webhook_arn, webhook_dlq_url)
+                 webhook_url, webhook_arn, webhook_dead_letter_url)
 
 
 def _key_filter(configuration: dict) -> dict:
@@ -177,24 +177,24 @@ def rgw_topic_attributes(settings: Settings, persistent: bool) -> dict[str, str]
             "persistent": "true" if persistent else "false"}
 
 
-def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, events_dlq: str,
+def _ensure_queue_pair(sqs, template: dict, queues: dict, logical: str, name: str, dead_letter_name: str,
                        visibility_timeout: Optional[int]) -> tuple[str, str, str]:
-    """A queue and the dead-letter queue its redrive policy names: (url, arn, dlq url)."""
+    """A queue and the dead-letter queue its redrive policy names: (url, arn, dead-letter url)."""
     props = queues[logical]
-    dlq_props = queues[props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
-    dlq_url = _ensure_queue(sqs, events_dlq, _queue_attributes(dlq_props, template))
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+    dead_letter_props = queues[props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+    dead_letter_url = _ensure_queue(sqs, dead_letter_name, _queue_attributes(dead_letter_props, template))
+    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
         "Attributes"]["QueueArn"]
     attributes = _queue_attributes(props, template)
     attributes["RedrivePolicy"] = json.dumps({
-        "deadLetterTargetArn": dlq_arn,
+        "deadLetterTargetArn": dead_letter_arn,
         "maxReceiveCount": str(props["RedrivePolicy"]["maxReceiveCount"]),
     })
     if visibility_timeout is not None:
         attributes["VisibilityTimeout"] = str(visibility_timeout)
     url = _ensure_queue(sqs, name, attributes)
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return url, arn, dlq_url
+    return url, arn, dead_letter_url
 
 
 def _comparable(configurations: list[dict]) -> list[tuple]:

@@ -65,7 +65,7 @@ class FakeJobStore:
         self._check()
         return set(self.owners.get(owner, ()))
 
-    def release_slot(self, owner: str, job_id: str) -> None:
+    def release_place(self, owner: str, job_id: str) -> None:
         with self._lock:
             self._check()
             self.owners.get(owner, set()).discard(job_id)

@@ -257,14 +257,14 @@ class DynamoJobStore:
         self._create(job, quota, key_item, k.pk.does_not_exist() | (k.expires_at <= now))
 
     def _create(self, job: Job, quota: int, key_item=None, key_free=None) -> None:
-        """One transaction: [the key record,] the job, the owner's quota slot; any
+        """One transaction: [the key record,] the job, the owner's quota place; any
         precondition failing cancels all of them. A conflict on the owner's item (another
         of the owner's creates or releases in flight) is tried again after a pause."""
         write_id = _new_write_id()
         item = self._to_item(job)
         item.write_id = write_id
         o = self._owners
-        slot = o(OWNER_PREFIX + job.owner)
+        place = o(OWNER_PREFIX + job.owner)
 
         def transact():
             with TransactWrite(connection=self._connection) as transaction:
@@ -274,7 +274,7 @@ class DynamoJobStore:
                 # needs no read (a loaded table may leave no time for one).
                 transaction.save(item, condition=self._model.pk.does_not_exist(), return_values="ALL_OLD")
                 transaction.update(
-                    slot,
+                    place,
                     actions=[o.active.add({job.job_id}), o.expires_at.set(job.expires_at)],
                     condition=o.active.does_not_exist() | (size(o.active) < quota),
                 )
@@ -311,9 +311,9 @@ class DynamoJobStore:
             item = find(self._owners, OWNER_PREFIX + owner)
         return set() if item is None else set(item.active or ())
 
-    def release_slot(self, owner: str, job_id: str) -> None:
+    def release_place(self, owner: str, job_id: str) -> None:
         o = self._owners
-        with suppress(ConditionFailed):  # no slots at all: nothing to release
+        with suppress(ConditionFailed):  # no places at all: nothing to release
             self._write(lambda: o(OWNER_PREFIX + owner).update(
                 actions=[o.active.delete({job_id})], condition=o.pk.exists()))
 

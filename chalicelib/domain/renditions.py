@@ -44,8 +44,8 @@ def rendition_specs(settings) -> tuple[RenditionSpec, ...]:
     (`settings` is chalicelib.config.Settings; the domain does not import it)."""
     return (
         RenditionSpec(RenditionName.DISPLAY, Fit.CONTAIN, settings.display_box),
-        RenditionSpec(RenditionName.THUMB, Fit.COVER, settings.thumb_size),
-        RenditionSpec(RenditionName.THUMB_512, Fit.COVER, settings.thumb_512_size),
+        RenditionSpec(RenditionName.THUMB, Fit.COVER, settings.thumb_box),
+        RenditionSpec(RenditionName.THUMB_512, Fit.COVER, settings.thumb_512_box),
     )
 
 

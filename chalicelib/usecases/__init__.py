@@ -11,7 +11,7 @@
   admission.Admission   per-owner request rate, backlog shedding
   waits.Waits           Prefer: wait, a read held until its job changes
   push.Push             every status change, to the owner's WebSocket connections
-  lifecycle             the steps they share (fail, finish, remove, quota slots, clean up)
+  lifecycle             the steps they share (fail, finish, remove, quota places, clean up)
 """
 from __future__ import annotations
 

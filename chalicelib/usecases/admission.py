@@ -18,7 +18,7 @@ log = get_logger("capacity")
 
 # Owners remembered by the rate limiter before idle ones are forgotten.
 _MAX_TRACKED_OWNERS = 10_000
-# A full quota is reconciled (its finished jobs' slots given back) at most this often.
+# A full quota is reconciled (its finished jobs' places given back) at most this often.
 _RECONCILE_EVERY_SECONDS = 5.0
 
 
@@ -124,7 +124,7 @@ class Admission:
             del self._buckets[owner]
 
     def may_reconcile(self, owner: str) -> bool:
-        """Reconciling a full quota costs a read per slot: at most once in a while per owner,
+        """Reconciling a full quota costs a read per place: at most once in a while per owner,
         so that an owner hammering at its limit cannot turn each refusal into many reads."""
         now = self._monotonic()
         with self._lock:

@@ -87,7 +87,7 @@ class Idempotency:
 
     def _within_quota(self, create, owner: str) -> None:
         """Create within the owner's quota of unfinished jobs (429 rate_limited past it).
-        A slot still held by a job that finished (its release was lost in a crash) is
+        A quota place still held by a job that finished (its release was lost in a crash) is
         given back here, so a quota never leaks for good."""
         s = self._ctx.settings
         for first_try in (True, False):
@@ -101,10 +101,10 @@ class Idempotency:
                           "one has finished", retry_after=max(s.retry_after_seconds, 5))
 
     def _reconcile(self, owner: str) -> bool:
-        """lifecycle.reconcile_slots, as a best effort: the table's answer was that the quota
+        """lifecycle.reconcile_places, as a best effort: the table's answer was that the quota
         is full, and that is the answer (429) when the reconcile cannot be done now."""
         try:
-            return lifecycle.reconcile_slots(self._ctx, owner)
+            return lifecycle.reconcile_places(self._ctx, owner)
         except TransientError:
             log.warning("quota_reconcile_failed")
             return False

@@ -49,9 +49,9 @@ def conclude(ctx: Context, job: Job) -> None:
     """`job` has just become terminal, by the one write that made it so: it no longer counts
     toward its owner's quota, it is counted, and its owner's webhook is told. Best effort;
     never fails the job. Call it for that write only (not when a finished job is removed),
-    or the job is counted and announced twice; reconcile_slots gives back any slot whose
+    or the job is counted and announced twice; reconcile_places gives back any place whose
     release was lost."""
-    call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
+    call_best_effort(ctx.jobs.release_place, job.owner, job.job_id)
     if job.status is not JobStatus.READY:
         # A cancel, or an upload that never arrived: its parts would cost storage until the
         # bucket's lifecycle aborts them.
@@ -65,8 +65,8 @@ def abort_upload(ctx: Context, job: Job) -> None:
         ctx.objects.abort_multipart(job.original_key, job.multipart_upload_id)
 
 
-def reconcile_slots(ctx: Context, owner: str) -> bool:
-    """Give back the slots of the owner's jobs that have finished or are gone; True if any
+def reconcile_places(ctx: Context, owner: str) -> bool:
+    """Give back the quota places of the owner's jobs that have finished or are gone; True if any
     was freed. Reads the quota's number of jobs in one batch (read one by one, a loaded
     table spent the request's time on them)."""
     held = sorted(ctx.jobs.active_jobs(owner))
@@ -75,8 +75,8 @@ def reconcile_slots(ctx: Context, owner: str) -> bool:
     for job_id in held:
         job = found.get(job_id)
         if job is None or job.status.terminal:
-            ctx.jobs.release_slot(owner, job_id)
-            log.info("quota_slot_reconciled", job_id=job_id)
+            ctx.jobs.release_place(owner, job_id)
+            log.info("quota_slot_reconciled", job_id=job_id)  # its name from before places
             freed = True
     return freed
 
@@ -116,12 +116,12 @@ def remove(ctx: Context, job: Job) -> None:
     ctx.jobs.delete(job.job_id)
     # Gone, so no longer in the quota; not conclude() again: it was counted and announced
     # when it became terminal.
-    call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
+    call_best_effort(ctx.jobs.release_place, job.owner, job.job_id)
 
 
 def remove_many(ctx: Context, jobs: list[Job]) -> None:
     """remove() for a batch, in the same order: every object (DeleteObjects), then the keys
-    (each conditional, as remove's), then the records (BatchWriteItem), then the slots."""
+    (each conditional, as remove's), then the records (BatchWriteItem), then the quota places."""
     ctx.objects.delete_many([key for job in jobs
                              for key in (job.original_key, *rendition_keys(ctx, job))])
     for job in jobs:
@@ -129,7 +129,7 @@ def remove_many(ctx: Context, jobs: list[Job]) -> None:
             ctx.jobs.release_idempotency(job.idempotency_scope, job.job_id)
     ctx.jobs.delete_many([job.job_id for job in jobs])
     for job in jobs:  # as remove(): not conclude() again
-        call_best_effort(ctx.jobs.release_slot, job.owner, job.job_id)
+        call_best_effort(ctx.jobs.release_place, job.owner, job.job_id)
 
 
 def call_best_effort(call: Callable, *args) -> None:

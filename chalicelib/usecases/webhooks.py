@@ -272,7 +272,7 @@ class Webhooks:
                                  separators=(",", ":")).encode()
             headers = signature_headers(hook, event.event_id, now, payload)
             status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
-                                             ctx.settings.webhook_timeout_seconds)
+                                             ctx.settings.webhook_attempt_seconds)
         except webhook_urls.UrlRefused:
             return self._failed(hook, event, job, Reason.REFUSED_ADDRESS, Verdict.DOWN)
         except DeliveryFailed as failed:
@@ -304,7 +304,7 @@ class Webhooks:
         ctx, s = self._ctx, self._ctx.settings
         if ctx.delivery_slots is None:
             return UNBOUNDED
-        until = now + timedelta(seconds=s.webhook_timeout_seconds) + SLOT_MARGIN
+        until = now + timedelta(seconds=s.webhook_attempt_seconds) + SLOT_MARGIN
         return ctx.delivery_slots.take(receiver, holder, until, now, s.receiver_slots)
 
     def _give_back(self, receiver: str, slot: int, holder: str, held_seconds: float) -> None:
@@ -325,7 +325,7 @@ class Webhooks:
             hold = ctx.delivery_slots.recent_hold(receiver, slots)
         except TransientError:
             hold = None
-        cap = s.webhook_timeout_seconds + SLOT_MARGIN.total_seconds()
+        cap = s.webhook_attempt_seconds + SLOT_MARGIN.total_seconds()
         hold = min(cap, max(0.05, hold if hold is not None else UNKNOWN_HOLD_SECONDS))
         step = hold / slots
         if ctx.webhook_turns is not None:

@@ -66,7 +66,7 @@ def test_a_small_file_goes_through_images_as_a_raw_body_with_its_length(time_):
 def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_token(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
     progress = []
-    job = api.client(direct_threshold=1000).upload(PNG, filename="big.png",
+    job = api.client(max_upload_bytes=1000).upload(PNG, filename="big.png",
                                                    on_progress=lambda s, t: progress.append((s, t)))
     create, store = api.sent()
     # It asks for a PUT; a server that answers with a form (an older one) gets the form.
@@ -84,14 +84,14 @@ def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_t
 
 def test_exactly_the_threshold_still_goes_through_images(time_):
     api = FakeApi(time_).on("POST", IMAGES, accepted())
-    api.client(direct_threshold=len(PNG)).upload(PNG)
+    api.client(max_upload_bytes=len(PNG)).upload(PNG)
     assert [r.url.path for r in api.sent()] == [IMAGES]
 
 
 def test_the_default_threshold_is_the_servers_default_limit_on_images():
     from chalicelib.config import Settings
 
-    assert Client().direct_threshold == image_jobs.DEFAULT_DIRECT_THRESHOLD == Settings().max_upload_bytes
+    assert Client().max_upload_bytes == image_jobs.DEFAULT_MAX_UPLOAD_BYTES == Settings().max_upload_bytes
 
 
 def test_a_413_from_images_falls_back_to_the_direct_route_with_the_same_key(time_):
@@ -105,7 +105,7 @@ def test_a_413_from_images_falls_back_to_the_direct_route_with_the_same_key(time
 
 def test_a_direct_replay_whose_file_already_arrived_sends_nothing_to_storage(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted(status="processing"))
-    job = api.client(direct_threshold=1000).upload(PNG)
+    job = api.client(max_upload_bytes=1000).upload(PNG)
     assert [r.url.path for r in api.sent()] == [UPLOADS] and job.status == "processing"
 
 
@@ -116,7 +116,7 @@ def test_the_first_poll_of_a_direct_upload_counts_from_the_end_of_the_file_trans
 
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", slow_storage)
     api.on("GET", JOB_PATH, job_answer("ready"))
-    api.client(direct_threshold=1000).upload(PNG).wait()
+    api.client(max_upload_bytes=1000).upload(PNG).wait()
     assert time_.sleeps == [2]
 
 
@@ -125,7 +125,7 @@ def test_storage_refusing_the_form_is_a_storage_error_with_its_code(time_):
                                          b"<Message>Policy expired</Message></Error>")
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", refusal)
     with pytest.raises(StorageError) as raised:
-        api.client(direct_threshold=1000).upload(PNG)
+        api.client(max_upload_bytes=1000).upload(PNG)
     refused = raised.value
     assert (refused.status, refused.code, refused.message) == (403, "AccessDenied", "Policy expired")
     assert len(api.sent("POST", "/bucket")) == 1
@@ -135,7 +135,7 @@ def test_storage_errors_and_lost_connections_are_retried(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted())
     api.on("POST", "/bucket", httpx.Response(503, headers={"Retry-After": "4"}), httpx.WriteError("cut"),
            httpx.Response(204))
-    api.client(direct_threshold=1000).upload(PNG)
+    api.client(max_upload_bytes=1000).upload(PNG)
     stored = api.sent("POST", "/bucket")
     assert len(stored) == 3 and all(PNG in r.content for r in stored)
     assert time_.sleeps == [4, 2]
@@ -216,7 +216,7 @@ def test_a_path_is_read_and_named(time_, tmp_path):
     path = tmp_path / "photo.png"
     path.write_bytes(PNG)
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
-    api.client(direct_threshold=10).upload(path)
+    api.client(max_upload_bytes=10).upload(path)
     assert b'filename="photo.png"' in api.sent("POST", "/bucket")[0].content
 
 
@@ -364,7 +364,7 @@ def test_upload_asks_for_formats_and_download_saves_the_variant_or_the_jpeg(time
 
 def test_direct_uploads_carry_the_formats_in_their_body(time_):
     api = FakeApi(time_).on("POST", "/api/v1/uploads", accepted(status="queued"))
-    api.client(direct_threshold=10).upload(JPEG, formats=("webp",))
+    api.client(max_upload_bytes=10).upload(JPEG, formats=("webp",))
     assert json.loads(api.requests[-1][1].content)["formats"] == ["webp"]
 
 
@@ -383,7 +383,7 @@ def test_each_part_is_sent_with_the_content_length_its_url_signs_never_chunked(t
     for n in (1, 2, 3):
         api.on("PUT", f"/part/{n}", httpx.Response(200, headers={"ETag": f'"e{n}"'}))
     api.on("POST", JOB_PATH + "/upload", job_answer("awaiting_upload"))
-    api.client(direct_threshold=10, multipart_threshold=100).upload(data)
+    api.client(max_upload_bytes=10, multipart_threshold=100).upload(data)
     sent = sorted(api.sent("PUT"), key=lambda r: r.url.path)
     assert [(r.headers.get("Content-Length"), r.headers.get("Transfer-Encoding")) for r in sent] == [
         ("1000", None), ("1000", None), (str(len(data) - 2000), None)]

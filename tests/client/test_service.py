@@ -23,10 +23,10 @@ def service_token() -> str:
 def test_metadata_goes_up_with_either_route_and_comes_back_on_the_job(runner, owner, tmp_path):
     small = tmp_path / "small.jpg"
     small.write_bytes(jpeg())
-    with Client(runner.api, token_for(owner), direct_threshold=10 ** 9) as client:
+    with Client(runner.api, token_for(owner), max_upload_bytes=10 ** 9) as client:
         through_api = client.upload(small, metadata={"post": "p-1", "note": "ünï"})
         assert through_api.wait(deadline=60).metadata == {"post": "p-1", "note": "ünï"}
-    with Client(runner.api, token_for(owner), direct_threshold=1) as client:
+    with Client(runner.api, token_for(owner), max_upload_bytes=1) as client:
         direct = client.upload(small, metadata={"post": "p-2"})
         assert direct.wait(deadline=60).metadata == {"post": "p-2"}
         with pytest.raises(InvalidRequest):

@@ -92,7 +92,7 @@ def test_the_models_per_image_figures_add_up():
     assert max(cap.index_writes_per_key().values()) == 2
     assert cap.calls_per_image("s3:PutObject") == 1 + cap.RENDITIONS_PER_JOB  # the original, then one JPEG a size
     assert cap.calls_per_image("s3:GetObject") == 1
-    assert cap.per_image("wcu") == pytest.approx(9.5)  # 2 transactions (job + quota slot), 2 updates, 1 put
+    assert cap.per_image("wcu") == pytest.approx(9.5)  # 2 transactions (job + quota place), 2 updates, 1 put
     assert cap.per_image("index_wcu") == pytest.approx(7)
     # Lambda gives 1 GB 58 % of a core: Pillow's 129 ms become 223 ms.
     assert cap.cpu_share() == pytest.approx(1024 / 1769)

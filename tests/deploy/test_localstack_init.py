@@ -46,9 +46,10 @@ def test_the_init_script_creates_the_templates_resources(settings_for, tmp_path)
     events = template["Resources"]["EventsQueue"]["Properties"]
     assert attrs["VisibilityTimeout"] == str(template["Parameters"][events["VisibilityTimeout"]["Ref"]]["Default"])
     redrive = json.loads(attrs["RedrivePolicy"])
-    dlq_url = clients["sqs"].get_queue_url(QueueName=f"{settings.events_queue_name}-dlq")["QueueUrl"]
-    dlq_arn = clients["sqs"].get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    assert redrive["deadLetterTargetArn"] == dlq_arn
+    dead_letter_url = clients["sqs"].get_queue_url(QueueName=f"{settings.events_queue_name}-dlq")["QueueUrl"]
+    dead_letter_arn = clients["sqs"].get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    assert redrive["deadLetterTargetArn"] == dead_letter_arn
     assert int(redrive["maxReceiveCount"]) == events["RedrivePolicy"]["maxReceiveCount"]
 
     (qc,) = clients["s3"].get_bucket_notification_configuration(Bucket=settings.bucket)["QueueConfigurations"]

@@ -25,8 +25,8 @@ def test_the_webhook_queue_keeps_a_dead_letter_safety_net_beside_the_apps_own_co
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookDeadLetterQueue", "Arn"]}
     # No event may expire before its last attempt, nor in the dead-letter queue before a look.
     assert queue["MessageRetentionPeriod"] > sum(settings.webhook_delays) + 3600
-    dlq = RESOURCES["WebhookDeadLetterQueue"]["Properties"]
-    assert dlq["MessageRetentionPeriod"] >= 7 * 86400
+    dead_letter = RESOURCES["WebhookDeadLetterQueue"]["Properties"]
+    assert dead_letter["MessageRetentionPeriod"] >= 7 * 86400
 
 
 @pytest.mark.parametrize("stage", CLOUD_STAGES)
@@ -34,7 +34,7 @@ def test_the_webhook_queue_outlasts_every_stages_delivery_function(stage):
     timeout = config()["stages"][stage]["lambda_functions"]["deliver_webhook"]["lambda_timeout"]
     # 6 times, as AWS advises for a Lambda source queue (the events queue follows the same rule).
     assert RESOURCES["WebhookQueue"]["Properties"]["VisibilityTimeout"] >= 6 * timeout
-    assert timeout >= Settings().webhook_timeout_seconds + 10
+    assert timeout >= Settings().webhook_attempt_seconds + 10
 
 
 def alarm_metrics(alarm: dict) -> list[dict]:

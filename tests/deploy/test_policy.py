@@ -265,7 +265,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("update_if_unchanged", j2.resent(NOW, week), j2)
     call("move", j2.cancelled(NOW, week), JobStatus.QUEUED)
     call("release_idempotency", key.scope, "j2")
-    call("release_slot", "alice", "j1")
+    call("release_place", "alice", "j1")
     call("delete", "j1")
     call("delete_many", ["j2", "j3"])  # BatchWriteItem
     return called

@@ -84,8 +84,8 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.bucket_lifecycle_days == int(outputs["ObjectExpirationDays"])
     assert settings.metrics_service == outputs["MetricsService"]
     assert settings.webhook_queue_name == outputs["WebhookQueueName"]
-    assert settings.webhooks_dlq_name == outputs["WebhookDeadLetterQueueName"]
-    assert settings.events_dlq_name == outputs["DeadLetterQueueName"]
+    assert settings.webhook_dead_letter_queue_name == outputs["WebhookDeadLetterQueueName"]
+    assert settings.events_dead_letter_queue_name == outputs["DeadLetterQueueName"]
     assert stage["lambda_functions"] == config()["stages"]["dev"]["lambda_functions"]
     # The other stage is untouched.
     assert json.loads(config_path.read_text())["stages"]["prod"] == config()["stages"]["prod"]

@@ -80,7 +80,7 @@ def receivers(run):
 def run(request):
     """A runner of its own on each backend: fast webhook retries, and a service webhook
     (deployment-wide) that no other test's runner shares."""
-    settings = {"WEBHOOK_RETRY_DELAYS": "1,1,1,1,1,1,1", "WEBHOOK_TIMEOUT_SECONDS": "2",
+    settings = {"WEBHOOK_RETRY_DELAYS": "1,1,1,1,1,1,1", "WEBHOOK_ATTEMPT_SECONDS": "2",
                 "WEBHOOK_CONCURRENCY": "2", "SWEEP_INTERVAL_SECONDS": "2"}
     if request.param == "localstack":
         # Names of its own: the session's LocalStack runner must take neither these events

@@ -167,7 +167,7 @@ class World:
     def dead_letters(self) -> list[bytes]:
         bodies = []
         if self.backend == "sqs":
-            for m in self.clients["sqs"].receive_message(QueueUrl=self.stack.dlq_url, MaxNumberOfMessages=10,
+            for m in self.clients["sqs"].receive_message(QueueUrl=self.stack.dead_letter_url, MaxNumberOfMessages=10,
                                                          WaitTimeSeconds=0).get("Messages", []):
                 bodies.append(m["Body"].encode())
         else:

@@ -415,7 +415,7 @@ def test_a_sweeper_write_loses_to_a_claim_made_since_it_read(store):
     assert store.get(job.job_id).status is JobStatus.PROCESSING
 
 
-def test_create_takes_a_quota_slot_and_refuses_past_the_quota(store):
+def test_create_takes_a_quota_place_and_refuses_past_the_quota(store):
     import uuid
 
     from chalicelib.domain.errors import QuotaFull
@@ -432,9 +432,9 @@ def test_create_takes_a_quota_slot_and_refuses_past_the_quota(store):
     assert store.get(extra.job_id) is None and store.get_idempotency("scope-1") is None
     other = dataclasses.replace(new_job(str(uuid.uuid4())), owner="bob")
     store.create(other, 3)  # another owner's quota is its own
-    store.release_slot("alice", made[0].job_id)
-    store.release_slot("alice", made[0].job_id)  # idempotent
-    store.release_slot("nobody", made[0].job_id)  # no slots at all: fine
+    store.release_place("alice", made[0].job_id)
+    store.release_place("alice", made[0].job_id)  # idempotent
+    store.release_place("nobody", made[0].job_id)  # no places at all: fine
     store.create(extra, 3)
     assert store.active_jobs("alice") == {made[1].job_id, made[2].job_id, extra.job_id}
 

@@ -70,10 +70,12 @@ def test_the_embedded_stack_matches_the_template(stack):
     assert int(redrive["maxReceiveCount"]) == events["RedrivePolicy"]["maxReceiveCount"]
     assert int(attrs["MessageRetentionPeriod"]) == events["MessageRetentionPeriod"]
     # The redrive names the dead-letter queue the runner made, with the template's retention.
-    dlq = clients["sqs"].get_queue_attributes(QueueUrl=provisioned.dlq_url, AttributeNames=["All"])["Attributes"]
-    assert redrive["deadLetterTargetArn"] == dlq["QueueArn"]
-    dlq_props = template["Resources"][events["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]["Properties"]
-    assert int(dlq["MessageRetentionPeriod"]) == dlq_props["MessageRetentionPeriod"]
+    dead_letter = clients["sqs"].get_queue_attributes(QueueUrl=provisioned.dead_letter_url,
+                                                      AttributeNames=["All"])["Attributes"]
+    assert redrive["deadLetterTargetArn"] == dead_letter["QueueArn"]
+    dead_letter_logical = events["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+    dead_letter_props = template["Resources"][dead_letter_logical]["Properties"]
+    assert int(dead_letter["MessageRetentionPeriod"]) == dead_letter_props["MessageRetentionPeriod"]
 
 
 def test_the_embedded_table_has_the_templates_index_and_attribute_types(stack):
@@ -177,8 +179,8 @@ def test_two_provisioners_at_once_both_succeed_with_one_set_of_resources(endpoin
     assert first == second
 
     sqs, s3, dynamodb = (aws_client(n, settings.region, endpoint) for n in ("sqs", "s3", "dynamodb"))
-    for name, urls in ((settings.events_queue_name, [first.queue_url, first.dlq_url]),
-                       (settings.webhook_queue_name, [first.webhook_queue_url, first.webhook_dlq_url])):
+    for name, urls in ((settings.events_queue_name, [first.queue_url, first.dead_letter_url]),
+                       (settings.webhook_queue_name, [first.webhook_queue_url, first.webhook_dead_letter_url])):
         assert sorted(sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", [])) == sorted(urls)
     assert [b["Name"] for b in s3.list_buckets()["Buckets"]].count(settings.bucket) == 1
     (config,) = s3.get_bucket_notification_configuration(Bucket=settings.bucket)["QueueConfigurations"]

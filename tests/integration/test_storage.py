@@ -95,6 +95,6 @@ def test_queue_has_a_dead_letter_queue(stack):
     attrs = clients["sqs"].get_queue_attributes(
         QueueUrl=provisioned.queue_url, AttributeNames=["RedrivePolicy"])["Attributes"]
     redrive = json.loads(attrs["RedrivePolicy"])
-    dlq_arn = clients["sqs"].get_queue_attributes(
-        QueueUrl=provisioned.dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    assert redrive["deadLetterTargetArn"] == dlq_arn
+    dead_letter_arn = clients["sqs"].get_queue_attributes(
+        QueueUrl=provisioned.dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert redrive["deadLetterTargetArn"] == dead_letter_arn

@@ -139,9 +139,9 @@ def test_the_events_queue_keeps_its_old_names_as_aliases():
     base = {"AUTH_MODE": "cognito", "COGNITO_USER_POOL_ARN": "arn:aws:cognito-idp:us-east-1:1:userpool/p",
             "COGNITO_APP_CLIENT_IDS": "c"}
     old = Settings.from_environ({**base, "JOBS_QUEUE": "q-old", "JOBS_DLQ": "d-old"})
-    assert old.events_queue_name == "q-old" and old.events_dlq_name == "d-old"
+    assert old.events_queue_name == "q-old" and old.events_dead_letter_queue_name == "d-old"
     new = Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "q"})
-    assert new.events_queue_name == "q" and new.events_dlq_name == "q-dlq"
+    assert new.events_queue_name == "q" and new.events_dead_letter_queue_name == "q-dlq"
     with pytest.raises(ValueError, match="JOBS_QUEUE"):
         Settings.from_environ({**base, "EVENTS_QUEUE": "q", "JOBS_QUEUE": "other"})
 
@@ -155,6 +155,26 @@ def test_the_orphan_scan_keeps_its_orphan_sweep_names_as_aliases():
             old.orphan_scan_timeout_seconds) == (120, 3, 600, 700)
     with pytest.raises(ValueError, match="ORPHAN_SWEEP_THREADS"):
         Settings.from_environ({**SECRET, "ORPHAN_SCAN_THREADS": "2", "ORPHAN_SWEEP_THREADS": "4"})
+
+
+def test_the_thumbnails_boxes_keep_their_size_names_as_aliases():
+    """A stage or a shell set up before every rendition's setting was its box still sets THUMB_SIZE."""
+    old = Settings.from_environ({**SECRET, "THUMB_SIZE": "200", "THUMB_512_SIZE": "400"})
+    assert (old.thumb_box, old.thumb_512_box) == (200, 400)
+    new = Settings.from_environ({**SECRET, "THUMB_BOX": "300", "THUMB_SIZE": "300"})
+    assert new.thumb_box == 300
+    with pytest.raises(ValueError, match="THUMB_512_SIZE"):
+        Settings.from_environ({**SECRET, "THUMB_512_BOX": "512", "THUMB_512_SIZE": "500"})
+
+
+def test_the_webhook_attempts_limit_keeps_its_timeout_name_as_an_alias():
+    """A stage set up before the attempt's limit had its own word (timeout is the function's)
+    still sets WEBHOOK_TIMEOUT_SECONDS."""
+    assert Settings.from_environ({**SECRET, "WEBHOOK_TIMEOUT_SECONDS": "7"}).webhook_attempt_seconds == 7
+    assert Settings.from_environ({**SECRET, "WEBHOOK_ATTEMPT_SECONDS": "8"}).webhook_attempt_seconds == 8
+    with pytest.raises(ValueError, match="WEBHOOK_TIMEOUT_SECONDS"):
+        Settings.from_environ({**SECRET, "WEBHOOK_ATTEMPT_SECONDS": "8", "WEBHOOK_TIMEOUT_SECONDS": "5"})
+
 
 def test_every_setting_is_declared_once():
     """A second declaration silently wins over the first, with its own default and comment."""

@@ -34,9 +34,9 @@ def solid(colour, size=(64, 48), mode="RGB") -> Image.Image:
     return Image.new(mode, size, colour)
 
 
-def sized(display_box: int, thumb_size: int):
+def sized(display_box: int, thumb_box: int):
     """The display and the thumb at these boxes."""
-    return rendition_specs(Settings(display_box=display_box, thumb_size=thumb_size))[:2]
+    return rendition_specs(Settings(display_box=display_box, thumb_box=thumb_box))[:2]
 
 
 def decoded(data: bytes) -> Image.Image:
@@ -300,7 +300,7 @@ def test_display_fits_box_keeps_aspect_never_upscales(size, display_size):
     display, thumb = make_renditions(encode(solid(BLUE, size), "PNG"), LIMIT).values()
     assert (display.width, display.height) == display_size
     assert decoded(display.data).size == display_size
-    # The thumb is always exactly thumb_size square, upscaled for tiny sources.
+    # The thumb is always exactly thumb_box square, upscaled for tiny sources.
     assert (thumb.width, thumb.height) == (256, 256)
     assert decoded(thumb.data).size == (256, 256)
 

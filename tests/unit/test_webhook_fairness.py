@@ -104,7 +104,7 @@ def test_a_failed_or_crashed_attempt_gives_its_slot_back_too(world, answer):
 def test_a_slot_whose_function_died_frees_itself_after_the_attempts_time(world):
     ctx = world.ctx
     # A function took the slot and died: it never gives it back.
-    timeout = timedelta(seconds=ctx.settings.webhook_timeout_seconds)
+    timeout = timedelta(seconds=ctx.settings.webhook_attempt_seconds)
     hold_all_slots(world, "alice", until_in=timeout + SLOT_MARGIN)
     event = event_of(world, "alice")
     assert world.webhooks.deliver(event.to_json(), None) is Delivery.DEFERRED

@@ -136,7 +136,7 @@ def test_a_delivery_posts_the_job_as_get_shows_it_signed_per_standard_webhooks(w
     assert deliver(world, event) is Delivery.DELIVERED
     (call,) = world.ctx.webhook_sender.calls
     assert call["url"] == URL and [a.ip for a in call["addresses"]] == [PUBLIC]
-    assert call["timeout"] == world.ctx.settings.webhook_timeout_seconds
+    assert call["timeout"] == world.ctx.settings.webhook_attempt_seconds
     body = StandardWebhook(secret).verify(call["body"], call["headers"])
     assert body == job_body(job, world.manage.urls(job))
     assert call["headers"]["webhook-id"] == event.event_id

@@ -23,7 +23,7 @@ export function makeClient(config, auth) {
   return new Client({
     baseUrl: origin(auth.api),
     token: () => auth.token(),
-    directThreshold: config.max_upload_bytes,
+    maxUploadBytes: config.max_upload_bytes,
     multipartThreshold: config.multipart_min_bytes,
     maxHeld: MAX_HELD,
     // An unfinished upload is kept by file (name, size, date): the same photo picked again

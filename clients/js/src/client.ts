@@ -8,8 +8,8 @@ import { loadRecord, memoryStorage, type UploadStorage } from "./storage.js";
 import { deadlineSignal, sleep } from "./timing.js";
 
 export const API_ROOT = "/api/v1";
-/** The server's default limit on POST /images; larger files go straight to storage. */
-export const DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024;
+/** The server's default MAX_UPLOAD_BYTES, its limit on POST /images; larger files go straight to storage. */
+export const DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024;
 /** The server's default MULTIPART_MIN_BYTES: from here on, in parts. */
 export const DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024;
 /** Parts sent at once. */
@@ -37,7 +37,8 @@ export interface ClientOptions {
   fetch?: typeof fetch;
   /** Where unfinished uploads' state is kept (memory by default; localStorage, AsyncStorage...). */
   storage?: UploadStorage;
-  directThreshold?: number;
+  /** The server's limit on POST /images (its MAX_UPLOAD_BYTES); larger files go straight to storage. */
+  maxUploadBytes?: number;
   multipartThreshold?: number;
   /** Tries of one request, and failed polls in a row, before giving up. */
   maxAttempts?: number;
@@ -123,7 +124,7 @@ interface UploadDescription {
 
 export class Client {
   readonly baseUrl: string;
-  readonly directThreshold: number;
+  readonly maxUploadBytes: number;
   readonly multipartThreshold: number;
   readonly maxAttempts: number;
   readonly maxRetryWait: number;
@@ -154,7 +155,7 @@ export class Client {
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     this.storage = options.storage ?? memoryStorage();
-    this.directThreshold = options.directThreshold ?? DEFAULT_DIRECT_THRESHOLD;
+    this.maxUploadBytes = options.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
     this.multipartThreshold = options.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
     this.maxAttempts = Math.max(1, options.maxAttempts ?? 5);
     this.maxRetryWait = options.maxRetryWait ?? 120;
@@ -234,7 +235,7 @@ export class Client {
   }
 
   /**
-   * Upload one image and answer its job. Up to `directThreshold` bytes through POST /images;
+   * Upload one image and answer its job. Up to `maxUploadBytes` bytes through POST /images;
    * larger ones straight to storage by one presigned PUT (with its SHA-256), and from
    * `multipartThreshold` in parts, PART_CONCURRENCY at a time. The Idempotency-Key and then
    * the job's Location are kept in `storage` under the file's fingerprint, so the same call
@@ -243,7 +244,7 @@ export class Client {
   async upload(source: Source, options: UploadOptions = {}): Promise<Job> {
     const body = await readSource(source, this.fetchImpl);
     const ctype = await contentTypeOf(body, options.contentType);
-    const direct = body.size > this.directThreshold;
+    const direct = body.size > this.maxUploadBytes;
     const multipart = body.size >= this.multipartThreshold;
     const sha256 = direct && !multipart ? await sha256Base64(body) : null;
     const fingerprint = options.fingerprint ?? body.identity ?? (sha256 ?? await sha256Base64(body));
@@ -278,7 +279,7 @@ export class Client {
         if (recordKey) await this.storage.removeItem(recordKey);
         return job;
       } catch (error) {
-        // This server's /images limit is lower than ours: the direct route has its own.
+        // This server's /images limit is lower than our maxUploadBytes: the direct route has its own.
         if (!(error instanceof errors.FileTooLarge)) throw error;
       }
     }

@@ -118,7 +118,7 @@ test("over the API's limit: POST /uploads by PUT with the SHA-256, then exactly 
     { status: 202, body: body("awaiting_upload", { upload: { method: "PUT", url: "http://s3.test/o", headers: { "Content-Type": "image/jpeg", "Content-Length": "5000", "x-amz-checksum-sha256": digest } } }), headers: { Location: "/api/v1/image-jobs/j1" } },
     { status: 200 },
   ]);
-  const job = await client(fetch, { directThreshold: 1000 }).upload(data);
+  const job = await client(fetch, { maxUploadBytes: 1000 }).upload(data);
   assert.equal(requests[0].url, `${BASE}/api/v1/uploads`);
   assert.deepEqual(JSON.parse(requests[0].body), { content_type: "image/jpeg", size: 5000, method: "PUT", sha256: digest });
   assert.equal(requests[1].method, "PUT");
@@ -143,7 +143,7 @@ test("multipart: only the parts not stored, at most 4 at once, then an empty com
   ];
   const fetchImpl = async (url, init) => { const next = answers.shift(); const a = typeof next === "function" ? await next() : next; return new Response(a.body ? JSON.stringify(a.body) : null, { status: a.status ?? 200 }); };
   const seen = [];
-  const c = client(fetchImpl, { storage, directThreshold: 10, multipartThreshold: 20 });
+  const c = client(fetchImpl, { storage, maxUploadBytes: 10, multipartThreshold: 20 });
   const job = await c.upload(new Uint8Array(55), { fingerprint: "mine", onProgress: (sent) => seen.push(sent) });
   assert.equal(job.status, "queued");
   assert.ok(most <= 4 && most >= 2, `${most} at once`);
@@ -170,7 +170,7 @@ test("multipart: every part's ETag read, the completion names them; a refused pa
     }
     return new Response(JSON.stringify(body("queued")), { status: 202 });
   };
-  const c = client(fetchImpl, { directThreshold: 10, multipartThreshold: 20 });
+  const c = client(fetchImpl, { maxUploadBytes: 10, multipartThreshold: 20 });
   await c.upload(new Uint8Array(30));
   assert.deepEqual(requests.filter((r) => r.url.startsWith("http://s3.test/")).map((r) => r.url).sort(),
     ["http://s3.test/fresh2", "http://s3.test/p1", "http://s3.test/p2", "http://s3.test/p3"]);
@@ -189,7 +189,7 @@ test("a part refused again after its renewal throws StorageError", async () => {
     if (url.endsWith("/upload")) return new Response(JSON.stringify({ method: "multipart", part_size: 10, parts }));
     return new Response("<Error><Code>AccessDenied</Code><Message>no</Message></Error>", { status: 403 });
   };
-  const c = client(fetchImpl, { directThreshold: 10, multipartThreshold: 20 });
+  const c = client(fetchImpl, { maxUploadBytes: 10, multipartThreshold: 20 });
   await assert.rejects(c.upload(new Uint8Array(20)), (e) => e instanceof sdk.StorageError && e.status === 403);
 });
 
@@ -201,7 +201,7 @@ test("an aborted presigned PUT stops at once with UploadStopped", async () => {
     }
     return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
   };
-  const c = client(fetchImpl, { directThreshold: 10 });
+  const c = client(fetchImpl, { maxUploadBytes: 10 });
   const upload = c.upload(new Uint8Array(15), { onCreated: () => setTimeout(() => controller.abort(), 10), signal: controller.signal });
   await assert.rejects(upload, (e) => e instanceof sdk.UploadStopped && e.job?.location === JOB);
 });
@@ -236,7 +236,7 @@ test("metadata: an ASCII header on POST /images, a member of /uploads; job.metad
   assert.equal(requests[0].headers["Image-Jobs-Metadata"], '{"name":"\\u00e9t\\u00e9.jpg"}');
   assert.deepEqual(JSON.parse(requests[0].headers["Image-Jobs-Metadata"]), { name: "été.jpg" });
   assert.deepEqual(small.metadata, { name: "été.jpg" });
-  await client(fetch, { directThreshold: 2 }).upload(new Uint8Array([0xff, 0xd8, 0xff, 1]), { metadata: { k: "v" } });
+  await client(fetch, { maxUploadBytes: 2 }).upload(new Uint8Array([0xff, 0xd8, 0xff, 1]), { metadata: { k: "v" } });
   assert.deepEqual(JSON.parse(requests[1].body).metadata, { k: "v" });
 });
 
@@ -264,7 +264,7 @@ test("an aborted multipart upload starts no more parts and throws UploadStopped 
     controller.abort();
     return new Response(null, { status: 200 });
   };
-  const c = client(fetchImpl, { directThreshold: 10, multipartThreshold: 20 });
+  const c = client(fetchImpl, { maxUploadBytes: 10, multipartThreshold: 20 });
   await assert.rejects(c.upload(new Uint8Array(80), { signal: controller.signal }), (e) => e instanceof sdk.UploadStopped && e.job?.location === JOB);
   assert.ok(puts <= 4, `${puts} parts sent`);
 });

@@ -27,9 +27,9 @@ from .sniff import OCTET_STREAM, guess_type
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_ROOT = "/api/v1"
-# The server's default limit on POST /images (Lambda's payload limit); larger files go direct,
-# by one presigned PUT, and from the server's MULTIPART_MIN_BYTES in parts.
-DEFAULT_DIRECT_THRESHOLD = 4 * 1024 * 1024
+# The server's default MAX_UPLOAD_BYTES, its limit on POST /images (Lambda's payload limit);
+# larger files go direct, by one presigned PUT, and from the server's MULTIPART_MIN_BYTES in parts.
+DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 # Parts sent at once.
 PART_CONCURRENCY = 4
@@ -53,10 +53,11 @@ class Client:
     """One API endpoint and one owner's token.
 
     `token` is a bearer token; `token_provider` a callable asked for one before each request
-    (and once more after a 401), for tokens that expire. `direct_threshold`: files larger than
-    this go straight to storage. `max_attempts`: tries of one request, and failed polls in a row,
-    before giving up; a Retry-After longer than `max_retry_wait` seconds is not waited out but
-    raised. `http`: your own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
+    (and once more after a 401), for tokens that expire. `max_upload_bytes`: the server's
+    limit on POST /images (its MAX_UPLOAD_BYTES); larger files go straight to storage.
+    `max_attempts`: tries of one request, and failed polls in a row, before giving up; a
+    Retry-After longer than `max_retry_wait` seconds is not waited out but raised. `http`: your
+    own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
     `waits`: polls ask the server to hold them until the job changes (Prefer: wait), for as
     long as `timeout` allows; False polls on the contract's schedule only.
     `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
@@ -64,7 +65,7 @@ class Client:
 
     def __init__(self, base_url: str = DEFAULT_URL, token: Optional[str] = None, *,
                  token_provider: Optional[Callable[[], str]] = None,
-                 direct_threshold: int = DEFAULT_DIRECT_THRESHOLD,
+                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                  multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD, max_attempts: int = 5,
                  max_retry_wait: float = 120.0, timeout: float = 30.0,
                  http: Optional[httpx.Client] = None, waits: bool = True,
@@ -77,7 +78,7 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._token_provider = token_provider
-        self.direct_threshold = direct_threshold
+        self.max_upload_bytes = max_upload_bytes
         self.multipart_threshold = multipart_threshold
         self.bytes_to_storage = 0  # bytes of files (and parts) sent to storage: what a resume saves
         self.max_attempts = max(1, max_attempts)
@@ -197,7 +198,7 @@ class Client:
                metadata: Optional[Dict[str, str]] = None) -> Job:
         """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
 
-        Files up to `direct_threshold` bytes go through POST /images; larger ones straight to
+        Files up to `max_upload_bytes` bytes go through POST /images; larger ones straight to
         storage by one presigned PUT, and from `multipart_threshold` in parts, sent in
         parallel (`on_part_progress` per part). One Idempotency-Key covers the whole logical
         upload and every retry of it; pass your own to resume an upload after a restart, or
@@ -218,13 +219,13 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         ctype = content_type or guess_type(data) or OCTET_STREAM
         name = filename or name
-        if len(data) > self.direct_threshold:
+        if len(data) > self.max_upload_bytes:
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
                                                        on_part_progress, formats, stop, metadata), wait)
         try:
             return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata)
         except errors.FileTooLarge:
-            # This server's /images limit is lower than our threshold: the direct route has its own.
+            # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
                                                        on_part_progress, formats, stop, metadata), wait)
 
