@@ -395,3 +395,14 @@ def test_a_resume_whose_upload_had_already_arrived_sends_nothing_and_returns_the
     client = api.client()
     job = client.resume(client.job(JOB_PATH), JPEG * 40)
     assert job.status == "awaiting_upload" and [r.method for r in api.sent()] == ["GET"]
+
+
+def test_the_upload_limits_old_name_is_still_taken_for_a_release_with_a_warning():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = Client(direct_threshold=1000)
+    assert old.max_upload_bytes == 1000
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert image_jobs.DEFAULT_DIRECT_THRESHOLD == image_jobs.DEFAULT_MAX_UPLOAD_BYTES

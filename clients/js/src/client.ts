@@ -10,6 +10,8 @@ import { deadlineSignal, sleep } from "./timing.js";
 export const API_ROOT = "/api/v1";
 /** The server's default MAX_UPLOAD_BYTES, its limit on POST /images; larger files go straight to storage. */
 export const DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024;
+/** @deprecated Its name in 0.1.0: use DEFAULT_MAX_UPLOAD_BYTES (read for one release). */
+export const DEFAULT_DIRECT_THRESHOLD = DEFAULT_MAX_UPLOAD_BYTES;
 /** The server's default MULTIPART_MIN_BYTES: from here on, in parts. */
 export const DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024;
 /** Parts sent at once. */
@@ -39,6 +41,8 @@ export interface ClientOptions {
   storage?: UploadStorage;
   /** The server's limit on POST /images (its MAX_UPLOAD_BYTES); larger files go straight to storage. */
   maxUploadBytes?: number;
+  /** @deprecated Its name in 0.1.0: use maxUploadBytes (read for one release). */
+  directThreshold?: number;
   multipartThreshold?: number;
   /** Tries of one request, and failed polls in a row, before giving up. */
   maxAttempts?: number;
@@ -155,7 +159,7 @@ export class Client {
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     this.storage = options.storage ?? memoryStorage();
-    this.maxUploadBytes = options.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
+    this.maxUploadBytes = options.maxUploadBytes ?? options.directThreshold ?? DEFAULT_MAX_UPLOAD_BYTES;
     this.multipartThreshold = options.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
     this.maxAttempts = Math.max(1, options.maxAttempts ?? 5);
     this.maxRetryWait = options.maxRetryWait ?? 120;

@@ -368,3 +368,9 @@ test("guessType knows the formats the server takes from their first bytes", () =
   assert.equal(sdk.guessType(b(0, 0, 0, 24, "ftypavif", 0, 0, 0, 0)), "image/avif");
   assert.equal(sdk.guessType(b("hello")), null);
 });
+
+test("the upload limit's old option name is still taken for a release", () => {
+  assert.equal(client(undefined, { directThreshold: 1000 }).maxUploadBytes, 1000);
+  assert.equal(client(undefined, { maxUploadBytes: 10, directThreshold: 1000 }).maxUploadBytes, 10);
+  assert.equal(sdk.DEFAULT_DIRECT_THRESHOLD, sdk.DEFAULT_MAX_UPLOAD_BYTES);
+});

@@ -10,6 +10,7 @@ import shutil
 import threading
 import random as _random
 import time
+import warnings
 import uuid
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ API_ROOT = "/api/v1"
 # The server's default MAX_UPLOAD_BYTES, its limit on POST /images (Lambda's payload limit);
 # larger files go direct, by one presigned PUT, and from the server's MULTIPART_MIN_BYTES in parts.
 DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024
+DEFAULT_DIRECT_THRESHOLD = DEFAULT_MAX_UPLOAD_BYTES  # its name in 0.1.0, for one release
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 # Parts sent at once.
 PART_CONCURRENCY = 4
@@ -72,7 +74,11 @@ class Client:
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Any] = time.sleep,
                  random: Callable[[], float] = _random.random,
-                 cache_dir: Optional[Union[str, Path]] = None):
+                 cache_dir: Optional[Union[str, Path]] = None,
+                 direct_threshold: Optional[int] = None):
+        if direct_threshold is not None:  # its name in 0.1.0: read for one release
+            warnings.warn("direct_threshold is max_upload_bytes now", DeprecationWarning, stacklevel=2)
+            max_upload_bytes = direct_threshold
         if token is not None and token_provider is not None:
             raise ValueError("give token or token_provider, not both")
         self.base_url = base_url.rstrip("/")
