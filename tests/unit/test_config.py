@@ -100,7 +100,7 @@ def test_bad_numbers_are_refused_with_the_variables_name(value):
 
 
 def test_the_runner_reads_its_own_settings_from_the_same_place():
-    from chalicelib.config import RunnerSettings
+    from local.settings import RunnerSettings
 
     r = RunnerSettings.from_environ({"API_PORT": "9000", "EMBEDDED_AWS": "0",
                                      "LOCAL_COMPONENTS": "api,worker", "AMQP_BRIDGE": "1"})
@@ -112,7 +112,7 @@ def test_the_runner_reads_its_own_settings_from_the_same_place():
 @pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
                                  {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"}])
 def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
-    from chalicelib.config import RunnerSettings
+    from local.settings import RunnerSettings
 
     with pytest.raises(ValueError, match=next(iter(env))):
         RunnerSettings.from_environ(env)
