@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MAX_PIXELS = 50_000_000
+from chalicelib.config import Settings  # noqa: E402
+
+MAX_PIXELS = Settings.max_pixels
 SIDE = 7000  # 49 MP, under the default MAX_PIXELS
 
 

@@ -35,10 +35,10 @@ from chalicelib.imaging.limits import DecodeLimits  # noqa: E402
 from chalicelib.imaging.sandbox import run_limited  # noqa: E402
 from tests import hostile  # noqa: E402
 
-MAX_PIXELS = 50_000_000
+MAX_PIXELS = Settings.max_pixels
 UNBOUNDED = DecodeLimits(max_scans=10**9, max_frames=10**9, max_metadata_bytes=10**12)
 BUDGET = DecodeLimits()
-CPU_LIMIT = 6  # Settings.decode_cpu_seconds
+CPU_LIMIT = Settings.decode_cpu_seconds
 SPECS = rendition_specs(Settings())
 
 

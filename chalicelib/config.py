@@ -22,6 +22,12 @@ WORKER_OWN_MB = 256
 DEFAULT_JWT_SECRET = "dev-secret-change-me"
 # What a held request keeps of its invocation's time to read the job and answer.
 WAIT_MARGIN_SECONDS = 3
+# What the derived settings keep of a timeout: a lease outlives its worker's invocation by
+# this much; a sweep's last batch and an orphan scan's last page, begun at the budget's end,
+# still fit in the function's timeout (tests/deploy/test_capacity.py).
+LEASE_MARGIN_SECONDS = 60
+SWEEP_MARGIN_SECONDS = 10
+ORPHAN_SCAN_MARGIN_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,8 @@ class Settings:
     cloudfront_key_pair_id: str = ""
     cloudfront_private_key_secret: str = ""
     retention_seconds: int = 7 * DAY
-    lease_seconds: int = 120
+    # Unset: worker_timeout_seconds + LEASE_MARGIN_SECONDS (__post_init__).
+    lease_seconds: Optional[int] = None
     # The functions' timeouts (lambda_timeout in .chalice/config.json; infra/stage_config.py
     # copies them here). The SDK's timeouts and retries are derived from the shortest, and
     # each invocation's budget from its own (chalicelib/runtime/deadline.py); the local
@@ -125,18 +132,18 @@ class Settings:
     orphan_grace_seconds: int = 3600
     sweep_interval_seconds: int = 60
     # The sweep asks every shard of every status (docs/scale.md §6.1) in a pool of this many
-    # threads, and takes no new shard after this many seconds of its run (the function's
-    # timeout is 50 s): what is left stays due, and the next run starts there.
+    # threads, and takes no new shard after this many seconds of its run (unset: its
+    # timeout less SWEEP_MARGIN_SECONDS): what is left stays due, and the next run starts there.
     sweep_threads: int = 16
-    sweep_budget_seconds: int = 40
+    sweep_budget_seconds: Optional[int] = None
     # The orphan scan (chalicelib/usecases/orphans.py, docs/scale.md §6.3) runs this often,
     # each run taking the two key ranges of one hex digit (the minute's) where their last run
-    # stopped, in a pool of this many threads, no new page after the budget (the function's
-    # timeout is 900 s). A range starts a new pass over its keys at most once per
-    # orphan_pass_seconds.
+    # stopped, in a pool of this many threads, no new page after the budget (unset: its
+    # timeout less ORPHAN_SCAN_MARGIN_SECONDS). A range starts a new pass over its keys at
+    # most once per orphan_pass_seconds.
     orphan_scan_interval_seconds: int = 60
     orphan_scan_timeout_seconds: int = 900
-    orphan_scan_budget_seconds: int = 840
+    orphan_scan_budget_seconds: Optional[int] = None
     orphan_scan_threads: int = 2
     orphan_pass_seconds: int = DAY
     # Backpressure in the cloud: at most this many worker Lambdas read the queue at once
@@ -228,6 +235,16 @@ class Settings:
     # Unset: 2, or 1 where there are only 2 functions (receiver_slots).
     webhook_receiver_slots: Optional[int] = None
 
+    def __post_init__(self) -> None:
+        # Derived from the timeouts unless set. dataclasses.replace copies the values, so a
+        # replaced timeout keeps the lease and budgets derived from the old one.
+        derived = {"lease_seconds": self.worker_timeout_seconds + LEASE_MARGIN_SECONDS,
+                   "sweep_budget_seconds": self.sweep_timeout_seconds - SWEEP_MARGIN_SECONDS,
+                   "orphan_scan_budget_seconds": self.orphan_scan_timeout_seconds - ORPHAN_SCAN_MARGIN_SECONDS}
+        for name, value in derived.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Settings":
         values = {}
@@ -235,7 +252,7 @@ class Settings:
             raw = _read(environ, field.name)
             if raw is None or raw == "":
                 continue
-            values[field.name] = _parse(field.name, field.type, raw)
+            values[field.name] = parse_value(field.name, field.type, raw)
         settings = cls(**values)
         settings._check()
         return settings
@@ -300,6 +317,11 @@ class Settings:
         if not self.route_prefix.startswith("/") or self.route_prefix.endswith("/"):
             raise ValueError("ROUTE_PREFIX must start with '/' and not end with one, "
                              f"got {self.route_prefix!r}")
+        if self.sweep_budget_seconds < 1 or self.orphan_scan_budget_seconds < 1:
+            raise ValueError(f"SWEEP_BUDGET_SECONDS ({self.sweep_budget_seconds}) and ORPHAN_SCAN_BUDGET_SECONDS "
+                             f"({self.orphan_scan_budget_seconds}) must be at least 1: unset, each is its "
+                             f"function's timeout less {SWEEP_MARGIN_SECONDS} s and "
+                             f"{ORPHAN_SCAN_MARGIN_SECONDS} s")
         if self.orphan_scan_budget_seconds >= self.orphan_scan_timeout_seconds:
             raise ValueError(f"ORPHAN_SCAN_BUDGET_SECONDS ({self.orphan_scan_budget_seconds}) must "
                              f"be under ORPHAN_SCAN_TIMEOUT_SECONDS ({self.orphan_scan_timeout_seconds}): "
@@ -449,63 +471,8 @@ def _read(environ: Mapping[str, str], field_name: str) -> Optional[str]:
     return raw if raw is not None else legacy
 
 
-STORAGES = ("", "rgw")
-LOCAL_COMPONENTS = ("api", "web", "worker", "sweeper", "bridge", "webhooks", "push")
-
-
-@dataclass(frozen=True)
-class RunnerSettings:
-    """The local runner's own settings (`python -m local`); never read in the cloud."""
-
-    api_port: int = 8000
-    # The web page (web/), and the subject of the dev token it is given.
-    web_port: int = 8080
-    web_subject: str = "web"
-    # Push (local/push_gateway.py): the WebSocket port, and its management API's.
-    push_port: int = 8001
-    push_management_port: int = 8002
-    # moto's server, or where a LocalStack listens (LocalStack's own default port).
-    aws_port: int = 4566
-    # False: use the services at AWS_ENDPOINT_URL (a real LocalStack) instead of moto's.
-    embedded_aws: bool = True
-    # Which parts to run, comma-separated, of LOCAL_COMPONENTS.
-    local_components: str = ",".join(LOCAL_COMPONENTS)
-    # Jobs processed in parallel; 0: one per core.
-    worker_concurrency: int = 0
-    # Webhook deliveries in parallel: mostly waiting on receivers, so more than the cores.
-    webhook_concurrency: int = 4
-    # Every line the runner and its API print also goes here, for `make stats` (local/stats.py).
-    log_file: str = ".local/runner.log"
-    # Forward storage's SQS events to RabbitMQ in MinIO's shape; None: only on the embedded
-    # stack with QUEUE_BACKEND=amqp (which has no MinIO to notify RabbitMQ itself).
-    amqp_bridge: Optional[bool] = None
-    # "rgw": storage is Ceph's RADOS Gateway, started by the runner (local/rgw.py), which
-    # notifies RabbitMQ itself; moto still holds the table and the webhook queue. "": moto's S3.
-    storage: str = ""
-    # The gateway's S3 port.
-    rgw_port: int = 7480
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "RunnerSettings":
-        values = {}
-        for field in fields(cls):
-            raw = environ.get(field.name.upper())
-            if raw is not None and raw != "":
-                values[field.name] = _parse(field.name, field.type, raw)
-        runner = cls(**values)
-        if runner.storage not in STORAGES:
-            raise ValueError(f"STORAGE must be rgw or unset, got {runner.storage!r}")
-        unknown = set(runner.components) - set(LOCAL_COMPONENTS)
-        if unknown:
-            raise ValueError(f"LOCAL_COMPONENTS: unknown {sorted(unknown)}; choose from {LOCAL_COMPONENTS}")
-        return runner
-
-    @property
-    def components(self) -> set[str]:
-        return set(filter(None, self.local_components.split(",")))
-
-
-def _parse(name: str, kind: str, raw: str):
+def parse_value(name: str, kind: str, raw: str):
+    """A variable's text as the field's type (local/settings.py reads the runner's with it too)."""
     if kind in ("bool", "Optional[bool]"):
         if raw not in ("0", "1"):
             raise ValueError(f"{env_name(name)} must be 0 or 1, got {raw!r}")

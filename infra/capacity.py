@@ -26,6 +26,8 @@ from chalicelib.config import Settings
 from chalicelib.domain.jobs import SWEEP_SHARDS
 
 DAY = 86_400
+# The settings' defaults, as every stage deploys them (tests/deploy/test_capacity.py).
+DEFAULTS = Settings()
 
 # -- AWS's limits, as published ---------------------------------------------------------------
 LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # per Region, default; adjustable
@@ -165,12 +167,12 @@ API_POLL_SECONDS = 0.03  # GET: one read, two presigned URLs
 POLLS_PER_IMAGE = 2  # clients honour Retry-After: 2 and mostly find the job ready by then
 IMAGES_PER_ACTIVE_USER_DAY = 10
 AUTHS_PER_ACTIVE_USER_DAY = 2  # a sign-in, a refresh (ID tokens last 60 minutes)
-SWEEP_TIMEOUT_S = 50  # .chalice/config.json `sweep`
+SWEEP_TIMEOUT_S = DEFAULTS.sweep_timeout_seconds  # .chalice/config.json `sweep`
 LIST_PAGE_MS = 50  # one ListObjectsV2 page of 1,000 keys
 SWEEP_BATCH = 100  # Sweeper.sweep: batches of 100 ...
 SWEEP_PER_RUN = 100 * SWEEP_BATCH * SWEEP_SHARDS  # ... at most 100 per status and shard
-SWEEP_THREADS = 16  # Settings.sweep_threads
-SWEEP_BUDGET_S = 40  # Settings.sweep_budget_seconds: no new shard or batch after it
+SWEEP_THREADS = DEFAULTS.sweep_threads
+SWEEP_BUDGET_S = DEFAULTS.sweep_budget_seconds  # no new shard or batch after it
 S3_DELETE_OBJECTS_MS = 60  # one DeleteObjects of a batch's 300 keys (assumed: 2 small calls)
 DYNAMO_BATCH_WRITE_MS = 10  # one BatchWriteItem of 25 deletes (assumed: 2 small calls)
 
@@ -226,12 +228,12 @@ def sweeper_jobs_per_second(threads: int = SWEEP_THREADS) -> float:
 # prefix per hex digit of the job id. A run every minute takes one digit's two ranges (one
 # thread each), page by page: a LIST of 1,000 keys, a BatchGetItem per 100 jobs, the point
 # saved; it stops at its budget and the digit's next run, 16 minutes later, resumes there.
-ORPHAN_SCAN_TIMEOUT_S = 900  # .chalice/config.json `sweep_orphans`
+ORPHAN_SCAN_TIMEOUT_S = DEFAULTS.orphan_scan_timeout_seconds  # .chalice/config.json `sweep_orphans`
 ORPHAN_SCAN_MEMORY_MB = 1769  # ... a whole core: the threads parse the answers under one GIL
-ORPHAN_RUN_EVERY_S = 60  # Settings.orphan_scan_interval_seconds
-ORPHAN_BUDGET_S = 840  # Settings.orphan_scan_budget_seconds
+ORPHAN_RUN_EVERY_S = DEFAULTS.orphan_scan_interval_seconds
+ORPHAN_BUDGET_S = DEFAULTS.orphan_scan_budget_seconds
 ORPHAN_DIGITS = 16  # a digit's ranges come round every 16 runs
-ORPHAN_PASS_S = DAY  # Settings.orphan_pass_seconds: every range must finish a pass within it
+ORPHAN_PASS_S = DEFAULTS.orphan_pass_seconds  # every range must finish a pass within it
 ORPHAN_KEYS_PER_JOB = {"originals/": 1, "renditions/": RENDITIONS_PER_JOB}
 BATCH_GET_MS = 25  # assumed: one consistent BatchGetItem of 100 small projected items
 SCAN_PAGE_KEYS = 1000  # orphans.PAGE_KEYS: a point saved (one PutItem) per page
@@ -258,7 +260,7 @@ def orphan_scan_jobs_per_second() -> float:
     return min(io_bound, cpu_bound)
 
 
-def orphan_scan_max_images_per_day(retention_days: float = 7) -> float:
+def orphan_scan_max_images_per_day(retention_days: float = DEFAULTS.retention_seconds / DAY) -> float:
     """Past this, some range cannot finish its pass a day: the stored jobs of one digit over
     what its runs (one every 16 minutes, each its budget) read in a day."""
     runs_per_digit = ORPHAN_PASS_S / (ORPHAN_RUN_EVERY_S * ORPHAN_DIGITS)
@@ -457,7 +459,7 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
               top / IMAGES_PER_ACTIVE_USER_DAY * AUTHS_PER_ACTIVE_USER_DAY, COGNITO_AUTH_RPS, "req/s"),
         Usage("Sweeper: expired jobs removed", f"{SWEEP_THREADS} threads x {SWEEP_BUDGET_S} s a minute, batched",
               avg, top, sweeper_jobs_per_second(), "jobs/s", "average"),
-        Usage("Orphan scan: a pass a day", "a hex digit a minute, 840 s, batched",
+        Usage("Orphan scan: a pass a day", f"a hex digit a minute, {ORPHAN_BUDGET_S} s, batched",
               images_per_day, images_per_day, orphan_scan_max_images_per_day(), "images/day", "average"),
     ]
     return rows

@@ -1,12 +1,12 @@
 """`python -m local`: the whole service on this machine, in the foreground until Ctrl-C.
 
 Environment (all optional): the runner's own settings are RunnerSettings in
-chalicelib/config.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0: use the services at
+local/settings.py (API_PORT, AWS_PORT, WEB_PORT, WEB_SUBJECT, EMBEDDED_AWS (0: use the services at
 AWS_ENDPOINT_URL, default http://127.0.0.1:$AWS_PORT, where `make localstack` listens),
 LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks,push, PUSH_PORT,
 PUSH_MANAGEMENT_PORT, WORKER_CONCURRENCY,
 WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE, STORAGE (rgw: Ceph's RADOS Gateway, local/rgw.py),
-RGW_PORT), and the service's are Settings there (QUEUE_BACKEND, AUTH_JWT_SECRET,
+RGW_PORT), and the service's are chalicelib/config.py's Settings (QUEUE_BACKEND, AUTH_JWT_SECRET,
 WEBHOOK_ALLOW_LOOPBACK, ...).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ LOCALSTACK_INIT_TIMEOUT = 180
 
 
 def main() -> int:
-    from chalicelib.config import RunnerSettings
+    from local.settings import RunnerSettings
 
     try:
         runner = RunnerSettings.from_environ(os.environ)

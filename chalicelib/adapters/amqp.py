@@ -19,12 +19,14 @@ log = get_logger("amqp")
 
 @dataclass(frozen=True)
 class Topology:
+    """Built only from Settings (from_settings), so it has no defaults of its own."""
+
     exchange: str
     routing_key: str
     queue: str
     delivery_limit: int
-    dead_letter_max_length: int = 10_000
-    dead_letter_ttl_seconds: int = 14 * 24 * 3600
+    dead_letter_max_length: int
+    dead_letter_ttl_seconds: int
 
     @property
     def dead_letter_exchange(self) -> str:

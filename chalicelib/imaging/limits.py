@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooComplex, InvalidImage
 
 if TYPE_CHECKING:  # the API's read path must not import Pillow
@@ -20,13 +21,19 @@ if TYPE_CHECKING:  # the API's read path must not import Pillow
 
 @dataclass(frozen=True)
 class DecodeLimits:
+    """The decode budget; its defaults are Settings' (stated there once)."""
+
     # libjpeg writes 10 scans for a colour progressive JPEG, mozjpeg a few more; bombs
     # repeat scans by the thousand, and every scan walks every block of the image.
-    max_scans: int = 64
+    max_scans: int = Settings.max_scans
     # Frames, pages or layers. Only the first is decoded, but every one must be parsed.
-    max_frames: int = 1000
+    max_frames: int = Settings.max_frames
     # ICC profiles, EXIF, XMP, comments and other application data, together.
-    max_metadata_bytes: int = 1024 * 1024
+    max_metadata_bytes: int = Settings.max_metadata_bytes
+
+    @classmethod
+    def of(cls, settings: Settings) -> "DecodeLimits":
+        return cls(settings.max_scans, settings.max_frames, settings.max_metadata_bytes)
 
 
 @dataclass(frozen=True)

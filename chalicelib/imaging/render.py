@@ -108,12 +108,12 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Coding:
-    """Each format's coding (the settings of chalicelib/config.py)."""
+    """Each format's coding (the settings of chalicelib/config.py, whose defaults are these)."""
 
-    jpeg_quality: int = 85
-    webp_quality: int = 85
-    avif_quality: int = 70
-    avif_speed: int = 9
+    jpeg_quality: int = Settings.jpeg_quality
+    webp_quality: int = Settings.webp_quality
+    avif_quality: int = Settings.avif_quality
+    avif_speed: int = Settings.avif_speed
 
     @classmethod
     def of(cls, settings: Settings) -> "Coding":
@@ -189,15 +189,14 @@ def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Ima
 
 
 # The renditions every job has, at the default settings; the worker passes the job's own.
-_DEFAULTS = Settings()
-_ALWAYS_SPECS = tuple(spec for spec in rendition_specs(_DEFAULTS) if spec.name in ALWAYS)
+_ALWAYS_SPECS = tuple(spec for spec in rendition_specs(Settings()) if spec.name in ALWAYS)
 
 
 def make_renditions(
     data: bytes,
     max_pixels: int,
     specs: Sequence[RenditionSpec] = _ALWAYS_SPECS,
-    quality: int = _DEFAULTS.jpeg_quality,
+    quality: int = Settings.jpeg_quality,
     limits: DecodeLimits = DecodeLimits(),
 ) -> dict[RenditionName, Output]:
     """{name: output} for each spec, in the specs' order. Raises UnsupportedFormat /

@@ -114,9 +114,7 @@ class Context:
     def decode_limits(self) -> DecodeLimits:
         from chalicelib.imaging.limits import DecodeLimits  # uploads and the worker only, not a GET
 
-        s = self.settings
-        return DecodeLimits(max_scans=s.max_scans, max_frames=s.max_frames,
-                            max_metadata_bytes=s.max_metadata_bytes)
+        return DecodeLimits.of(self.settings)
 
     @cached_property
     def lease(self) -> timedelta:

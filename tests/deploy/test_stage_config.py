@@ -77,6 +77,8 @@ def test_writes_the_outputs_as_the_apps_variables_and_keeps_the_rest(tmp_path, o
     assert settings.worker_timeout_seconds == functions["handle_object_created"]["lambda_timeout"]
     assert settings.sweep_timeout_seconds == functions["sweep"]["lambda_timeout"]
     assert settings.orphan_scan_timeout_seconds == functions["sweep_orphans"]["lambda_timeout"]
+    # ... and derives from them the lease and the sweeps' budgets the defaults give.
+    assert (settings.lease_seconds, settings.sweep_budget_seconds, settings.orphan_scan_budget_seconds) == (120, 40, 840)
     assert settings.webhook_function_timeout_seconds == functions["deliver_webhook"]["lambda_timeout"]
     assert settings.push_stream_timeout_seconds == functions["push_job_changes"]["lambda_timeout"]
     # Only this app's clients' ID tokens name an owner (chalicelib/http/auth.py cognito_owner).
@@ -152,6 +154,8 @@ def test_refuses_a_queue_shorter_than_the_job_lease(tmp_path, outputs):
     path = project / ".chalice" / "config.json"
     edited = json.loads(path.read_text())
     edited["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"] = 13
+    # The lease set, as the one derived from the timeout always fits the visibility rule.
+    edited["stages"]["dev"]["environment_variables"]["LEASE_SECONDS"] = "120"
     path.write_text(json.dumps(edited))
     with pytest.raises(StageConfigError, match="lease"):
         write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "90"})
@@ -203,8 +207,10 @@ def test_refuses_a_stage_that_sets_the_local_runner_marker(tmp_path, outputs):
 
 def test_refuses_a_worker_that_may_outlive_its_lease(tmp_path, outputs):
     project = copy_project(tmp_path / "p")
-    _edit_stage(project, "dev", lambda st: st["lambda_functions"]["handle_object_created"].update(
-        lambda_timeout=150))  # still within the queue's 180 s visibility timeout
+    def edit(st):
+        st["lambda_functions"]["handle_object_created"].update(lambda_timeout=150)  # within the queue's 180 s
+        st["environment_variables"]["LEASE_SECONDS"] = "120"  # set: a derived lease outlives any timeout
+    _edit_stage(project, "dev", edit)
     with pytest.raises(ValueError, match="LEASE_SECONDS"):
         write_stage(project, "dev", outputs)
     assert not (project / ".chalice" / "policy-dev.json").exists()

@@ -100,7 +100,7 @@ def test_bad_numbers_are_refused_with_the_variables_name(value):
 
 
 def test_the_runner_reads_its_own_settings_from_the_same_place():
-    from chalicelib.config import RunnerSettings
+    from local.settings import RunnerSettings
 
     r = RunnerSettings.from_environ({"API_PORT": "9000", "EMBEDDED_AWS": "0",
                                      "LOCAL_COMPONENTS": "api,worker", "AMQP_BRIDGE": "1"})
@@ -112,7 +112,7 @@ def test_the_runner_reads_its_own_settings_from_the_same_place():
 @pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
                                  {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"}])
 def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
-    from chalicelib.config import RunnerSettings
+    from local.settings import RunnerSettings
 
     with pytest.raises(ValueError, match=next(iter(env))):
         RunnerSettings.from_environ(env)
@@ -223,3 +223,17 @@ def test_the_local_runner_decodes_no_more_images_at_once_than_its_memory_holds()
     assert worker_concurrency(2, settings, 2048 * mib) == 2
     assert worker_concurrency(8, settings, 100 * mib) == 1
     assert worker_concurrency(8, settings, None) == 8
+
+
+def test_the_lease_and_the_sweep_budgets_follow_their_timeouts_unless_set():
+    s = Settings.from_environ({**SECRET, "WORKER_TIMEOUT_SECONDS": "100", "SWEEP_TIMEOUT_SECONDS": "80",
+                               "ORPHAN_SCAN_TIMEOUT_SECONDS": "600"})
+    assert (s.lease_seconds, s.sweep_budget_seconds, s.orphan_scan_budget_seconds) == (160, 70, 540)
+    s = Settings.from_environ({**SECRET, "LEASE_SECONDS": "300", "SWEEP_BUDGET_SECONDS": "20",
+                               "ORPHAN_SCAN_BUDGET_SECONDS": "500"})
+    assert (s.lease_seconds, s.sweep_budget_seconds, s.orphan_scan_budget_seconds) == (300, 20, 500)
+
+
+def test_a_timeout_that_leaves_no_budget_refuses_to_start():
+    with pytest.raises(ValueError, match="SWEEP_BUDGET_SECONDS"):
+        Settings.from_environ({**SECRET, "SWEEP_TIMEOUT_SECONDS": "10"})

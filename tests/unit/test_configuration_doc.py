@@ -5,7 +5,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from chalicelib.config import RunnerSettings, Settings, env_name
+from chalicelib.config import Settings, env_name
+from local.settings import RunnerSettings
 from tests.markdown import section
 
 ROOT = Path(__file__).resolve().parents[2]
