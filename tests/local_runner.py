@@ -124,6 +124,12 @@ class Runner:
         return self.backend in ("localstack", "rgw")
 
 
+# The stack's names a runner provisions (chalicelib/config.py), each made unique per runner
+# on LocalStack.
+STACK_NAMES = {"IMAGES_BUCKET": "image-jobs", "JOBS_TABLE": "image-jobs", "EVENTS_QUEUE": "image-jobs-events",
+               "WEBHOOK_QUEUE": "image-jobs-webhooks"}
+
+
 @contextlib.contextmanager
 def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings: str):
     """A whole `python -m local` on free ports until the block ends: on its embedded stack, or
@@ -144,6 +150,12 @@ def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings:
     else:
         aws = aws_endpoint
         env.update(EMBEDDED_AWS="0", AWS_ENDPOINT_URL=aws)
+        # Names of its own on the shared LocalStack: two runners on one queue take each
+        # other's events, and the other's worker pushes to its own gateway, where this
+        # runner's sockets are not (push messages lost, seen as LocalStack's push "failing").
+        suffix = uuid.uuid4().hex[:8]
+        for name, default in STACK_NAMES.items():
+            env.setdefault(name, f"{default}-{suffix}")
     s3, backend = aws, "embedded" if aws_endpoint is None else "localstack"
     if storage == "rgw":
         rgw_port, suffix = free_port(), uuid.uuid4().hex[:8]
