@@ -453,7 +453,7 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
         expiring = min(rate + expired_backlog / dt, sweeper_rate) if sweeper_rate < math.inf else rate
         expired_backlog = max(0.0, expired_backlog + (rate - expiring) * dt)
 
-        # -- the sweep index's partitions ----------------------------------------------------
+        # -- the due index's partitions ------------------------------------------------------
         writes = {  # index writes on each status's key this tick (put + delete per job)
             "awaiting_upload": direct * (ok + claimed),
             "queued": ok + claimed,
@@ -738,7 +738,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results))
     print()
     print("429 gw/fn: uploads refused by API Gateway / for want of API concurrency; 503 shed: over "
-          "MAX_BACKLOG;\n503 index: the create write throttled by the sweep index; retry VT: claims "
+          "MAX_BACKLOG;\n503 index: the create write throttled by the due index; retry VT: claims "
           "and finishes throttled,\nback after the visibility timeout; fn throttles: worker invocations "
           "beyond the function's concurrency;\nwait: from visible in SQS to claimed; heat: the hottest "
           "index partition's peak writes / 1,000 WCU/s;\nfirst shed / index throttle: seconds after "

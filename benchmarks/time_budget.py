@@ -98,7 +98,7 @@ def compensated(svc) -> str:
 
     later = svc.ctx.clock() + svc.ctx.retention * 2
 
-    def due(status):  # the sweep index is sharded: every shard's due jobs
+    def due(status):  # the due index is sharded: every shard's due jobs
         with ThreadPoolExecutor(16) as pool:
             found = pool.map(lambda shard: svc.ctx.jobs.due(status, later, 100, shard=shard), range(SWEEP_SHARDS))
             return [job for jobs in found for job in jobs]

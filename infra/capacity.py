@@ -102,7 +102,7 @@ MEASURED = {
 RATE_LIMIT_WRITES_PER_1000_REQUESTS = 390
 RATE_LIMIT_WRU_PER_REQUEST = RATE_LIMIT_WRITES_PER_1000_REQUESTS / 1000
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
-# One query per status per shard of the sweep index, each run.
+# One query per status per shard of the due index, each run.
 SWEEP_STATUSES = 6
 SWEEP_RUN_QUERIES = SWEEP_STATUSES * SWEEP_SHARDS
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
@@ -325,8 +325,8 @@ def api_seconds_per_image(polls: int = POLLS_PER_IMAGE, direct_share: float = DI
 # -- what each stage deploys -------------------------------------------------------------------
 HEADROOM = 1.25  # concurrency above the mean need at the design peak: service-time spread, cold starts
 BACKLOG_SHARE_OF_QUEUE_TIMEOUT = 0.5  # shed before an accepted job could wait this share of QUEUE_TIMEOUT
-SHARD_TARGET = 0.5  # a sweep-index shard runs at most at half a partition at the design ceiling
-DESIGN_CEILING_PER_DAY = 100_000_000  # what the sweep index's shard count is sized for
+SHARD_TARGET = 0.5  # a due-index shard runs at most at half a partition at the design ceiling
+DESIGN_CEILING_PER_DAY = 100_000_000  # what the due index's shard count is sized for
 DESIGN_BURST = 10
 
 
@@ -393,7 +393,7 @@ def visibility_timeout(worker_timeout: int, lease_seconds: int) -> int:
 
 
 def sweep_shards(images_per_day: float = DESIGN_CEILING_PER_DAY, burst: float = DESIGN_BURST) -> int:
-    """Shards of each status in the sweep index: the hottest key's writes at the ceiling's
+    """Shards of each status in the due index: the hottest key's writes at the ceiling's
     peak, over SHARD_TARGET of a partition, up to a power of two."""
     hottest = max(index_writes_per_key().values()) * peak_rate(images_per_day, burst)
     needed = hottest / (DYNAMO_PARTITION_WCU * SHARD_TARGET)
@@ -448,10 +448,10 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
               avg * (per_image("wcu") + rate_limit_wru_per_image()),
               top * (per_image("wcu") - MEASURED["expiry"]["wcu"] + rate_limit_wru_per_image())
               + avg * MEASURED["expiry"]["wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
-        Usage("DynamoDB sweep index writes", "40,000 WRU/s per table (we read: per index too)",
+        Usage("DynamoDB due index writes", "40,000 WRU/s per table (we read: per index too)",
               avg * per_image("index_wcu"), top * (per_image("index_wcu") - MEASURED["expiry"]["index_wcu"])
               + avg * MEASURED["expiry"]["index_wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
-        Usage(f"sweep index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
+        Usage(f"due index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
               "1,000 WRU/s per partition", avg * keys / shards, top * keys / shards,
               DYNAMO_PARTITION_WCU, "WRU/s"),
         Usage("Cognito sign-ins and refreshes", "120 rps (UserAuthentication)",
@@ -475,7 +475,7 @@ def print_limits() -> None:
         print(f"stage {stage}: designed for {design.images_per_day:,} images/day x{design.burst:g}: "
               f"maximum concurrency {sizes.max_concurrency}, reserved {sizes.reserved_concurrency}, "
               f"MAX_BACKLOG {sizes.max_backlog:,}")
-    print(f"sweep index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {sweep_shards()}")
+    print(f"due index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {sweep_shards()}")
     print()
     for per_day in (1_000_000, 10_000_000, 100_000_000):
         print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index in {SWEEP_SHARDS} shards)")

@@ -32,7 +32,7 @@ TERMINAL = frozenset({JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED})
 _STEP = {JobStatus.AWAITING_UPLOAD: 0, JobStatus.QUEUED: 1, JobStatus.PROCESSING: 2,
          JobStatus.READY: 3, JobStatus.FAILED: 3, JobStatus.CANCELLED: 3}
 
-# The sweep index is write-sharded (docs/scale.md §6.1): its partition key is the status and
+# The due index is write-sharded (docs/scale.md §6.1): its partition key is the status and
 # a shard of the job id, so no one status's key takes every job's writes. Fixed: changing it
 # re-keys every item (infra.capacity.sweep_shards() derives it; tests/deploy pins that).
 SWEEP_SHARDS = 64
@@ -45,7 +45,7 @@ def sweep_shard(job_id: str) -> int:
 
 
 def shard_key(status: JobStatus, shard: int) -> str:
-    """The sweep index's partition key of one status's shard, e.g. `queued#07`."""
+    """The due index's partition key of one status's shard, e.g. `queued#07`."""
     return f"{status.value}#{shard:02d}"
 
 

@@ -49,7 +49,7 @@ class Sweeper:
         self._start_lock = threading.Lock()
 
     def sweep(self, batch: int = 100, max_batches: int = 100) -> Counter:
-        """One pass over the jobs that are due: every shard of the sweep index, each shard
+        """One pass over the jobs that are due: every shard of the due index, each shard
         status by status, the shards in a thread pool (docs/scale.md §6.1, §6.2).
 
         At most max_batches batches of a status per shard; the time budget binds first:

@@ -76,7 +76,7 @@ def test_the_template_visibility_timeout_is_the_models():
     assert seconds == cap.visibility_timeout(longest, Settings().lease_seconds)
 
 
-def test_the_sweep_index_shards_keep_the_ceilings_hottest_key_under_half_a_partition():
+def test_the_due_index_shards_keep_the_ceilings_hottest_key_under_half_a_partition():
     shards = cap.sweep_shards()
     assert shards & (shards - 1) == 0  # a power of two
     hottest = max(cap.index_writes_per_key().values())

@@ -330,7 +330,7 @@ FAR = NOW + timedelta(days=30)  # every job written here is due by then
 
 
 def indexed_as(store, job_id) -> list[JobStatus]:
-    """The statuses under which the sweep index finds the job, in its own shard."""
+    """The statuses under which the due index finds the job, in its own shard."""
     return [status for status in JobStatus
             if job_id in {j.job_id for j in store.due(status, FAR, 100, shard=sweep_shard(job_id))}]
 

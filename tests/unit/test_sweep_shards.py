@@ -1,4 +1,4 @@
-"""The sweep index's write shards (docs/scale.md 6.1) and the sweeper that asks every one of
+"""The due index's write shards (docs/scale.md 6.1) and the sweeper that asks every one of
 them: the spread of the shard function, two sweeps at once acting once per job, and the
 time budget that stops a run taking new shards."""
 import dataclasses
