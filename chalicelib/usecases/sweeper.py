@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
-from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus
+from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, SweepOutcome
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
@@ -69,8 +69,8 @@ class Sweeper:
         )
         stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
         with self._start_lock:
-            start = self._start if self._start is not None else int(now.timestamp() // 60) % SWEEP_SHARDS
-        order = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
+            start = self._start if self._start is not None else int(now.timestamp() // 60) % DUE_SHARDS
+        order = [(start + i) % DUE_SHARDS for i in range(DUE_SHARDS)]
         # Each shard runs in a copy of this invocation's context, so that its time budget
         # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in order]
