@@ -11,7 +11,7 @@ starts its own moto server on a free port.
 Capacity units follow DynamoDB's published rules: an item's size is the sum of its attribute
 names and values; a write costs ceil(size / 1 KB) write units, the larger of the item's
 size before and after (twice that inside a transaction); a strongly consistent read costs
-ceil(size / 4 KB) read units, an eventually consistent one half that. The sweep index (`sweep_sharded`)
+ceil(size / 4 KB) read units, an eventually consistent one half that. The due index (`sweep_sharded`)
 projects every attribute, so each base write that moves an item in or out of the index, or
 changes its key, costs index writes too: a delete of the old entry and a put of the new one.
 infra/capacity.py keeps these figures as the model's inputs; a test re-measures them.
@@ -226,7 +226,7 @@ def measure(endpoint: str) -> dict:
 
     import requests
 
-    from chalicelib.adapters.dynamo_jobs import SWEEP_SHARDED_INDEX
+    from chalicelib.adapters.dynamo_jobs import DUE_INDEX
     from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
     from chalicelib.domain.events import parse_message
@@ -244,7 +244,7 @@ def measure(endpoint: str) -> dict:
     stack = provision(settings, clients["sqs"], clients["s3"], clients["dynamodb"])
     (table,) = [r["Properties"] for r in load_template()["Resources"].values()
                 if r["Type"] == "AWS::DynamoDB::Table"]
-    (index,) = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == SWEEP_SHARDED_INDEX]
+    (index,) = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == DUE_INDEX]
     index_keys = tuple(k["AttributeName"] for k in index["KeySchema"])
 
     logs = _LOGS

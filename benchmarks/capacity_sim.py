@@ -392,7 +392,7 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
     expired_backlog = 0.0
     sweeper_rate = (cap.sweeper_jobs_per_second(sc.sweep_threads) if sc.parallel_sweeper
                     else cap.sequential_sweeper_jobs_per_second())
-    schemes = sorted({sc.shards, 1, cap.sweep_shards()} if compare else {sc.shards})
+    schemes = sorted({sc.shards, 1, cap.due_shards()} if compare else {sc.shards})
     res.heat = {s: 0.0 for s in schemes}
     ticks = int(sc.horizon / dt)
 
@@ -453,7 +453,7 @@ def simulate(sc: Scenario, seed: int = 1, compare: bool = True) -> Result:
         expiring = min(rate + expired_backlog / dt, sweeper_rate) if sweeper_rate < math.inf else rate
         expired_backlog = max(0.0, expired_backlog + (rate - expiring) * dt)
 
-        # -- the sweep index's partitions ----------------------------------------------------
+        # -- the due index's partitions ------------------------------------------------------
         writes = {  # index writes on each status's key this tick (put + delete per job)
             "awaiting_upload": direct * (ok + claimed),
             "queued": ok + claimed,
@@ -542,7 +542,7 @@ def old_prod(images_per_day: float, **changes) -> Scenario:
 
 def plan_100m(**changes) -> Scenario:
     """docs/scale.md's plan for 100M: 8 queues and mappings, quotas raised, index sharded."""
-    shards = cap.sweep_shards()
+    shards = cap.due_shards()
     base = Scenario("100M/day, 100M plan", 100e6, max_concurrency=1_000, reserved=8_000,
                     max_backlog=8 * cap.stage_sizes(cap.STAGE_DESIGNS["prod"]).max_backlog,
                     shards=shards, mappings=8, account_concurrency=12_000, api_rps=40_000,
@@ -551,7 +551,7 @@ def plan_100m(**changes) -> Scenario:
 
 
 def scenarios() -> list[Scenario]:
-    shards = cap.sweep_shards()
+    shards = cap.due_shards()
     sizes = cap.stage_sizes(cap.STAGE_DESIGNS["prod"])
     return [
         old_prod(1e6),
@@ -738,13 +738,13 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results))
     print()
     print("429 gw/fn: uploads refused by API Gateway / for want of API concurrency; 503 shed: over "
-          "MAX_BACKLOG;\n503 index: the create write throttled by the sweep index; retry VT: claims "
+          "MAX_BACKLOG;\n503 index: the create write throttled by the due index; retry VT: claims "
           "and finishes throttled,\nback after the visibility timeout; fn throttles: worker invocations "
           "beyond the function's concurrency;\nwait: from visible in SQS to claimed; heat: the hottest "
           "index partition's peak writes / 1,000 WCU/s;\nfirst shed / index throttle: seconds after "
           "the burst began; expired left: jobs past retention not yet removed.")
     print()
-    shards = cap.sweep_shards()
+    shards = cap.due_shards()
     sharded = lambda v: prod(v, shards=shards, parallel_sweeper=True)  # noqa: E731
     points = [
         ("old prod (max 10, MAX_BACKLOG 10,000): an upload refused", old_prod, lambda r: refusals(r) > 0),

@@ -94,13 +94,13 @@ def measure(svc, budgeted: bool, timeout: float) -> tuple[float, str]:
 
 def compensated(svc) -> str:
     """Did the failed upload's job end failed and its key go free?"""
-    from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
+    from chalicelib.domain.jobs import DUE_SHARDS, JobStatus
 
     later = svc.ctx.clock() + svc.ctx.retention * 2
 
-    def due(status):  # the sweep index is sharded: every shard's due jobs
+    def due(status):  # the due index is sharded: every shard's due jobs
         with ThreadPoolExecutor(16) as pool:
-            found = pool.map(lambda shard: svc.ctx.jobs.due(status, later, 100, shard=shard), range(SWEEP_SHARDS))
+            found = pool.map(lambda shard: svc.ctx.jobs.due(status, later, 100, shard=shard), range(DUE_SHARDS))
             return [job for jobs in found for job in jobs]
 
     if due(JobStatus.FAILED):

@@ -158,7 +158,7 @@ class JobStore(Protocol):
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         """Jobs in `status` whose sweep_at has come, soonest first, from one shard of the
-        sweep index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py)."""
+        due index: those whose sweep_key is shard_key(status, shard) (chalicelib/domain/jobs.py)."""
         ...
 
     def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,

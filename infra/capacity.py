@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from chalicelib.config import Settings
-from chalicelib.domain.jobs import SWEEP_SHARDS
+from chalicelib.domain.jobs import DUE_SHARDS
 
 DAY = 86_400
 # The settings' defaults, as every stage deploys them (tests/deploy/test_capacity.py).
@@ -102,9 +102,9 @@ MEASURED = {
 RATE_LIMIT_WRITES_PER_1000_REQUESTS = 390
 RATE_LIMIT_WRU_PER_REQUEST = RATE_LIMIT_WRITES_PER_1000_REQUESTS / 1000
 CLIENT_S3_POSTS = {"direct_upload": 1}  # the client's POST of the file: billed as a PUT
-# One query per status per shard of the sweep index, each run.
+# One query per status per shard of the due index, each run.
 SWEEP_STATUSES = 6
-SWEEP_RUN_QUERIES = SWEEP_STATUSES * SWEEP_SHARDS
+SWEEP_RUN_QUERIES = SWEEP_STATUSES * DUE_SHARDS
 SWEEP_RUN_QUEUE_READS = 4  # GetQueueAttributes: the events and webhook queues and their DLQs
 ORPHAN_SCAN_READS_PER_STORED_JOB = 2  # each day's pass reads each job once per prefix (RRU)
 # The renditions a job gets by default (chalicelib/domain/renditions.py): display, thumb and
@@ -170,7 +170,7 @@ AUTHS_PER_ACTIVE_USER_DAY = 2  # a sign-in, a refresh (ID tokens last 60 minutes
 SWEEP_TIMEOUT_S = DEFAULTS.sweep_timeout_seconds  # .chalice/config.json `sweep`
 LIST_PAGE_MS = 50  # one ListObjectsV2 page of 1,000 keys
 SWEEP_BATCH = 100  # Sweeper.sweep: batches of 100 ...
-SWEEP_PER_RUN = 100 * SWEEP_BATCH * SWEEP_SHARDS  # ... at most 100 per status and shard
+SWEEP_PER_RUN = 100 * SWEEP_BATCH * DUE_SHARDS  # ... at most 100 per status and shard
 SWEEP_THREADS = DEFAULTS.sweep_threads
 SWEEP_BUDGET_S = DEFAULTS.sweep_budget_seconds  # no new shard or batch after it
 S3_DELETE_OBJECTS_MS = 60  # one DeleteObjects of a batch's 300 keys (assumed: 2 small calls)
@@ -325,8 +325,8 @@ def api_seconds_per_image(polls: int = POLLS_PER_IMAGE, direct_share: float = DI
 # -- what each stage deploys -------------------------------------------------------------------
 HEADROOM = 1.25  # concurrency above the mean need at the design peak: service-time spread, cold starts
 BACKLOG_SHARE_OF_QUEUE_TIMEOUT = 0.5  # shed before an accepted job could wait this share of QUEUE_TIMEOUT
-SHARD_TARGET = 0.5  # a sweep-index shard runs at most at half a partition at the design ceiling
-DESIGN_CEILING_PER_DAY = 100_000_000  # what the sweep index's shard count is sized for
+SHARD_TARGET = 0.5  # a due-index shard runs at most at half a partition at the design ceiling
+DESIGN_CEILING_PER_DAY = 100_000_000  # what the due index's shard count is sized for
 DESIGN_BURST = 10
 
 
@@ -392,8 +392,8 @@ def visibility_timeout(worker_timeout: int, lease_seconds: int) -> int:
     return max(VISIBILITY_PER_FUNCTION_TIMEOUT * worker_timeout, lease_seconds)
 
 
-def sweep_shards(images_per_day: float = DESIGN_CEILING_PER_DAY, burst: float = DESIGN_BURST) -> int:
-    """Shards of each status in the sweep index: the hottest key's writes at the ceiling's
+def due_shards(images_per_day: float = DESIGN_CEILING_PER_DAY, burst: float = DESIGN_BURST) -> int:
+    """Shards of each status in the due index: the hottest key's writes at the ceiling's
     peak, over SHARD_TARGET of a partition, up to a power of two."""
     hottest = max(index_writes_per_key().values()) * peak_rate(images_per_day, burst)
     needed = hottest / (DYNAMO_PARTITION_WCU * SHARD_TARGET)
@@ -448,10 +448,10 @@ def usage(images_per_day: float, burst: float = DESIGN_BURST,
               avg * (per_image("wcu") + rate_limit_wru_per_image()),
               top * (per_image("wcu") - MEASURED["expiry"]["wcu"] + rate_limit_wru_per_image())
               + avg * MEASURED["expiry"]["wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
-        Usage("DynamoDB sweep index writes", "40,000 WRU/s per table (we read: per index too)",
+        Usage("DynamoDB due index writes", "40,000 WRU/s per table (we read: per index too)",
               avg * per_image("index_wcu"), top * (per_image("index_wcu") - MEASURED["expiry"]["index_wcu"])
               + avg * MEASURED["expiry"]["index_wcu"], DYNAMO_TABLE_UNITS, "WRU/s"),
-        Usage(f"sweep index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
+        Usage(f"due index, hottest key ({shards} shard{'s' if shards > 1 else ''})",
               "1,000 WRU/s per partition", avg * keys / shards, top * keys / shards,
               DYNAMO_PARTITION_WCU, "WRU/s"),
         Usage("Cognito sign-ins and refreshes", "120 rps (UserAuthentication)",
@@ -475,12 +475,12 @@ def print_limits() -> None:
         print(f"stage {stage}: designed for {design.images_per_day:,} images/day x{design.burst:g}: "
               f"maximum concurrency {sizes.max_concurrency}, reserved {sizes.reserved_concurrency}, "
               f"MAX_BACKLOG {sizes.max_backlog:,}")
-    print(f"sweep index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {sweep_shards()}")
+    print(f"due index shards for {DESIGN_CEILING_PER_DAY:,}/day x{DESIGN_BURST}: {due_shards()}")
     print()
     for per_day in (1_000_000, 10_000_000, 100_000_000):
-        print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index in {SWEEP_SHARDS} shards)")
+        print(f"== {per_day:,} images/day, bursts x{DESIGN_BURST} (prod sizes; index in {DUE_SHARDS} shards)")
         print(f"{'component':<40} {'limit':<38} {'capacity':>11} {'average':>11} {'peak':>11} {'load':>6}")
-        for row in usage(per_day, max_concurrency=prod.max_concurrency, shards=SWEEP_SHARDS):
+        for row in usage(per_day, max_concurrency=prod.max_concurrency, shards=DUE_SHARDS):
             flag = "  BREAKS" if row.load > 1 else ""
             print(f"{row.component:<40} {row.limit:<38} {row.capacity:>11,.0f} {row.average:>11,.1f} "
                   f"{row.peak:>11,.1f} {row.load:>6.2f}{flag}")

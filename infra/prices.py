@@ -116,7 +116,7 @@ def cost_per_1000(images_per_day: float) -> list[Line]:
              marginal(stored_gb * months_stored, month, S3_STORAGE_GB_MONTH)),
         Line("SQS", f"{sqs} requests", sqs * SQS_REQUEST),
         Line("DynamoDB writes", f"{cap.per_image('wcu') + cap.per_image('index_wcu'):g} WRU "
-             "(table + sweep index)", (cap.per_image("wcu") + cap.per_image("index_wcu")) * DYNAMO_WRITE_UNIT),
+             "(table + due index)", (cap.per_image("wcu") + cap.per_image("index_wcu")) * DYNAMO_WRITE_UNIT),
         Line("DynamoDB rate limit", f"{cap.rate_limit_wru_per_image():g} WRU (one an API request)",
              cap.rate_limit_wru_per_image() * DYNAMO_WRITE_UNIT),
         Line("DynamoDB reads", f"{cap.per_image('rcu'):g} RRU + orphan scan "

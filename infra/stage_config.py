@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX
+from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, DUE_INDEX
 from chalicelib.config import Settings, env_name
 from infra.capacity import VISIBILITY_PER_FUNCTION_TIMEOUT
 
@@ -299,11 +299,11 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
                 "Resource": [table_arn],
             },
             {
-                "Sid": "SweepIndex",
+                "Sid": "SweepIndex",  # the due index's statement, its id as deployed
                 "Effect": "Allow",
                 # The sweeper's shards, and the list's owner index.
                 "Action": ["dynamodb:Query"],
-                "Resource": [f"{table_arn}/index/{SWEEP_SHARDED_INDEX}",
+                "Resource": [f"{table_arn}/index/{DUE_INDEX}",
                              f"{table_arn}/index/{OWNER_CREATED_INDEX}"],
             },
         ],

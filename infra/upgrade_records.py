@@ -2,7 +2,7 @@
 `python -m infra.upgrade_records <table> [--region R] [--endpoint-url URL]`.
 
 Items written by the first release (stored shape 1, CHANGELOG.md) have no `sweep_key`, and
-the sweeper reads only the sharded sweep index: without it they would wait for their TTL
+the sweeper reads only the sharded due index: without it they would wait for their TTL
 instead of being swept (their renditions are read either way). It scans the whole table
 once, so it is a step of the upgrade, never a schedule; running it again writes nothing.
 """

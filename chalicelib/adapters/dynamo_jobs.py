@@ -46,9 +46,10 @@ JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SCAN_PREFIX = "orphan-scan#"
-# The sweep index, write-sharded: partition key `sweep_key` (`<status>#<shard>`), sort key
-# `sweep_at` (docs/scale.md §6.1).
-SWEEP_SHARDED_INDEX = "sweep_sharded"
+# The due index: the jobs by when the sweeper should look at them next, write-sharded:
+# partition key `sweep_key` (`<status>#<shard>`), sort key `sweep_at` (docs/scale.md §6.1).
+# Its name and its attributes' are those stored and deployed (infra/template.yaml).
+DUE_INDEX = "sweep_sharded"
 # The list's index: partition key `owner`, sort key `created_at`, keys only (docs/scale.md
 # §11): a job's later writes leave its keys alone, so only its creation writes the index.
 OWNER_CREATED_INDEX = "owner_created"
@@ -134,9 +135,9 @@ class JobItem(Model):
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
-    # The sweep index's sort key: when the sweeper should look at this job next.
+    # The due index's sort key: when the sweeper should look at this job next.
     sweep_at = UTCDateTimeAttribute(null=True)
-    # The sweep index's partition key, sweep_key(status, job id): set with every status.
+    # The due index's partition key, sweep_key(status, job id): set with every status.
     sweep_key = UnicodeAttribute(null=True)
     resends = NumberAttribute(default=0, attr_name="redrives")  # stored under its older name
     declared_type = UnicodeAttribute(null=True)
@@ -189,8 +190,8 @@ class IdempotencyItem(Model):
 def job_model(table: DynamoTable) -> type[JobItem]:
     """JobItem bound to the table, with its two indexes."""
     # A fresh index class per binding: PynamoDB keeps an index's model on its Meta class.
-    sweep_index = type("SweepIndex", (GlobalSecondaryIndex,), {
-        "Meta": type("Meta", (), {"index_name": SWEEP_SHARDED_INDEX, "projection": AllProjection()}),
+    due_index = type("DueIndex", (GlobalSecondaryIndex,), {
+        "Meta": type("Meta", (), {"index_name": DUE_INDEX, "projection": AllProjection()}),
         "sweep_key": UnicodeAttribute(hash_key=True),
         "sweep_at": UTCDateTimeAttribute(range_key=True),
     })()
@@ -200,7 +201,7 @@ def job_model(table: DynamoTable) -> type[JobItem]:
         "owner": UnicodeAttribute(hash_key=True),
         "created_at": UTCDateTimeAttribute(range_key=True),
     })()
-    return table.model(JobItem, sweep_sharded_index=sweep_index, owner_created_index=owner_index)
+    return table.model(JobItem, due_index=due_index, owner_created_index=owner_index)
 
 
 class DynamoJobStore:
@@ -394,7 +395,7 @@ class DynamoJobStore:
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         m = self._model
         try:
-            items = m.sweep_sharded_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
+            items = m.due_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
         except PynamoDBException as error:
             raise TransientError("job table unavailable") from error
@@ -551,7 +552,7 @@ def _sleep(seconds: float) -> None:
 
 def add_missing_sweep_keys(model: type[JobItem]) -> int:
     """Give every job item written before `sweep_key` (stored shape 1) its key, so that the
-    sweep index holds it: once, when a table of the first release is upgraded
+    due index holds it: once, when a table of the first release is upgraded
     (infra/upgrade_records.py, docs/deploy.md). A Scan of the whole table, so an operator's
     step and never a function's (the stage policy allows no Scan). Each write is conditional
     on the status the scan read and on the key still missing; returns how many it wrote."""

@@ -1,7 +1,7 @@
 """Push on DynamoDB: the connection registry, and the job changes read from the table's stream.
 
 The registry is two kinds of item in the jobs table, neither with a status or sweep_at, so
-the sweep index never sees them: `push#<owner>`, the set of the owner's connection ids (one
+the due index never sees them: `push#<owner>`, the set of the owner's connection ids (one
 read finds them all), and `push-connection#<id>`, its owner (what a disconnect, which names
 only the connection, needs). Both carry a TTL past API Gateway's 2-hour limit, so an entry
 whose disconnect never came goes by itself, if no send has found it gone first.

@@ -1,5 +1,5 @@
 """RateStore on DynamoDB through PynamoDB: one item per owner, `rate#<owner>`, in the jobs
-table. It has no status, sweep_key or sweep_at, so neither sweep index ever sees it.
+table. It has no status, sweep_key or sweep_at, so the due index never sees it.
 
 A lease of tokens is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB
 applies each one atomically, so every API process, on every instance, takes from the same

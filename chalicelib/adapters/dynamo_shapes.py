@@ -27,7 +27,7 @@ SHAPE_VERSION = 3
 SHAPES = {
     1: "job items with `display` and `thumb` maps (key, width, height, content_type); "
        "rendition keys renditions/<id>/<name>.jpg; no `sweep_key`",
-    2: "adds `sweep_key` (`<status>#<shard>`, the sharded sweep index's partition key); "
+    2: "adds `sweep_key` (`<status>#<shard>`, the sharded due index's partition key); "
        "rendition keys fenced per attempt, renditions/<id>/<attempt>/<name>.jpg",
     3: "one `renditions` map keyed by rendition name replaces `display` and `thumb`; each "
        "entry may hold `variants` ({format: {key, bytes}}); adds `formats`, `placeholder`, "
@@ -65,7 +65,7 @@ def _renditions_as_one_map(item: Item) -> Item:
 
 
 # In order, each step bringing its shapes one step further. Shape 1 differs from 2 only by
-# `sweep_key`, an attribute of the sweep index that no reader of a job uses, so no step; an
+# `sweep_key`, an attribute of the due index that no reader of a job uses, so no step; an
 # item without `sizes` (every shape, and shape 3 before issue 33) reads as the two
 # renditions every such job has (DynamoJobStore._to_job), so no step either.
 _STEPS: tuple[Callable[[Item], Item], ...] = (

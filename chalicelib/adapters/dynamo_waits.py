@@ -1,5 +1,5 @@
 """WaitSlots on DynamoDB through PynamoDB: one item per slot, `wait#<owner>#<n>`, in the jobs
-table (no status or sweep_at, so the sweep index never sees it; TTL removes idle ones).
+table (no status or sweep_at, so the due index never sees it; TTL removes idle ones).
 
 A slot is taken by one conditional write (nobody holds it, or its holder's time is over) and
 given back by one conditional delete (only by its holder): two writes per held request, and

@@ -1,5 +1,5 @@
 """WebhookStore on DynamoDB through PynamoDB: one item per owner, `webhook#<owner>`, in the
-jobs table (it has no status or sweep_at, so the sweep index never sees it). DeliverySlots
+jobs table (it has no status or sweep_at, so the due index never sees it). DeliverySlots
 beside it: one item per slot, `deliver#<receiver>#<n>`, taken and given back as the wait
 slots are (adapters/dynamo_waits.py), and TTL removes idle ones.
 

@@ -32,26 +32,26 @@ TERMINAL = frozenset({JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED})
 _STEP = {JobStatus.AWAITING_UPLOAD: 0, JobStatus.QUEUED: 1, JobStatus.PROCESSING: 2,
          JobStatus.READY: 3, JobStatus.FAILED: 3, JobStatus.CANCELLED: 3}
 
-# The sweep index is write-sharded (docs/scale.md §6.1): its partition key is the status and
+# The due index is write-sharded (docs/scale.md §6.1): its partition key is the status and
 # a shard of the job id, so no one status's key takes every job's writes. Fixed: changing it
-# re-keys every item (infra.capacity.sweep_shards() derives it; tests/deploy pins that).
-SWEEP_SHARDS = 64
+# re-keys every item (infra.capacity.due_shards() derives it; tests/deploy pins that).
+DUE_SHARDS = 64
 
 
-def sweep_shard(job_id: str) -> int:
+def due_shard(job_id: str) -> int:
     """The job's shard: from a hash of its id, never from the id's own characters, so the
     spread does not depend on the id's format (a time-ordered id puts its clock first)."""
-    return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % SWEEP_SHARDS
+    return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % DUE_SHARDS
 
 
 def shard_key(status: JobStatus, shard: int) -> str:
-    """The sweep index's partition key of one status's shard, e.g. `queued#07`."""
+    """The due index's partition key of one status's shard, e.g. `queued#07`."""
     return f"{status.value}#{shard:02d}"
 
 
 def sweep_key(status: JobStatus, job_id: str) -> str:
     """What every store writes as `sweep_key` with every write that sets `status`."""
-    return shard_key(status, sweep_shard(job_id))
+    return shard_key(status, due_shard(job_id))
 
 # The status diagram of the contract. processing -> processing is a re-claim after a lease
 # ran out; the claim itself is a store operation (JobStore.claim), since only the store can

@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
-from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus
+from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, SweepOutcome
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
@@ -49,7 +49,7 @@ class Sweeper:
         self._start_lock = threading.Lock()
 
     def sweep(self, batch: int = 100, max_batches: int = 100) -> Counter:
-        """One pass over the jobs that are due: every shard of the sweep index, each shard
+        """One pass over the jobs that are due: every shard of the due index, each shard
         status by status, the shards in a thread pool (docs/scale.md §6.1, §6.2).
 
         At most max_batches batches of a status per shard; the time budget binds first:
@@ -69,8 +69,8 @@ class Sweeper:
         )
         stop_at = now + timedelta(seconds=s.sweep_budget_seconds)
         with self._start_lock:
-            start = self._start if self._start is not None else int(now.timestamp() // 60) % SWEEP_SHARDS
-        order = [(start + i) % SWEEP_SHARDS for i in range(SWEEP_SHARDS)]
+            start = self._start if self._start is not None else int(now.timestamp() // 60) % DUE_SHARDS
+        order = [(start + i) % DUE_SHARDS for i in range(DUE_SHARDS)]
         # Each shard runs in a copy of this invocation's context, so that its time budget
         # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
         contexts = [contextvars.copy_context() for _ in order]

@@ -262,7 +262,7 @@ def test_the_model_holds_with_the_job_store_on_dynamodb(moto_endpoint, monkeypat
     # (384 of them took 6-20 s here). The shard count only spreads the index's writes; the
     # writes and the sweeper both read it, so fewer shards keep them consistent.
     for module in (jobs, sweeper):
-        monkeypatch.setattr(module, "SWEEP_SHARDS", 2)
+        monkeypatch.setattr(module, "DUE_SHARDS", 2)
 
     region = default_settings().region
     s3, dynamodb = (aws_client(name, region, moto_endpoint) for name in ("s3", "dynamodb"))

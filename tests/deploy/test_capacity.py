@@ -76,8 +76,8 @@ def test_the_template_visibility_timeout_is_the_models():
     assert seconds == cap.visibility_timeout(longest, Settings().lease_seconds)
 
 
-def test_the_sweep_index_shards_keep_the_ceilings_hottest_key_under_half_a_partition():
-    shards = cap.sweep_shards()
+def test_the_due_index_shards_keep_the_ceilings_hottest_key_under_half_a_partition():
+    shards = cap.due_shards()
     assert shards & (shards - 1) == 0  # a power of two
     hottest = max(cap.index_writes_per_key().values())
     peak = cap.peak_rate(cap.DESIGN_CEILING_PER_DAY, cap.DESIGN_BURST)
@@ -109,9 +109,9 @@ def test_the_model_assumes_the_memory_and_timeouts_the_stage_deploys(name):
 
 
 def test_the_code_shards_and_sweeps_as_the_model_says():
-    from chalicelib.domain.jobs import SWEEP_SHARDS
+    from chalicelib.domain.jobs import DUE_SHARDS
 
-    assert SWEEP_SHARDS == cap.sweep_shards() == cap.SWEEP_SHARDS
+    assert DUE_SHARDS == cap.due_shards() == cap.DUE_SHARDS
     # A batch started just before the budget ends must still fit in the function's timeout.
     assert cap.SWEEP_BUDGET_S + cap.SWEEP_BATCH * cap.removal_seconds() < cap.SWEEP_TIMEOUT_S
 

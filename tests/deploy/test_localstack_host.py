@@ -10,7 +10,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX
+from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, DUE_INDEX
 from chalicelib.config import Settings
 from local import localstack as tooling
 from local.services import aws_client
@@ -69,7 +69,7 @@ def test_the_init_hook_provisioned_the_apps_stack(localstack):
     (config,) = s3.get_bucket_notification_configuration(Bucket=settings.bucket)["QueueConfigurations"]
     assert config["QueueArn"] == arn
     table = dynamodb.describe_table(TableName=settings.table)["Table"]
-    assert sorted(i["IndexName"] for i in table["GlobalSecondaryIndexes"]) == sorted([OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX])
+    assert sorted(i["IndexName"] for i in table["GlobalSecondaryIndexes"]) == sorted([OWNER_CREATED_INDEX, DUE_INDEX])
     ttl = dynamodb.describe_time_to_live(TableName=settings.table)["TimeToLiveDescription"]
     assert (ttl["AttributeName"], ttl["TimeToLiveStatus"]) == ("expires_at", "ENABLED")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX
+from chalicelib.adapters.dynamo_jobs import OWNER_CREATED_INDEX, DUE_INDEX
 from local.provision import load_template, provision
 from local.services import aws_client
 
@@ -59,7 +59,7 @@ def test_the_init_script_creates_the_templates_resources(settings_for, tmp_path)
 
     table = clients["dynamodb"].describe_table(TableName=settings.table)["Table"]
     assert table["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    assert sorted(i["IndexName"] for i in table["GlobalSecondaryIndexes"]) == sorted([OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX])
+    assert sorted(i["IndexName"] for i in table["GlobalSecondaryIndexes"]) == sorted([OWNER_CREATED_INDEX, DUE_INDEX])
     ttl = clients["dynamodb"].describe_time_to_live(TableName=settings.table)["TimeToLiveDescription"]
     assert (ttl["AttributeName"], ttl["TimeToLiveStatus"]) == ("expires_at", "ENABLED")
 

@@ -31,7 +31,7 @@ from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken
-from chalicelib.domain.jobs import Job, JobStatus, Rendition, sweep_shard
+from chalicelib.domain.jobs import Job, JobStatus, Rendition, due_shard
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.domain.storage import ScanPoint
@@ -248,7 +248,7 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("objects_of", ["j1", "j2", "nope"])  # BatchGetItem
     call("save_scan_point", "originals/0", ScanPoint(after="originals/0abc", pass_started=NOW))  # PutItem
     call("scan_points", ["originals/0", "originals/1"])  # BatchGetItem
-    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=sweep_shard("j1"))
+    call("due", JobStatus.QUEUED, NOW + timedelta(minutes=1), 10, shard=due_shard("j1"))
     page = call("owned", "alice", 1)  # Query on the owner index, then BatchGetItem
     call("owned", "alice", 1, page.last, NOW - timedelta(days=1), NOW + timedelta(days=1))
     lease = timedelta(seconds=120)

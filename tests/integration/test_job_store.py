@@ -11,7 +11,7 @@ import pytest
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
-from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, Rendition, sweep_key, sweep_shard
+from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus, Rendition, due_shard, sweep_key
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import ErrorCode
 from tests.fakes import FakeJobStore
@@ -318,7 +318,7 @@ def test_twenty_concurrent_creates_with_one_key_make_one_job(store):
 def test_due_lists_jobs_whose_sweep_time_has_come(store):
     job = dataclasses.replace(new_job(), sweep_at=NOW + timedelta(minutes=10))
     store.create(job, QUOTA)
-    shard = sweep_shard(job.job_id)
+    shard = due_shard(job.job_id)
     assert store.due(JobStatus.QUEUED, NOW, 10, shard=shard) == []
     assert store.due(JobStatus.QUEUED, NOW + timedelta(minutes=10), 10, shard=shard) == [job]
     assert store.due(JobStatus.PROCESSING, NOW + timedelta(minutes=10), 10, shard=shard) == []
@@ -330,9 +330,9 @@ FAR = NOW + timedelta(days=30)  # every job written here is due by then
 
 
 def indexed_as(store, job_id) -> list[JobStatus]:
-    """The statuses under which the sweep index finds the job, in its own shard."""
+    """The statuses under which the due index finds the job, in its own shard."""
     return [status for status in JobStatus
-            if job_id in {j.job_id for j in store.due(status, FAR, 100, shard=sweep_shard(job_id))}]
+            if job_id in {j.job_id for j in store.due(status, FAR, 100, shard=due_shard(job_id))}]
 
 
 def test_every_write_that_sets_the_status_moves_the_job_to_that_statuss_shard(store):
@@ -373,10 +373,10 @@ def test_due_finds_jobs_across_every_shard_each_in_its_own_only(store):
     for job in jobs:
         store.create(job, QUOTA)
     found = {shard: {j.job_id for j in store.due(JobStatus.QUEUED, NOW, 100, shard=shard)}
-             for shard in range(SWEEP_SHARDS)}
+             for shard in range(DUE_SHARDS)}
     assert {job_id: shard for shard, ids in found.items() for job_id in ids} == {
-        j.job_id: sweep_shard(j.job_id) for j in jobs}
-    assert len({sweep_shard(j.job_id) for j in jobs}) > 20  # they did spread
+        j.job_id: due_shard(j.job_id) for j in jobs}
+    assert len({due_shard(j.job_id) for j in jobs}) > 20  # they did spread
 
 
 def test_the_table_item_carries_its_sweep_key(stack):
@@ -391,7 +391,7 @@ def test_the_table_item_carries_its_sweep_key(stack):
 
     store.create(job, QUOTA)
     assert stored_key() == (sweep_key(JobStatus.QUEUED, job.job_id), "queued")
-    assert stored_key()[0] == f"queued#{sweep_shard(job.job_id):02d}"
+    assert stored_key()[0] == f"queued#{due_shard(job.job_id):02d}"
     store.claim(job.job_id, NOW, timedelta(seconds=120), 3)
     assert stored_key() == (sweep_key(JobStatus.PROCESSING, job.job_id), "processing")
 

@@ -7,7 +7,7 @@ import pytest
 from pynamodb.attributes import TTLAttribute
 
 from chalicelib.adapters.dynamo_jobs import (
-    OWNER_CREATED_INDEX, SWEEP_SHARDED_INDEX, IdempotencyItem, JobItem, job_model,
+    OWNER_CREATED_INDEX, DUE_INDEX, IdempotencyItem, JobItem, job_model,
 )
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.config import INCOMPLETE_UPLOAD_DAYS, Settings
@@ -91,13 +91,13 @@ def test_the_embedded_table_has_the_templates_index_and_attribute_types(stack):
 
 
 def test_template_table_keys_are_the_models():
-    """What PynamoDB reads and writes: the hash key, the sweep index and their types."""
+    """What PynamoDB reads and writes: the hash key, the due index and their types."""
     (table,) = resources("AWS::DynamoDB::Table")
     types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
     model = job_model(DynamoTable("t", "us-east-1", None))
     indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {SWEEP_SHARDED_INDEX, OWNER_CREATED_INDEX}
-    for name, model_index in ((SWEEP_SHARDED_INDEX, model.sweep_sharded_index),
+    assert set(indexes) == {DUE_INDEX, OWNER_CREATED_INDEX}
+    for name, model_index in ((DUE_INDEX, model.due_index),
                               (OWNER_CREATED_INDEX, model.owner_created_index)):
         index, schema = indexes[name], model_index._get_schema()
         # PynamoDB lists the keys in its attributes' order, by name: compare them as a set.

@@ -46,7 +46,7 @@ def test_owners_have_their_own_buckets(rates):
     assert rates.take_from_full("bob", NOW, COST, DEPTH) == NOW + COST
 
 
-def test_a_rate_item_expires_and_no_sweep_index_sees_it(stack):
+def test_a_rate_item_expires_and_the_due_index_never_sees_it(stack):
     settings, _, clients = stack
     rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     rates.take_from_full("alice", NOW, COST, DEPTH)

@@ -125,11 +125,11 @@ def test_the_limits_fit_every_function_of_the_stages():
 
 
 def _job_ids(use_cases):
-    from chalicelib.domain.jobs import SWEEP_SHARDS, TERMINAL
+    from chalicelib.domain.jobs import DUE_SHARDS, TERMINAL
 
     ids = set()
     for status in (JobStatus.QUEUED, *TERMINAL):
-        for shard in range(SWEEP_SHARDS):
+        for shard in range(DUE_SHARDS):
             later = use_cases.ctx.clock() + use_cases.ctx.retention * 2
             ids |= {j.job_id for j in use_cases.ctx.jobs.due(status, later, 10, shard=shard)}
     return ids

@@ -60,11 +60,11 @@ def test_racing_holders_never_share_a_slot(slots):
     assert sorted(held) == [0, 1, 2, 3]
 
 
-def test_the_slots_stay_out_of_the_sweep_index_and_expire(stack):
+def test_the_slots_stay_out_of_the_due_index_and_expire(stack):
     settings, _, clients = stack
     DynamoWaitSlots(DynamoTable(settings.table, settings.region, settings.endpoint_url)).take("alice", "h", LATER, NOW, 2)
     items = clients["dynamodb"].scan(TableName=settings.table)["Items"]
     slots = [item for item in items if item["pk"]["S"].startswith("wait#alice#")]
     assert len(slots) == 1
-    # No sweep_key, so no sweep index holds it; a TTL attribute, so idle slots go.
+    # No sweep_key, so the due index does not hold it; a TTL attribute, so idle slots go.
     assert "sweep_key" not in slots[0] and "status" not in slots[0] and "expires_at" in slots[0]

@@ -8,7 +8,7 @@ import pytest
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.domain.errors import ConditionFailed
-from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
+from chalicelib.domain.jobs import DUE_SHARDS, JobStatus
 from chalicelib.domain.webhooks import Breaker, Webhook
 from tests.fakes import FakeWebhookStore
 
@@ -79,4 +79,4 @@ def test_webhook_items_stay_out_of_the_sweepers_index(stack):
     jobs = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
     far = NOW + timedelta(days=3650)
     assert all(jobs.due(status, far, 10, shard=shard) == []
-               for status in JobStatus for shard in range(SWEEP_SHARDS))
+               for status in JobStatus for shard in range(DUE_SHARDS))

@@ -140,7 +140,7 @@ def test_sharding_by_job_id_spreads_the_hottest_keys_writes_below_the_partition_
     writes = int(max(cap.index_writes_per_key().values()) * cap.peak_rate(cap.DESIGN_CEILING_PER_DAY, 10))
     share, load = sim.served_fraction(sim.split(rng, writes, 1), cap.DYNAMO_PARTITION_WCU)
     assert load > 20 and share < 0.05
-    shards = cap.sweep_shards()
+    shards = cap.due_shards()
     for _ in range(50):
         share, load = sim.served_fraction(sim.split(rng, writes, shards), cap.DYNAMO_PARTITION_WCU)
         assert share == 1.0 and load < 0.5
@@ -181,14 +181,14 @@ def test_the_status_keyed_index_throttles_at_10m_a_day_and_the_sharded_one_does_
     unsharded = sim.simulate(sim.prod(10e6, **SHORT), seed=2)
     assert unsharded.index_503 > 0 and unsharded.retried_after_vt > 0
     assert unsharded.heat[1] > 1.5  # about 2.3 without the feedback of failed writes
-    sharded = sim.simulate(sim.prod(10e6, shards=cap.sweep_shards(), parallel_sweeper=True, **SHORT), seed=2)
+    sharded = sim.simulate(sim.prod(10e6, shards=cap.due_shards(), parallel_sweeper=True, **SHORT), seed=2)
     assert sharded.index_503 == sharded.retried_after_vt == 0
-    assert sharded.heat[cap.sweep_shards()] < 0.1
+    assert sharded.heat[cap.due_shards()] < 0.1
     assert sharded.accepted == sharded.arrivals
 
 
 def test_a_reservation_below_the_maximum_concurrency_throttles_the_worker():
-    scenario = sim.prod(10e6, shards=cap.sweep_shards(), reserved=100, **SHORT)
+    scenario = sim.prod(10e6, shards=cap.due_shards(), reserved=100, **SHORT)
     result = sim.simulate(scenario, seed=2)
     assert result.invocation_throttles > 0
     assert result.waits.percentile(99) > 60

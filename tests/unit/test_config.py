@@ -1,6 +1,12 @@
+import ast
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from chalicelib.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_follow_the_contract():
@@ -237,3 +243,13 @@ def test_the_lease_and_the_sweep_budgets_follow_their_timeouts_unless_set():
 def test_a_timeout_that_leaves_no_budget_refuses_to_start():
     with pytest.raises(ValueError, match="SWEEP_BUDGET_SECONDS"):
         Settings.from_environ({**SECRET, "SWEEP_TIMEOUT_SECONDS": "10"})
+
+
+def test_every_setting_of_the_service_is_read_by_the_service_or_its_deploy():
+    """Settings holds what the deployed code (chalicelib/, app.py) or the deploy (infra/) reads;
+    a setting only the local runner reads belongs to local/settings.py's RunnerSettings."""
+    sources = [*(ROOT / "chalicelib").rglob("*.py"), ROOT / "app.py", *(ROOT / "infra").rglob("*.py")]
+    read = {node.attr for path in sources for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute)}
+    unread = [f.name for f in dataclasses.fields(Settings) if f.name not in read]
+    assert unread == [], f"{unread}: read by no deployed code; if only local/ reads it, move it to RunnerSettings"

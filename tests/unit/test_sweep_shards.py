@@ -1,4 +1,4 @@
-"""The sweep index's write shards (docs/scale.md 6.1) and the sweeper that asks every one of
+"""The due index's write shards (docs/scale.md 6.1) and the sweeper that asks every one of
 them: the spread of the shard function, two sweeps at once acting once per job, and the
 time budget that stops a run taking new shards."""
 import dataclasses
@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from chalicelib.config import Settings
-from chalicelib.domain.jobs import SWEEP_SHARDS, Job, JobStatus, shard_key, sweep_key, sweep_shard
+from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus, due_shard, shard_key, sweep_key
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
@@ -23,8 +23,8 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 def test_the_key_is_the_status_and_a_two_digit_shard_of_a_hash_of_the_id():
     job_id = "5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0"
     expected = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % 64
-    assert SWEEP_SHARDS == 64
-    assert sweep_shard(job_id) == expected
+    assert DUE_SHARDS == 64
+    assert due_shard(job_id) == expected
     assert sweep_key(JobStatus.QUEUED, job_id) == f"queued#{expected:02d}"
     assert shard_key(JobStatus.PROCESSING, 7) == "processing#07"
     # Pinned: changing the function (or the count) re-keys every stored job.
@@ -32,9 +32,9 @@ def test_the_key_is_the_status_and_a_two_digit_shard_of_a_hash_of_the_id():
 
 
 def test_64k_random_ids_fill_every_shard_within_15_percent_of_the_mean():
-    counts = Counter(sweep_shard(str(uuid.uuid4())) for _ in range(64_000))
-    mean = 64_000 / SWEEP_SHARDS
-    assert set(counts) == set(range(SWEEP_SHARDS))
+    counts = Counter(due_shard(str(uuid.uuid4())) for _ in range(64_000))
+    mean = 64_000 / DUE_SHARDS
+    assert set(counts) == set(range(DUE_SHARDS))
     assert max(abs(n - mean) for n in counts.values()) <= 0.15 * mean, counts
 
 
@@ -42,11 +42,11 @@ def test_the_shard_depends_on_a_hash_not_on_the_ids_first_characters():
     # Time-ordered ids (uuid7, ULID) share their first characters for a while: they must
     # spread as well as random ones do.
     ids = [f"0190f3a2-7c4e-7{n:03x}-8000-000000000000" for n in range(4096)]
-    counts = Counter(sweep_shard(i) for i in ids)
-    assert set(counts) == set(range(SWEEP_SHARDS))
+    counts = Counter(due_shard(i) for i in ids)
+    assert set(counts) == set(range(DUE_SHARDS))
     assert max(abs(n - 64) for n in counts.values()) <= 0.4 * 64
     # And ids that differ only after a shared prefix of any length land apart.
-    assert len({sweep_shard("same-prefix-" + "0" * 20 + c) for c in "0123456789abcdef"}) > 8
+    assert len({due_shard("same-prefix-" + "0" * 20 + c) for c in "0123456789abcdef"}) > 8
 
 
 # -- the sweeper over the shards --------------------------------------------------------------
@@ -77,10 +77,10 @@ def stuck_job(use_cases, job_id=None) -> Job:
 def ids_in_every_shard(per_shard: int = 4) -> list[str]:
     counts: Counter = Counter()
     ids = []
-    while len(ids) < per_shard * SWEEP_SHARDS:
+    while len(ids) < per_shard * DUE_SHARDS:
         job_id = str(uuid.uuid4())
-        if counts[sweep_shard(job_id)] < per_shard:
-            counts[sweep_shard(job_id)] += 1
+        if counts[due_shard(job_id)] < per_shard:
+            counts[due_shard(job_id)] += 1
             ids.append(job_id)
     return ids
 
@@ -159,7 +159,7 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     # short at 40 s (before its 5th status), and no shard is taken after.
     taken = list(dict.fromkeys(store.asked))
     assert len(taken) == 7 and store.asked.count(taken[-1]) == 4
-    assert first[SweepOutcome.SHARDS_LEFT] == SWEEP_SHARDS - 6
+    assert first[SweepOutcome.SHARDS_LEFT] == DUE_SHARDS - 6
     store.asked.clear()
     second = use_cases.sweeper.sweep()
     resumed = list(dict.fromkeys(store.asked))
@@ -169,7 +169,7 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     done = set(taken[:-1]) | set(resumed[:-1])
     assert first[SweepOutcome.RESENT] + second[SweepOutcome.RESENT] == len(use_cases.ctx.publisher.sent)
     sent = {e.key for e in use_cases.ctx.publisher.sent}
-    assert sent >= {j.original_key for j in jobs if sweep_shard(j.job_id) in done}
+    assert sent >= {j.original_key for j in jobs if due_shard(j.job_id) in done}
 
 
 def test_a_failing_shard_does_not_stop_the_others():
@@ -185,14 +185,14 @@ def test_a_failing_shard_does_not_stop_the_others():
     use_cases.ctx.clock.advance(2)
     report = use_cases.sweeper.sweep()
     assert report[SweepOutcome.ERRORS] == 1
-    assert report[SweepOutcome.RESENT] == sum(sweep_shard(j.job_id) != 0 for j in jobs)
+    assert report[SweepOutcome.RESENT] == sum(due_shard(j.job_id) != 0 for j in jobs)
 
 
 def test_a_sweep_asks_every_shard_of_the_sharded_index():
     store = _ReadRecorder()
     use_cases = make_svc(store)
     use_cases.sweeper.sweep()
-    assert set(store.asked) == set(range(SWEEP_SHARDS))
+    assert set(store.asked) == set(range(DUE_SHARDS))
 
 
 def test_a_batch_of_expired_jobs_frees_their_keys_as_one_removal_does():

@@ -10,7 +10,7 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.domain.errors import TransientError
 from chalicelib.domain.events import ObjectCreated
-from chalicelib.domain.jobs import SWEEP_SHARDS, JobStatus
+from chalicelib.domain.jobs import DUE_SHARDS, JobStatus
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import Context
@@ -209,7 +209,7 @@ def test_the_sweep_stops_taking_jobs_when_its_invocation_runs_out_of_time(use_ca
         deadline._current.reset(token)
     # 9 s - 1 s safety - 2 s reserve leaves 6 s at t=0; at t=3 only 3 s: too few for 4 calls,
     # so no shard is even queried, and the next run starts where this one stopped.
-    assert report == {SweepOutcome.SHARDS_LEFT: SWEEP_SHARDS}
+    assert report == {SweepOutcome.SHARDS_LEFT: DUE_SHARDS}
     assert all(j.resends == 0 for j in use_cases.ctx.jobs.items.values())
 
 
