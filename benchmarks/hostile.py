@@ -1,6 +1,7 @@
 """The decode budget against hostile files, and what it costs honest ones.
 
     python benchmarks/hostile.py            # about a minute on one core
+    python benchmarks/hostile.py --runs 1   # each honest image once each way (CI's short run)
 
 Prints, measured side by side in one run:
 - per hostile file: the CPU an unbounded decode spends on it (before), the CPU the API
@@ -8,10 +9,11 @@ Prints, measured side by side in one run:
   when the structure check is bypassed (the CPU limit);
 - how long an honest job waits behind ten hostile uploads on one worker, before and after;
 - the overhead of the budget (structure check + decoding child) on honest 12 MP and 48 MP
-  JPEGs: median wall and CPU of 5 runs each way.
+  JPEGs: median wall and CPU of --runs runs each way (5 unless told).
 """
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import resource
@@ -86,14 +88,14 @@ def hostile_rows():
     return rows
 
 
-def honest_rows():
+def honest_rows(runs: int):
     rows = []
     for label, size in (("12 MP JPEG", (4000, 3000)), ("48 MP JPEG", (8000, 6000))):
         out = io.BytesIO()
         photo_like(size).save(out, "JPEG", quality=92)
         data = out.getvalue()
         plain, budgeted = [], []
-        for _ in range(5):
+        for _ in range(runs):
             plain.append(measure(lambda: render.make_renditions(data, MAX_PIXELS, limits=UNBOUNDED)))
             budgeted.append(measure(lambda: run_limited(
                 render.make_renditions, data, MAX_PIXELS, SPECS, 85, BUDGET,
@@ -103,6 +105,9 @@ def honest_rows():
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5, help="runs of each honest image each way")
+    args = parser.parse_args()
     hostile_table = hostile_rows()
     print("| hostile file | bytes | CPU s unbounded (before) | CPU s at upload (after) | answer | "
           "CPU s in the worker's child if the check is bypassed | outcome |")
@@ -114,7 +119,7 @@ def main() -> None:
     print(f"\nworst CPU on one hostile file: before {worst_before:.2f} s, after {worst_after:.2f} s "
           f"(at most the {CPU_LIMIT} s limit)")
 
-    honest = honest_rows()
+    honest = honest_rows(args.runs)
     honest_cpu = honest[0][2]
     ten_before = 10 * worst_before + honest_cpu
     ten_after_refused = 10 * max(r[3] for r in hostile_table) + honest_cpu
