@@ -44,9 +44,8 @@ from chalicelib.domain.events import ObjectCreated  # noqa: E402
 from chalicelib.domain.webhooks import WebhookEvent
 from chalicelib.usecases.announce import event_id  # noqa: E402
 from chalicelib.usecases import UseCases  # noqa: E402
-from chalicelib.usecases.context import Context  # noqa: E402
 from tests.fakes import (  # noqa: E402
-    Clock, FakeJobStore, FakeObjectStore, FakeWebhookStore, ListMetrics)
+    Clock, FakeJobStore, FakeObjectStore, FakeWebhookStore, ListMetrics, fake_context)
 from tests.images import jpeg  # noqa: E402
 from chalicelib.runtime import logs  # noqa: E402
 
@@ -134,9 +133,9 @@ def simulate(good: int, status: int) -> dict:
     clock = Clock(START)
     queue = SimQueue(clock)
     receiver = Receiver(clock, status)
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
-                  webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"])
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
+                       webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"])
     uc = UseCases(ctx)
     uc.webhooks.register("alice", URL)
     queued_at, order = {}, []
@@ -286,11 +285,11 @@ def simulate_slow(bounded: bool, backlog: int, slow: float, overhead: float) -> 
     vt = VirtualTime(functions)
     queue = SharedQueue(vt)
     receiver = SlowReceiver(vt, slow)
-    ctx = Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=vt,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
-                  webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"],
-                  delivery_slots=FakeDeliverySlots() if bounded else None,
-                  webhook_turns=FakeRateStore() if bounded else None)
+    ctx = fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=vt,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
+                       webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"],
+                       delivery_slots=FakeDeliverySlots() if bounded else None,
+                       webhook_turns=FakeRateStore() if bounded else None)
     uc = UseCases(ctx)
     ready = {}
     for owner in ("alice", "bob"):

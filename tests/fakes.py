@@ -17,6 +17,7 @@ from chalicelib.domain.webhooks import Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
     from chalicelib.domain.events import ObjectCreated
+    from chalicelib.usecases.context import Context
 
 
 class FakeJobStore:
@@ -635,3 +636,12 @@ class FakePushSender:
             raise ConnectionGone(connection_id)
         time.sleep(self.slow.get(connection_id, 0))
         self.sent.setdefault(connection_id, []).append(message)
+
+
+def fake_context(**given) -> "Context":
+    """A Context as bootstrap would make it, over what the test gives, and with the bodies of
+    chalicelib/http/views.py that bootstrap hands over."""
+    from chalicelib.http import views
+    from chalicelib.usecases.context import Context
+
+    return Context(**{"job_body": views.job_body, "push_body": views.push_body, **given})

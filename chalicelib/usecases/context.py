@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from chalicelib.config import Settings
 from chalicelib.domain import renditions as rendition_table
 from chalicelib.domain.delivery import UrlWindow
+from chalicelib.domain.jobs import Job
 from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
@@ -28,6 +29,7 @@ from chalicelib.ports import (
     WebhookStore,
 )
 from chalicelib.runtime.metrics import EmfMetrics, Metric, Metrics, QueueName
+from chalicelib.usecases.results import Urls
 from chalicelib.usecases.webhook_urls import Resolver, system_resolver
 
 if TYPE_CHECKING:
@@ -42,11 +44,15 @@ def new_job_id() -> str:
     return str(uuid.uuid4())  # 122 random bits
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Context:
     settings: Settings
     jobs: JobStore
     objects: ObjectStore
+    # The job as GET shows it (chalicelib/http/views.py's job_body and push_body), for what
+    # webhooks and push send: handed over by bootstrap, since use cases never import http/.
+    job_body: Callable[[Job, Optional[Urls], bool], dict]
+    push_body: Callable[[Job, Optional[Urls]], dict]
     publisher: Optional[EventPublisher] = None
     backlog: Optional[BacklogGauge] = None
     # Each owner's request rate, shared by every API process; None: per process only.

@@ -22,7 +22,6 @@ from typing import Callable, Iterator, Optional, Union
 
 from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, RateLimited, TransientError
 from chalicelib.domain.jobs import Job
-from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
@@ -36,8 +35,9 @@ log = get_logger("push")
 OPENING_SECONDS = 10
 
 
-def message(job: Job, urls: Optional[Urls]) -> str:
-    return json.dumps(push_body(job, urls), separators=(",", ":"))
+def message(body: dict) -> str:
+    """A push message's text: its body (Context.push_body), compact."""
+    return json.dumps(body, separators=(",", ":"))
 
 
 class Refusal(StrEnum):
@@ -109,7 +109,7 @@ class Push:
         if not connections:
             return 0
         try:
-            body = message(job, self._urls(job))
+            body = message(ctx.push_body(job, self._urls(job)))
         except Exception:
             log.exception("push_message_unmade", job_id=job.job_id)
             ctx.metrics.emit({Metric.PUSH_FAILURES: 1})

@@ -55,7 +55,6 @@ from chalicelib.domain.errors import (
     WebhookNotFound,
 )
 from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
-from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
@@ -268,7 +267,7 @@ class Webhooks:
         ctx = self._ctx
         try:
             target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
-            payload = json.dumps(job_body(job, self._urls(job), with_owner=event.service),
+            payload = json.dumps(ctx.job_body(job, self._urls(job), event.service),
                                  separators=(",", ":")).encode()
             headers = signature_headers(hook, event.event_id, now, payload)
             status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,

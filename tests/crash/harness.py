@@ -26,8 +26,7 @@ from chalicelib.domain.errors import PoisonMessage, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import TERMINAL, JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -189,7 +188,7 @@ class World:
         # in each of its processes, and they must agree; a failing point's id is the same
         # when it is run again).
         ids = itertools.count(1)
-        self.use_cases = UseCases(Context(
+        self.use_cases = UseCases(fake_context(
             settings=self.settings, clock=self.clock, new_id=lambda: str(uuid.UUID(int=next(ids), version=4)),
             jobs=injector.wrap("jobs", self.jobs), objects=injector.wrap("objects", self.objects),
             publisher=injector.wrap("queue", self.queue), backlog=injector.wrap("queue", self.queue),

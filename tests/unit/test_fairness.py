@@ -10,8 +10,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.admission import Admission
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeRateStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeRateStore, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -21,7 +20,7 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 def use_cases():
     settings = Settings(bucket="images", max_active_jobs=3, decode_cpu_seconds=0)
     clock = Clock(START)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
 
 
 def upload(use_cases, owner="alice", key=None):
@@ -92,7 +91,7 @@ def test_a_replay_of_an_accepted_upload_needs_no_slot(use_cases):
 def test_the_request_rate_is_a_token_bucket_per_owner():
     now = [0.0]
     settings = Settings(owner_requests_per_second=2, owner_burst=4)
-    capacity = Admission(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()),
+    capacity = Admission(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()),
                         monotonic=lambda: now[0])
     for _ in range(4):
         capacity.check_rate("alice")
@@ -111,8 +110,8 @@ def shared_admissions(count, rates, clock, **settings):
     settings = Settings(**{"owner_requests_per_second": 2, "owner_burst": 4, **settings})
     start = clock.now.timestamp()
     monotonic = lambda: clock.now.timestamp() - start  # noqa: E731
-    return [Admission(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), rates=rates,
-                              clock=clock), monotonic=monotonic) for _ in range(count)]
+    return [Admission(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), rates=rates,
+                                   clock=clock), monotonic=monotonic) for _ in range(count)]
 
 
 def accepted(admission, owner):

@@ -18,8 +18,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -30,7 +29,7 @@ def use_cases():
     clock = Clock(START)
     settings = Settings(bucket="images", max_upload_bytes=200_000, max_direct_upload_bytes=1_000_000)
     queue = FakeQueue(clock)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
                    publisher=queue, backlog=queue, clock=clock))
 
 
@@ -180,7 +179,8 @@ class CancelDuring(FakeObjectStore):
 def test_a_worker_mid_way_stops_and_leaves_no_renditions(when):
     clock, ref = Clock(START), []
     objects = CancelDuring(clock, ref, when)
-    use_cases = UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects, clock=clock))
+    use_cases = UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects,
+                                      clock=clock))
     ref.append(use_cases)
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     outcome = use_cases.worker.handle_object_created(event(use_cases, job))

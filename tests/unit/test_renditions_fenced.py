@@ -9,8 +9,7 @@ from chalicelib.config import Settings
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -33,8 +32,8 @@ class Interleave(FakeObjectStore):
 @pytest.fixture
 def use_cases():
     clock = Clock(START)
-    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
-                            objects=Interleave(clock), clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                                 objects=Interleave(clock), clock=clock))
 
 
 def event(job):

@@ -14,9 +14,8 @@ from chalicelib.http import prefer
 from chalicelib.runtime import deadline
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.waits import Waits, step_after
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots, ListMetrics
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots, ListMetrics, fake_context
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 
@@ -43,8 +42,8 @@ class Timeline:
 
 def world(settings=None, slots=True):
     metrics = ListMetrics()
-    ctx = Context(settings=settings or Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(),
-                  clock=Clock(NOW), metrics=metrics, wait_slots=FakeWaitSlots() if slots else None)
+    ctx = fake_context(settings=settings or Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(),
+                       clock=Clock(NOW), metrics=metrics, wait_slots=FakeWaitSlots() if slots else None)
     time = Timeline()
     use_cases = UseCases(ctx)
     waits = Waits(ctx, use_cases.admission, sleep=time.sleep, monotonic=time.monotonic)

@@ -11,7 +11,6 @@ from chalicelib.domain.errors import DeliveryFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.webhooks import Webhook, WebhookEvent
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.webhooks import SLOT_MARGIN, Delivery, receiver_key
 from tests.fakes import (
     Clock,
@@ -22,6 +21,7 @@ from tests.fakes import (
     FakeWebhookQueue,
     FakeWebhookStore,
     ListMetrics,
+    fake_context,
 )
 from tests.images import jpeg
 
@@ -46,10 +46,10 @@ class SlowSender:
 def world():
     # Microseconds, as a real clock has them.
     clock = Clock(datetime(2030, 1, 1, 10, 0, 0, 123456, tzinfo=timezone.utc))
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
-                  webhook_sender=SlowSender(clock), resolve=lambda host, port: ["93.184.215.14"],
-                  delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore())
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
+                       webhook_sender=SlowSender(clock), resolve=lambda host, port: ["93.184.215.14"],
+                       delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore())
     uc = UseCases(ctx)
     uc.webhooks.register("alice", URL + "/slow")
     uc.webhooks.register("bob", URL)
