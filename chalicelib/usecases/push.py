@@ -11,11 +11,9 @@ local runner, on every backend) `PushingJobStore`, which offers each status writ
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Callable, Iterator, Optional, Union
@@ -154,15 +152,8 @@ class Push:
         threads = min(self._ctx.settings.push_send_threads, len(by_job))
         if threads <= 1:
             return sum(self.publish(job) for job in jobs)
-
-        def publish_in_order(changes: list[Job]) -> int:
-            return sum(self.publish(job) for job in changes)
-
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
-            # Each thread runs in a copy of this one's context: the time budget goes with it.
-            done = [pool.submit(contextvars.copy_context().run, publish_in_order, changes)
-                    for changes in by_job.values()]
-            return sum(future.result() for future in done)
+        return sum(deadline.run_in_pool(lambda changes: sum(self.publish(job) for job in changes),
+                                        list(by_job.values()), threads, "push-send"))
 
     @staticmethod
     def _out_of_time(job: Job, messages: int) -> int:

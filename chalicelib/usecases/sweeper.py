@@ -10,11 +10,9 @@ treats as one), never a job with no message at all.
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Callable, Optional, Sequence
 
@@ -71,14 +69,9 @@ class Sweeper:
         with self._start_lock:
             start = self._start if self._start is not None else int(now.timestamp() // 60) % DUE_SHARDS
         order = [(start + i) % DUE_SHARDS for i in range(DUE_SHARDS)]
-        # Each shard runs in a copy of this invocation's context, so that its time budget
-        # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
-        contexts = [contextvars.copy_context() for _ in order]
-        with ThreadPoolExecutor(max_workers=s.sweep_threads, thread_name_prefix="sweep") as pool:
-            parts = list(pool.map(
-                lambda shard, context: context.run(self._sweep_shard, shard, acts, now, stop_at,
-                                                   batch, max_batches),
-                order, contexts))
+        parts = deadline.run_in_pool(
+            lambda shard: self._sweep_shard(shard, acts, now, stop_at, batch, max_batches),
+            order, s.sweep_threads, "sweep")
         for part in parts:
             report.update(part)
         left = [shard for shard, part in zip(order, parts) if part[SweepOutcome.SHARDS_LEFT]]
