@@ -136,13 +136,6 @@ class Sweeper:
 
         return on_batch
 
-    def scan_orphans(self, scheduled: bool = False) -> Counter:
-        """Objects no job needs, older than the grace period: a run of the resumable,
-        batched scan of chalicelib/usecases/orphans.py (scheduled: this minute's share)."""
-        from chalicelib.usecases.orphans import OrphanScan
-
-        return OrphanScan(self._ctx).run(scheduled)
-
     # -- per status ------------------------------------------------------------------------
     def _processing(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
         s = self._ctx.settings

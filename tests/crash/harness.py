@@ -380,7 +380,7 @@ SCENARIOS = [
     Scenario("sweeper: retention over", "sweeper",
              prepare=lambda w: _expired(w), step=lambda w, s: w.sweep(), expect_gone=True),
     Scenario("sweeper: orphans", "sweeper",
-             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.sweeper.scan_orphans()),
+             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.orphan_scan.run()),
     Scenario("api: delete a ready job", "api",
              prepare=lambda w: {"job": _ready_job(w, "key-1")},
              step=lambda w, s: w.use_cases.manage.delete("alice", s["job"]),
@@ -651,7 +651,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
             found.append(f"job {job.job_id[:8]} failed {job.error_code.value} with its original stored")
     # After the daily orphan scan (its grace period passed):
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.scan_orphans()
+    world.use_cases.orphan_scan.run()
     # 2. At most one set of renditions, and it matches the status.
     for job in world.jobs.items.values():
         present = world.renditions_of(job.job_id)

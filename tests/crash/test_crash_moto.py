@@ -134,7 +134,7 @@ def check(world: MotoWorld, key: str) -> list[str]:
     if any(n > 1 for n in ready_per_key.values()):
         found.append("4: one key made two jobs that went on")
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.scan_orphans()
+    world.use_cases.orphan_scan.run()
     for job_id, job in jobs.items():
         renditions = world.objects(job_id, world.settings.renditions_prefix)
         if job is not None and job.status is JobStatus.READY:

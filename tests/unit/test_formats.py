@@ -160,7 +160,7 @@ def test_every_attempts_variants_are_cleaned_up_and_the_orphan_scan_keeps_the_re
     late = ctx.object_keys.rendition(job.job_id, 9, RenditionName.DISPLAY, WEBP)
     ctx.objects.put(late, b"x", "image/webp")
     ctx.clock.advance(ctx.settings.orphan_grace_seconds + 1)
-    assert use_cases.sweeper.scan_orphans() == {"orphans_deleted": 1}
+    assert use_cases.orphan_scan.run() == {"orphans_deleted": 1}
     assert renditions(use_cases) == result
 
 

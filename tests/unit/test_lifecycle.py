@@ -267,11 +267,11 @@ def test_orphan_objects_are_deleted_after_the_grace_period(use_cases):
     orphan = use_cases.ctx.object_keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     use_cases.ctx.objects.put(orphan, b"x", "image/jpeg")
     use_cases.ctx.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/1/display.jpg", b"x", "image/jpeg")
-    assert use_cases.sweeper.scan_orphans() == {}
+    assert use_cases.orphan_scan.run() == {}
     # Within the grace period they were kept; the next pass (a day on) finds them old enough.
     settings = use_cases.ctx.settings
     use_cases.ctx.clock.advance(max(settings.orphan_grace_seconds, settings.orphan_pass_seconds) + 1)
-    assert use_cases.sweeper.scan_orphans()["orphans_deleted"] == 2
+    assert use_cases.orphan_scan.run()["orphans_deleted"] == 2
     assert list(use_cases.ctx.objects.objects) == [job.original_key]
 
 
