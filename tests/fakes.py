@@ -312,6 +312,17 @@ class FakePublisher:
         self.sent.append(created)
 
 
+class QuietBacklog:
+    """BacklogGauge of a queue that holds nothing and cannot tell how far it has drained (as
+    a broker's): nothing is shed, and no message is ever known lost."""
+
+    def depth(self) -> int:
+        return 0
+
+    def drained_before(self, now: datetime) -> Optional[datetime]:
+        return None
+
+
 class FakeQueue:
     """The events queue: EventPublisher and BacklogGauge, with exact message ages.
 
@@ -639,9 +650,14 @@ class FakePushSender:
 
 
 def fake_context(**given) -> "Context":
-    """A Context as bootstrap would make it, over what the test gives, and with the bodies of
-    chalicelib/http/views.py that bootstrap hands over."""
+    """A Context as bootstrap would make it: what the test gives, and for every other port a
+    fresh fake that keeps to itself (no webhook registered, nothing shed, no message known
+    lost); the bodies are chalicelib/http/views.py's, which bootstrap hands over."""
     from chalicelib.http import views
     from chalicelib.usecases.context import Context
 
-    return Context(**{"job_body": views.job_body, "push_body": views.push_body, **given})
+    ports = dict(job_body=views.job_body, push_body=views.push_body, publisher=FakePublisher(),
+                 backlog=QuietBacklog(), rates=FakeRateStore(), metrics=ListMetrics(given["settings"].metrics_service),
+                 webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(), webhook_sender=FakeSender(),
+                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots())
+    return Context(**{**ports, **given})

@@ -228,8 +228,6 @@ class Sweeper:
             lifecycle.call_best_effort(ctx.jobs.update_if_unchanged,
                               dataclasses.replace(job, sweep_at=now + look_again_after), job)
             return SweepOutcome.WAITING
-        if ctx.publisher is None:
-            return SweepOutcome.SKIPPED
         self._publish(job)
         try:
             ctx.jobs.update_if_unchanged(job.resent(now, look_again_after), seen=job)
@@ -243,8 +241,6 @@ class Sweeper:
 
     def _publish(self, job: Job) -> None:
         ctx = self._ctx
-        if ctx.publisher is None:
-            raise TransientError("no queue to re-send the event to")
         ctx.publisher.publish_object_created(ObjectCreated(ctx.settings.bucket, job.original_key, 0))
 
 
@@ -271,8 +267,7 @@ class _Drained:
         """Whether a message sent by `sent_by` (at the latest) has certainly left the queue."""
         with self._lock:
             if not self._read:
-                gauge = self._ctx.backlog
-                self._before = gauge.drained_before(self._now) if gauge is not None else None
+                self._before = self._ctx.backlog.drained_before(self._now)
                 self._read = True
         if self._before is None:
             return False

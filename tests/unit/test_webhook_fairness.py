@@ -138,9 +138,9 @@ def test_turns_of_one_receiver_never_delay_another(world):
     assert bob_due <= timedelta(seconds=2)  # bob's own first turn, not after alice's twenty
 
 
-def test_without_a_turns_store_a_deferred_event_comes_back_after_one_hold(world):
+def test_with_the_turns_store_down_a_deferred_event_comes_back_after_one_hold(world):
     ctx = world.ctx
-    world.ctx.webhook_turns = None
+    ctx.webhook_turns.down = True
     hold_all_slots(world, "alice")
     world.webhooks.deliver(event_of(world, "alice").to_json(), None)
     assert ctx.webhook_queue.sent[-1].not_before - ctx.clock() == timedelta(seconds=1)
