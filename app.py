@@ -298,7 +298,7 @@ def sweep_orphans(event):
     """Objects left without a job, this minute's share of the bucket: see usecases/orphans.py."""
     correlation.begin(correlation.of_context(event.context))
     with deadline.function_invocation(event.context, settings.orphan_scan_timeout_seconds, settings):
-        use_cases().sweeper.scan_orphans(scheduled=True)
+        use_cases().orphan_scan.run(scheduled=True)
 
 
 # -- webhooks: CONTRACT.md "Notifications"; the rules are in chalicelib/usecases/webhooks.py --

@@ -69,10 +69,10 @@ def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tu
     from chalicelib.adapters.dynamo_table import DynamoTable
     from chalicelib.config import Settings
     from chalicelib.domain.jobs import JobStatus
-    from chalicelib.usecases.context import Context
     from chalicelib.usecases.listing import ListJobs, ListQuery
     from local.provision import provision
     from local.services import aws_client
+    from tests.fakes import fake_context
 
     suffix = uuid.uuid4().hex[:8]
     settings = Settings(endpoint_url=endpoint, bucket=f"list-{suffix}", table=f"list-{suffix}",
@@ -89,7 +89,7 @@ def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tu
     for other in ("bob", "carol"):
         fill(store, other, count // 10, now)
     filled_s = time.perf_counter() - started
-    listing = ListJobs(Context(settings=settings, jobs=store, objects=None, clock=lambda: now))
+    listing = ListJobs(fake_context(settings=settings, jobs=store, objects=None, clock=lambda: now))
 
     def page(query):
         return listing.page("alice", "alice", query)

@@ -59,7 +59,7 @@ def old_use_cases(settings):
     from chalicelib.adapters.s3_store import S3Store
     from chalicelib.adapters.sqs_queue import SqsEventsQueue
     from chalicelib.usecases import UseCases
-    from chalicelib.usecases.context import Context
+    from tests.fakes import fake_context
 
     old = dict(connect_timeout=2, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
     s3 = boto3.session.Session().client("s3", endpoint_url=settings.storage_endpoint_url,
@@ -69,8 +69,8 @@ def old_use_cases(settings):
                                       connection={"connect_timeout_seconds": 2, "read_timeout_seconds": 5,
                                                   "max_retry_attempts": 2}))
     queue = SqsEventsQueue(sqs, settings.events_queue_name)
-    return UseCases(Context(settings=settings, jobs=jobs, objects=S3Store(s3, settings.bucket),
-                            publisher=queue, backlog=queue))
+    return UseCases(fake_context(settings=settings, jobs=jobs, objects=S3Store(s3, settings.bucket),
+                                 publisher=queue, backlog=queue))
 
 
 def measure(svc, budgeted: bool, timeout: float) -> tuple[float, str]:

@@ -15,8 +15,8 @@ Then issue 32's slow receiver: alice's endpoint answers 200 after 4.9 s and has 
 (500 events); bob's single event is queued a second later. WEBHOOK_MAX_CONCURRENCY delivery
 functions run the real `deliver` at once on a virtual clock (threads that sleep on it; it
 jumps once all of them sleep), each run costing --overhead seconds besides its call. Two
-rows side by side: before (nothing bounds a receiver: ctx.delivery_slots None, as the code
-before issue 32) and after (WEBHOOK_RECEIVER_SLOTS slots per receiver, and turns).
+rows side by side: before (nothing bounds a receiver: UnboundedSlots, as the code before
+issue 32) and after (WEBHOOK_RECEIVER_SLOTS slots per receiver, and turns).
 
     .venv/bin/python benchmarks/webhook_fairness.py [--good 20] [--status 500]
         [--backlog 500] [--slow-seconds 4.9] [--overhead 0.05]
@@ -44,9 +44,8 @@ from chalicelib.domain.events import ObjectCreated  # noqa: E402
 from chalicelib.domain.webhooks import WebhookEvent
 from chalicelib.usecases.announce import event_id  # noqa: E402
 from chalicelib.usecases import UseCases  # noqa: E402
-from chalicelib.usecases.context import Context  # noqa: E402
 from tests.fakes import (  # noqa: E402
-    Clock, FakeJobStore, FakeObjectStore, FakeWebhookStore, ListMetrics)
+    Clock, FakeJobStore, FakeObjectStore, FakeWebhookStore, ListMetrics, fake_context)
 from tests.images import jpeg  # noqa: E402
 from chalicelib.runtime import logs  # noqa: E402
 
@@ -134,9 +133,9 @@ def simulate(good: int, status: int) -> dict:
     clock = Clock(START)
     queue = SimQueue(clock)
     receiver = Receiver(clock, status)
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
-                  webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"])
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
+                       webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"])
     uc = UseCases(ctx)
     uc.webhooks.register("alice", URL)
     queued_at, order = {}, []
@@ -277,6 +276,19 @@ class SlowReceiver:
         return 200
 
 
+class UnboundedSlots:
+    """DeliverySlots that bound nothing: every delivery gets a slot, none is ever deferred."""
+
+    def take(self, receiver, holder, until, now, slots):
+        return 0
+
+    def give_back(self, receiver, slot, holder, held_seconds=0.0):
+        pass
+
+    def recent_hold(self, receiver, slots):
+        return None
+
+
 def simulate_slow(bounded: bool, backlog: int, slow: float, overhead: float) -> dict:
     """Alice's `backlog` events queued at 0 s, bob's one at 1 s, delivered by the functions."""
     from tests.fakes import FakeDeliverySlots, FakeRateStore
@@ -286,11 +298,11 @@ def simulate_slow(bounded: bool, backlog: int, slow: float, overhead: float) -> 
     vt = VirtualTime(functions)
     queue = SharedQueue(vt)
     receiver = SlowReceiver(vt, slow)
-    ctx = Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=vt,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
-                  webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"],
-                  delivery_slots=FakeDeliverySlots() if bounded else None,
-                  webhook_turns=FakeRateStore() if bounded else None)
+    ctx = fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=vt,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=queue,
+                       webhook_sender=receiver, resolve=lambda host, port: ["93.184.215.14"],
+                       delivery_slots=FakeDeliverySlots() if bounded else UnboundedSlots(),
+                       webhook_turns=FakeRateStore())
     uc = UseCases(ctx)
     ready = {}
     for owner in ("alice", "bob"):

@@ -64,6 +64,19 @@ def _cloudfront(settings: Settings, clients: Clients, limits: SdkLimits, guard):
         settings.renditions_prefix)
 
 
+def _job_body(job, urls, with_owner: bool = False) -> dict:
+    # Imported on the first body sent: a worker or sweeper sends none, and loads no http/.
+    from chalicelib.http.views import job_body
+
+    return job_body(job, urls, with_owner)
+
+
+def _push_body(job, urls) -> dict:
+    from chalicelib.http.views import push_body  # on the first message sent, as _job_body
+
+    return push_body(job, urls)
+
+
 def build_use_cases(settings: Settings) -> UseCases:
     configure()
     # Fail fast and let the caller decide (an API answers 503, a worker retries the
@@ -96,7 +109,8 @@ def build_use_cases(settings: Settings) -> UseCases:
         gauges[(Metric.DEAD_LETTERS, QueueName.EVENTS)] = SqsDepth(sqs, settings.events_dead_letter_queue_name)
         gauges[(Metric.QUEUE_DEPTH, QueueName.EVENTS)] = backlog
     use_cases = UseCases(Context(
-        settings=settings, jobs=jobs, objects=objects, publisher=publisher, backlog=backlog,
+        settings=settings, jobs=jobs, objects=objects, job_body=_job_body, push_body=_push_body,
+        publisher=publisher, backlog=backlog,
         rates=DynamoRateStore(table),
         metrics=EmfMetrics(settings.metrics_service),
         webhooks=DynamoWebhookStore(table),

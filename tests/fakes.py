@@ -17,6 +17,7 @@ from chalicelib.domain.webhooks import Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # tests/unit/test_cold_path.py watches what a GET imports, with these fakes
     from chalicelib.domain.events import ObjectCreated
+    from chalicelib.usecases.context import Context
 
 
 class FakeJobStore:
@@ -309,6 +310,17 @@ class FakePublisher:
 
     def publish_object_created(self, created: ObjectCreated) -> None:
         self.sent.append(created)
+
+
+class QuietBacklog:
+    """BacklogGauge of a queue that holds nothing and cannot tell how far it has drained (as
+    a broker's): nothing is shed, and no message is ever known lost."""
+
+    def depth(self) -> int:
+        return 0
+
+    def drained_before(self, now: datetime) -> Optional[datetime]:
+        return None
 
 
 class FakeQueue:
@@ -635,3 +647,17 @@ class FakePushSender:
             raise ConnectionGone(connection_id)
         time.sleep(self.slow.get(connection_id, 0))
         self.sent.setdefault(connection_id, []).append(message)
+
+
+def fake_context(**given) -> "Context":
+    """A Context as bootstrap would make it: what the test gives, and for every other port a
+    fresh fake that keeps to itself (no webhook registered, nothing shed, no message known
+    lost); the bodies are chalicelib/http/views.py's, which bootstrap hands over."""
+    from chalicelib.http import views
+    from chalicelib.usecases.context import Context
+
+    ports = dict(job_body=views.job_body, push_body=views.push_body, publisher=FakePublisher(),
+                 backlog=QuietBacklog(), rates=FakeRateStore(), metrics=ListMetrics(given["settings"].metrics_service),
+                 webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(), webhook_sender=FakeSender(),
+                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots())
+    return Context(**{**ports, **given})

@@ -15,12 +15,15 @@ import contextvars
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence, TypeVar
 
 # Lambda's own overhead and the clock's slack: never plan the last second.
 SAFETY_SECONDS = 1.0
 # Compensations are at most two writes (fail the job, release its key).
 RESERVED_ATTEMPTS = 2
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,18 @@ def invocation(seconds: float, limits: SdkLimits,
         yield budget
     finally:
         _current.reset(token)
+
+
+def run_in_pool(call: Callable[[Item], Result], items: Sequence[Item], threads: int,
+                name: str) -> list[Result]:
+    """call(item) for every item, on at most `threads` threads named `name`: the results in
+    the items' order. Each call runs in a copy of this thread's context, so that the
+    invocation's budget binds the pool's threads and their SDK calls too."""
+    from concurrent.futures import ThreadPoolExecutor  # on the first pool: a GET makes none
+
+    contexts = [contextvars.copy_context() for _ in items]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+        return list(pool.map(lambda item, context: context.run(call, item), items, contexts))
 
 
 @contextmanager

@@ -6,7 +6,8 @@
   manage.ManageJobs     read, cancel and delete an owner's job
   listing.ListJobs      an owner's jobs, a page at a time
   worker.Worker         object-created event -> renditions -> ready or failed
-  sweeper.Sweeper       leases, resends, deadlines, retention, orphans
+  sweeper.Sweeper       leases, resends, deadlines, retention
+  orphans.OrphanScan    objects no job needs
   webhooks.Webhooks     an owner's webhook, and delivering its events
   admission.Admission   per-owner request rate, backlog shedding
   waits.Waits           Prefer: wait, a read held until its job changes
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from chalicelib.usecases.idempotency import Idempotency
     from chalicelib.usecases.listing import ListJobs
     from chalicelib.usecases.manage import ManageJobs
+    from chalicelib.usecases.orphans import OrphanScan
     from chalicelib.usecases.push import Push
     from chalicelib.usecases.sweeper import Sweeper
     from chalicelib.usecases.uploads import Uploads
@@ -87,6 +89,12 @@ class UseCases:
         from chalicelib.usecases.sweeper import Sweeper
 
         return Sweeper(self.ctx)
+
+    @cached_property
+    def orphan_scan(self) -> OrphanScan:
+        from chalicelib.usecases.orphans import OrphanScan
+
+        return OrphanScan(self.ctx)
 
     @cached_property
     def webhooks(self) -> Webhooks:

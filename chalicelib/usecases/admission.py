@@ -34,7 +34,7 @@ class Admission:
 
     def check_rate(self, owner: str) -> None:
         """429 rate_limited past the owner's rate: a token bucket per owner, shared by every
-        API process through ctx.rates (without one, this process's bucket alone).
+        API process through ctx.rates.
 
         This process leases the shared bucket's tokens a few at a time (one conditional write
         for them all) and spends them here without a write; a lease left unspent expires
@@ -48,9 +48,6 @@ class Admission:
             tokens = self._tokens(owner, now, rate, burst)
             if tokens < 1:
                 self._refuse(owner, tokens, now, rate)
-            if self._ctx.rates is None:
-                self._keep(owner, tokens - 1, now, rate, burst)
-                return
             wall = self._ctx.clock().timestamp()
             lease = self._leases.get(owner)
             if lease is None:
@@ -141,8 +138,6 @@ class Admission:
         owners at once. The depth is read at most every few seconds: a busy API must not
         add a queue call to every upload."""
         ctx = self._ctx
-        if ctx.backlog is None:
-            return
         now = ctx.clock()
         seen_at, depth = self._seen
         if seen_at is None or (now - seen_at).total_seconds() >= ctx.settings.backlog_cache_seconds:

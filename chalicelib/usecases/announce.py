@@ -64,8 +64,6 @@ def service_event_id(job: Job) -> str:
 def enqueue_service_webhook(ctx: Context, job: Job) -> None:
     """Queue the service webhook's event of the job's new status, if there is a service
     webhook and it asks for that status. Best effort, as enqueue_webhook."""
-    if ctx.webhooks is None or ctx.webhook_queue is None:
-        return
     try:
         hook = ctx.webhooks.get_webhook(SERVICE_RECEIVER)
         if hook is None or not hook.sent(job.status):
@@ -83,8 +81,6 @@ def enqueue_service_webhook(ctx: Context, job: Job) -> None:
 def enqueue_webhook(ctx: Context, job: Job) -> None:
     """Queue the webhook event of a job that has just become terminal, if its owner has a
     webhook. Best effort: never fails the job; a lost event is a log line and a metric."""
-    if ctx.webhooks is None or ctx.webhook_queue is None:
-        return
     try:
         if ctx.webhooks.get_webhook(job.owner) is None:
             return

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from chalicelib.config import Settings
 from chalicelib.domain import renditions as rendition_table
 from chalicelib.domain.delivery import UrlWindow
+from chalicelib.domain.jobs import Job
 from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
@@ -27,7 +28,8 @@ from chalicelib.ports import (
     WaitSlots,
     WebhookStore,
 )
-from chalicelib.runtime.metrics import EmfMetrics, Metric, Metrics, QueueName
+from chalicelib.runtime.metrics import Metric, Metrics, QueueName
+from chalicelib.usecases.results import Urls
 from chalicelib.usecases.webhook_urls import Resolver, system_resolver
 
 if TYPE_CHECKING:
@@ -42,39 +44,38 @@ def new_job_id() -> str:
     return str(uuid.uuid4())  # 122 random bits
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Context:
     settings: Settings
     jobs: JobStore
     objects: ObjectStore
-    publisher: Optional[EventPublisher] = None
-    backlog: Optional[BacklogGauge] = None
-    # Each owner's request rate, shared by every API process; None: per process only.
-    rates: Optional[RateStore] = None
+    # The job as GET shows it (chalicelib/http/views.py's job_body and push_body), for what
+    # webhooks and push send: handed over by bootstrap, since use cases never import http/.
+    job_body: Callable[[Job, Optional[Urls], bool], dict]
+    push_body: Callable[[Job, Optional[Urls]], dict]
+    publisher: EventPublisher
+    backlog: BacklogGauge
+    # Each owner's request rate, shared by every API process.
+    rates: RateStore
+    metrics: Metrics
+    webhooks: WebhookStore
+    webhook_queue: WebhookQueue
+    webhook_sender: WebhookSender
+    # Each receiver's deliveries in flight, and the turns of its deferred events, shared by
+    # every delivery function.
+    delivery_slots: DeliverySlots
+    webhook_turns: RateStore
+    # Held requests per owner (Prefer: wait).
+    wait_slots: WaitSlots
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
-    metrics: Optional[Metrics] = None  # None: EMF lines on stdout
-    # Webhooks: None where they are not set up (the webhook routes then answer 503).
-    webhooks: Optional[WebhookStore] = None
-    webhook_queue: Optional[WebhookQueue] = None
-    webhook_sender: Optional[WebhookSender] = None
     resolve: Resolver = system_resolver
-    # Each receiver's deliveries in flight, and the turns of its deferred events, shared by
-    # every delivery function; None: deliveries are not bounded per receiver.
-    delivery_slots: Optional[DeliverySlots] = None
-    webhook_turns: Optional[RateStore] = None
-    # Held requests per owner (Prefer: wait); None: requests are never held.
-    wait_slots: Optional[WaitSlots] = None
     # Push (chalicelib/usecases/push.py): None when the stage has no WebSocket API.
     push_connections: Optional[PushConnections] = None
     push_sender: Optional[PushSender] = None
     job_changes: Optional[JobChanges] = None  # the table's stream, read by push_job_changes
     # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
     gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.metrics is None:
-            self.metrics = EmfMetrics(self.settings.metrics_service)
 
     @cached_property
     def object_keys(self) -> ObjectKeys:

@@ -19,10 +19,8 @@ same orphans twice, which S3 counts as done.
 """
 from __future__ import annotations
 
-import contextvars
 import itertools
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Optional
 
@@ -73,13 +71,8 @@ class OrphanScan:
         points = ctx.jobs.scan_points(ranges)
         due = [r for r in ranges if self._due(points[r], now)]
         report: Counter = Counter()
-        # Each range runs in a copy of this invocation's context, so that its time budget
-        # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
-        contexts = [contextvars.copy_context() for _ in due]
-        with ThreadPoolExecutor(max_workers=s.orphan_scan_threads, thread_name_prefix="orphans") as pool:
-            parts = list(pool.map(
-                lambda r, context: context.run(self._scan, r, points[r], now, grace, stop_at),
-                due, contexts))
+        parts = deadline.run_in_pool(lambda r: self._scan(r, points[r], now, grace, stop_at),
+                                     due, s.orphan_scan_threads, "orphans")
         for part in parts:
             report.update(part)
         if report["keys_checked"] or report["errors"]:

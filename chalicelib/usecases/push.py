@@ -11,18 +11,15 @@ local runner, on every backend) `PushingJobStore`, which offers each status writ
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Callable, Iterator, Optional, Union
 
 from chalicelib.domain.errors import ConnectionGone, PushConnectionsFull, RateLimited, TransientError
 from chalicelib.domain.jobs import Job
-from chalicelib.http.views import push_body  # a push message carries the job exactly as GET shows it
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
@@ -36,8 +33,9 @@ log = get_logger("push")
 OPENING_SECONDS = 10
 
 
-def message(job: Job, urls: Optional[Urls]) -> str:
-    return json.dumps(push_body(job, urls), separators=(",", ":"))
+def message(body: dict) -> str:
+    """A push message's text: its body (Context.push_body), compact."""
+    return json.dumps(body, separators=(",", ":"))
 
 
 class Refusal(StrEnum):
@@ -109,7 +107,7 @@ class Push:
         if not connections:
             return 0
         try:
-            body = message(job, self._urls(job))
+            body = message(ctx.push_body(job, self._urls(job)))
         except Exception:
             log.exception("push_message_unmade", job_id=job.job_id)
             ctx.metrics.emit({Metric.PUSH_FAILURES: 1})
@@ -154,15 +152,8 @@ class Push:
         threads = min(self._ctx.settings.push_send_threads, len(by_job))
         if threads <= 1:
             return sum(self.publish(job) for job in jobs)
-
-        def publish_in_order(changes: list[Job]) -> int:
-            return sum(self.publish(job) for job in changes)
-
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="push-send") as pool:
-            # Each thread runs in a copy of this one's context: the time budget goes with it.
-            done = [pool.submit(contextvars.copy_context().run, publish_in_order, changes)
-                    for changes in by_job.values()]
-            return sum(future.result() for future in done)
+        return sum(deadline.run_in_pool(lambda changes: sum(self.publish(job) for job in changes),
+                                        list(by_job.values()), threads, "push-send"))
 
     @staticmethod
     def _out_of_time(job: Job, messages: int) -> int:

@@ -10,11 +10,9 @@ treats as one), never a job with no message at all.
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Callable, Optional, Sequence
 
@@ -71,14 +69,9 @@ class Sweeper:
         with self._start_lock:
             start = self._start if self._start is not None else int(now.timestamp() // 60) % DUE_SHARDS
         order = [(start + i) % DUE_SHARDS for i in range(DUE_SHARDS)]
-        # Each shard runs in a copy of this invocation's context, so that its time budget
-        # (chalicelib/runtime/deadline.py) binds the pool's threads and their SDK calls too.
-        contexts = [contextvars.copy_context() for _ in order]
-        with ThreadPoolExecutor(max_workers=s.sweep_threads, thread_name_prefix="sweep") as pool:
-            parts = list(pool.map(
-                lambda shard, context: context.run(self._sweep_shard, shard, acts, now, stop_at,
-                                                   batch, max_batches),
-                order, contexts))
+        parts = deadline.run_in_pool(
+            lambda shard: self._sweep_shard(shard, acts, now, stop_at, batch, max_batches),
+            order, s.sweep_threads, "sweep")
         for part in parts:
             report.update(part)
         left = [shard for shard, part in zip(order, parts) if part[SweepOutcome.SHARDS_LEFT]]
@@ -142,13 +135,6 @@ class Sweeper:
             return report
 
         return on_batch
-
-    def scan_orphans(self, scheduled: bool = False) -> Counter:
-        """Objects no job needs, older than the grace period: a run of the resumable,
-        batched scan of chalicelib/usecases/orphans.py (scheduled: this minute's share)."""
-        from chalicelib.usecases.orphans import OrphanScan
-
-        return OrphanScan(self._ctx).run(scheduled)
 
     # -- per status ------------------------------------------------------------------------
     def _processing(self, job: Job, now: datetime, drained: "_Drained") -> SweepOutcome:
@@ -242,8 +228,6 @@ class Sweeper:
             lifecycle.call_best_effort(ctx.jobs.update_if_unchanged,
                               dataclasses.replace(job, sweep_at=now + look_again_after), job)
             return SweepOutcome.WAITING
-        if ctx.publisher is None:
-            return SweepOutcome.SKIPPED
         self._publish(job)
         try:
             ctx.jobs.update_if_unchanged(job.resent(now, look_again_after), seen=job)
@@ -257,8 +241,6 @@ class Sweeper:
 
     def _publish(self, job: Job) -> None:
         ctx = self._ctx
-        if ctx.publisher is None:
-            raise TransientError("no queue to re-send the event to")
         ctx.publisher.publish_object_created(ObjectCreated(ctx.settings.bucket, job.original_key, 0))
 
 
@@ -285,8 +267,7 @@ class _Drained:
         """Whether a message sent by `sent_by` (at the latest) has certainly left the queue."""
         with self._lock:
             if not self._read:
-                gauge = self._ctx.backlog
-                self._before = gauge.drained_before(self._now) if gauge is not None else None
+                self._before = self._ctx.backlog.drained_before(self._now)
                 self._read = True
         if self._before is None:
             return False

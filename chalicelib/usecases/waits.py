@@ -113,8 +113,6 @@ class Waits:
 
     def _take_slot(self, owner: str, holder: str, limit: float) -> Optional[int]:
         ctx = self._ctx
-        if ctx.wait_slots is None:
-            return None
         try:
             self._admission.check_backlog()
         except Overloaded:

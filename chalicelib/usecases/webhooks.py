@@ -50,12 +50,10 @@ from chalicelib.domain.errors import (
     InvalidRequest,
     PoisonMessage,
     RetryLater,
-    StorageUnavailable,
     TransientError,
     WebhookNotFound,
 )
 from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
-from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
@@ -77,7 +75,6 @@ TURNS_AHEAD_SECONDS = 43200
 # A receiver's hold before any was measured: if it is slower, its events come back early and
 # are deferred again at the pace measured by then.
 UNKNOWN_HOLD_SECONDS = 1.0
-UNBOUNDED = -1  # the slot of a delivery when nothing bounds them (ctx.delivery_slots is None)
 
 
 def receiver_key(hook: Webhook) -> str:
@@ -157,7 +154,7 @@ class Webhooks:
 
     # -- registration --------------------------------------------------------------------
     def register(self, owner: str, url: object, events: tuple[JobStatus, ...] = ()) -> Registration:
-        store = self._store()
+        store = self._ctx.webhooks
         target = self._check(url)
         for _ in range(3):  # a lost race means another request changed it: look again
             now = self._ctx.clock()
@@ -187,14 +184,14 @@ class Webhooks:
         return registration
 
     def show(self, owner: str) -> Optional[Webhook]:
-        return self._store().get_webhook(owner)
+        return self._ctx.webhooks.get_webhook(owner)
 
     def remove(self, owner: str) -> None:
-        self._store().delete_webhook(owner)
+        self._ctx.webhooks.delete_webhook(owner)
         log.info("webhook_removed")
 
     def rotate(self, owner: str) -> Webhook:
-        store = self._store()
+        store = self._ctx.webhooks
         for _ in range(3):
             current = store.get_webhook(owner)
             if current is None:
@@ -209,12 +206,6 @@ class Webhooks:
             log.info("webhook_secret_rotated")
             return hook
         raise TransientError("the webhook kept changing")
-
-    def _store(self):
-        if self._ctx.webhooks is None:
-            raise StorageUnavailable("Webhooks are not available here",
-                                     retry_after=self._ctx.settings.retry_after_seconds)
-        return self._ctx.webhooks
 
     def _check(self, url: object) -> webhook_urls.Target:
         try:
@@ -238,7 +229,7 @@ class Webhooks:
         now = ctx.clock()
         if event.not_before is not None and now < event.not_before:
             self._retry(receipt, (event.not_before - now).total_seconds())
-        hook = self._store().get_webhook(event.receiver)
+        hook = self._ctx.webhooks.get_webhook(event.receiver)
         if hook is None:
             return self._drop(event, Reason.NO_WEBHOOK)
         job = ctx.jobs.get(event.job_id)
@@ -268,7 +259,7 @@ class Webhooks:
         ctx = self._ctx
         try:
             target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
-            payload = json.dumps(job_body(job, self._urls(job), with_owner=event.service),
+            payload = json.dumps(ctx.job_body(job, self._urls(job), event.service),
                                  separators=(",", ":")).encode()
             headers = signature_headers(hook, event.event_id, now, payload)
             status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
@@ -302,14 +293,10 @@ class Webhooks:
     # -- the receiver's share: slots in flight, and turns for the rest -------------------
     def _take_slot(self, receiver: str, holder: str, now: datetime) -> Optional[int]:
         ctx, s = self._ctx, self._ctx.settings
-        if ctx.delivery_slots is None:
-            return UNBOUNDED
         until = now + timedelta(seconds=s.webhook_attempt_seconds) + SLOT_MARGIN
         return ctx.delivery_slots.take(receiver, holder, until, now, s.receiver_slots)
 
     def _give_back(self, receiver: str, slot: int, holder: str, held_seconds: float) -> None:
-        if slot == UNBOUNDED:
-            return
         try:
             self._ctx.delivery_slots.give_back(receiver, slot, holder, held_seconds)
         except TransientError:
@@ -328,18 +315,17 @@ class Webhooks:
         cap = s.webhook_attempt_seconds + SLOT_MARGIN.total_seconds()
         hold = min(cap, max(0.05, hold if hold is not None else UNKNOWN_HOLD_SECONDS))
         step = hold / slots
-        if ctx.webhook_turns is not None:
-            # A token bucket read as a line of turns: its full_at is the last turn handed out.
-            start = now.timestamp() + hold - step
-            for _ in range(3):  # a lost race: another function took the turn meanwhile
-                for take in (ctx.webhook_turns.take, ctx.webhook_turns.take_from_full):
-                    try:
-                        turn = take(receiver, start, step, TURNS_AHEAD_SECONDS)
-                    except ConditionFailed:
-                        continue
-                    except TransientError:
-                        return now + timedelta(seconds=hold)
-                    return datetime.fromtimestamp(turn, tz=now.tzinfo)
+        # A token bucket read as a line of turns: its full_at is the last turn handed out.
+        start = now.timestamp() + hold - step
+        for _ in range(3):  # a lost race: another function took the turn meanwhile
+            for take in (ctx.webhook_turns.take, ctx.webhook_turns.take_from_full):
+                try:
+                    turn = take(receiver, start, step, TURNS_AHEAD_SECONDS)
+                except ConditionFailed:
+                    continue
+                except TransientError:
+                    return now + timedelta(seconds=hold)
+                return datetime.fromtimestamp(turn, tz=now.tzinfo)
         return now + timedelta(seconds=hold)
 
     def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, reason: Reason,

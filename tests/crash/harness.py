@@ -26,8 +26,7 @@ from chalicelib.domain.errors import PoisonMessage, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import TERMINAL, JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -189,7 +188,7 @@ class World:
         # in each of its processes, and they must agree; a failing point's id is the same
         # when it is run again).
         ids = itertools.count(1)
-        self.use_cases = UseCases(Context(
+        self.use_cases = UseCases(fake_context(
             settings=self.settings, clock=self.clock, new_id=lambda: str(uuid.UUID(int=next(ids), version=4)),
             jobs=injector.wrap("jobs", self.jobs), objects=injector.wrap("objects", self.objects),
             publisher=injector.wrap("queue", self.queue), backlog=injector.wrap("queue", self.queue),
@@ -381,7 +380,7 @@ SCENARIOS = [
     Scenario("sweeper: retention over", "sweeper",
              prepare=lambda w: _expired(w), step=lambda w, s: w.sweep(), expect_gone=True),
     Scenario("sweeper: orphans", "sweeper",
-             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.sweeper.scan_orphans()),
+             prepare=lambda w: _orphans(w), step=lambda w, s: w.use_cases.orphan_scan.run()),
     Scenario("api: delete a ready job", "api",
              prepare=lambda w: {"job": _ready_job(w, "key-1")},
              step=lambda w, s: w.use_cases.manage.delete("alice", s["job"]),
@@ -652,7 +651,7 @@ def check(world: World, scenario: Scenario, state: dict) -> list[str]:
             found.append(f"job {job.job_id[:8]} failed {job.error_code.value} with its original stored")
     # After the daily orphan scan (its grace period passed):
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.scan_orphans()
+    world.use_cases.orphan_scan.run()
     # 2. At most one set of renditions, and it matches the status.
     for job in world.jobs.items.values():
         present = world.renditions_of(job.job_id)

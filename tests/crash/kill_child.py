@@ -15,8 +15,8 @@ import sys
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.config import Settings
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from tests.crash.harness import IMAGE, Injector
+from tests.fakes import fake_context
 
 
 class KillAt(Injector):
@@ -42,10 +42,10 @@ def main(step: str, call: str, nth: str, when: str) -> int:
     settings = Settings.from_environ(os.environ)
     real = build_use_cases(settings).ctx
     injector = KillAt(call, int(nth), when)
-    use_cases = UseCases(Context(settings=settings, jobs=injector.wrap("jobs", real.jobs),
-                           objects=injector.wrap("objects", real.objects),
-                           publisher=injector.wrap("queue", real.publisher),
-                           backlog=injector.wrap("queue", real.backlog)))
+    use_cases = UseCases(fake_context(settings=settings, jobs=injector.wrap("jobs", real.jobs),
+                                      objects=injector.wrap("objects", real.objects),
+                                      publisher=injector.wrap("queue", real.publisher),
+                                      backlog=injector.wrap("queue", real.backlog)))
     if step == "upload":
         use_cases.uploads.accept_upload("alice", IMAGE, os.environ["CRASH_IDEMPOTENCY_KEY"])
     elif step == "worker":

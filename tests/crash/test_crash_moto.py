@@ -14,12 +14,12 @@ import pytest
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context, new_job_id
+from chalicelib.usecases.context import new_job_id
 from local.provision import provision
 from local.services import aws_client
 from tests.conftest import ROOT
 from tests.crash.harness import IMAGE, Injector, Killed, Point, retrying
-from tests.fakes import Clock
+from tests.fakes import Clock, fake_context
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ class MotoWorld:
         self.injector = injector
         self.clock = Clock(datetime.now(timezone.utc))
         self.ids: list[str] = []
-        self.use_cases = UseCases(Context(
+        self.use_cases = UseCases(fake_context(
             settings=self.settings, clock=self.clock, new_id=self._new_id,
             jobs=injector.wrap("jobs", real.jobs), objects=injector.wrap("objects", real.objects),
             publisher=injector.wrap("queue", real.publisher), backlog=injector.wrap("queue", real.backlog)))
@@ -134,7 +134,7 @@ def check(world: MotoWorld, key: str) -> list[str]:
     if any(n > 1 for n in ready_per_key.values()):
         found.append("4: one key made two jobs that went on")
     world.clock.advance(world.settings.orphan_grace_seconds + 1)
-    world.use_cases.sweeper.scan_orphans()
+    world.use_cases.orphan_scan.run()
     for job_id, job in jobs.items():
         renditions = world.objects(job_id, world.settings.renditions_prefix)
         if job is not None and job.status is JobStatus.READY:

@@ -19,10 +19,10 @@ from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
 from chalicelib.config import Settings
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.manage import ManageJobs
 from tests.e2e.test_images_api import headers, poll
 from tests.e2e.test_upload_methods import BUCKET, s3
+from tests.fakes import fake_context
 from tests.images import photo
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -94,7 +94,7 @@ def service_at(runner, handed_out: int, window: int) -> ManageJobs:
     objects = S3Store(None, settings.bucket, get_presigner=presigner)
     jobs = DynamoJobStore(DynamoTable(settings.table, settings.region, runner.aws))
     now = EPOCH + timedelta(seconds=handed_out, microseconds=999_000)
-    return ManageJobs(Context(settings=settings, jobs=jobs, objects=objects, clock=lambda: now))
+    return ManageJobs(fake_context(settings=settings, jobs=jobs, objects=objects, clock=lambda: now))
 
 
 def find_window(search):

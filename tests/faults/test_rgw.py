@@ -130,6 +130,6 @@ def test_the_orphan_scan_lists_and_deletes_on_the_gateway(world_factory, gateway
     orphan = keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     world.clients["s3"].put_object(Bucket=world.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert world.service.sweeper.scan_orphans()["orphans_deleted"] == 1
+    assert world.service.orphan_scan.run()["orphans_deleted"] == 1
     listed = world.clients["s3"].list_objects_v2(Bucket=world.settings.bucket, Prefix="originals/")
     assert [o["Key"] for o in listed.get("Contents", [])] == [keys.original(kept)]

@@ -15,8 +15,7 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import ALWAYS, RenditionName
 from chalicelib.http.views import job_body
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import FakeObjectStore
+from tests.fakes import FakeObjectStore, fake_context
 from tests.images import jpeg
 
 FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "jobs" / "before_sizes.json").read_text())
@@ -40,7 +39,8 @@ def test_an_old_record_reads_as_the_two_renditions_it_was_made_with(stack):
         assert store.get(job_id).sizes == ALWAYS == (RenditionName.DISPLAY, RenditionName.THUMB)
     ready = store.get(READY)
     assert set(ready.renditions) == set(ALWAYS)
-    body = job_body(ready, UseCases(Context(settings=stack[0], jobs=store, objects=FakeObjectStore())).manage.urls(ready))
+    use_cases = UseCases(fake_context(settings=stack[0], jobs=store, objects=FakeObjectStore()))
+    body = job_body(ready, use_cases.manage.urls(ready))
     assert sorted(body["renditions"]) == ["display", "thumb"]
     assert all(r["cache_key"] and r["variants"]["image/webp"]["cache_key"] for r in body["renditions"].values())
 
@@ -48,7 +48,7 @@ def test_an_old_record_reads_as_the_two_renditions_it_was_made_with(stack):
 def test_an_old_queued_job_is_made_with_the_two_it_was_promised_and_deleted_whole(stack):
     settings, store = old_records(stack)
     objects = FakeObjectStore()
-    use_cases = UseCases(Context(settings=settings, jobs=store, objects=objects))
+    use_cases = UseCases(fake_context(settings=settings, jobs=store, objects=objects))
     objects.put(f"originals/{QUEUED}", jpeg(1200, 800), "image/jpeg")
     use_cases.worker.handle_object_created(ObjectCreated(settings.bucket, f"originals/{QUEUED}", 0))
     done = store.get(QUEUED)
@@ -62,7 +62,7 @@ def test_an_old_queued_job_is_made_with_the_two_it_was_promised_and_deleted_whol
 def test_a_new_record_round_trips_its_sizes(stack):
     settings, store = old_records(stack)
     objects = FakeObjectStore()
-    use_cases = UseCases(Context(settings=settings, jobs=store, objects=objects))
+    use_cases = UseCases(fake_context(settings=settings, jobs=store, objects=objects))
     job = use_cases.uploads.accept_upload("erin", jpeg(), None, renditions=["thumb"]).job
     assert store.get(job.job_id).sizes == ALWAYS
     job = use_cases.uploads.accept_upload("erin", jpeg(640, 480), None).job

@@ -18,9 +18,8 @@ from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from tests.dynamo_stub import DynamoStub
-from tests.fakes import FakeObjectStore, ListMetrics
+from tests.fakes import FakeObjectStore, ListMetrics, fake_context
 from tests.images import jpeg
 
 NOW = datetime(2026, 7, 15, 10, 0, 30, 449514, tzinfo=timezone.utc)
@@ -150,7 +149,7 @@ def test_a_write_that_lost_to_another_still_fails_its_condition(store):
 def use_cases(stack, store):
     settings, _, _ = stack
     objects = FakeObjectStore()
-    return UseCases(Context(settings=settings, jobs=store, objects=objects, clock=Clock(NOW)))
+    return UseCases(fake_context(settings=settings, jobs=store, objects=objects, clock=Clock(NOW)))
 
 
 def test_an_upload_whose_create_answer_was_lost_is_accepted(use_cases, stub):

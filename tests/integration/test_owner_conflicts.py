@@ -16,9 +16,8 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.vocabulary import Outcome
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from tests.dynamo_stub import DynamoStub
-from tests.fakes import FakeObjectStore
+from tests.fakes import FakeObjectStore, fake_context
 from tests.images import jpeg
 
 UPLOADS = 16  # in parallel, by one owner, within the quota
@@ -36,7 +35,7 @@ def stub(stack):
 def use_cases(stack, stub):
     settings, _, _ = stack
     store = DynamoJobStore(DynamoTable(settings.table, settings.region, stub.url))
-    return UseCases(Context(settings=settings, jobs=store, objects=_LockedObjects()))
+    return UseCases(fake_context(settings=settings, jobs=store, objects=_LockedObjects()))
 
 
 class _LockedObjects(FakeObjectStore):

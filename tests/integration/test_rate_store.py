@@ -97,16 +97,15 @@ def test_instances_leasing_from_dynamodb_hold_the_owners_limit_in_few_writes(sta
     from chalicelib.config import Settings
     from chalicelib.domain.errors import RateLimited
     from chalicelib.usecases.admission import Admission
-    from chalicelib.usecases.context import Context
-    from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+    from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 
     settings, _, _ = stack
     table = Counted(DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url)))
     clock = Clock(datetime(2026, 7, 15, 10, 0, 0, 123456, tzinfo=timezone.utc))
     start = clock.now.timestamp()
     limits = Settings(owner_requests_per_second=10, owner_burst=40)
-    instances = [Admission(Context(settings=limits, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                                   rates=table, clock=clock),
+    instances = [Admission(fake_context(settings=limits, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                                        rates=table, clock=clock),
                            monotonic=lambda: clock.now.timestamp() - start) for _ in range(3)]
 
     def accepted(instance, owner):

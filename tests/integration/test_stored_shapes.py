@@ -247,7 +247,7 @@ def test_the_orphan_scan_deletes_no_object_a_record_names(world):
         world.clients["s3"].put_object(Bucket=s.bucket, Key=key, Body=b"x")
     # Past the grace period of every object just stored (the scan lists by storage's clock).
     world.at(datetime.now(timezone.utc) + timedelta(seconds=s.orphan_grace_seconds + 60))
-    report = world.use_cases.sweeper.scan_orphans()
+    report = world.use_cases.orphan_scan.run()
     deleted = set(world.recorded.objects) - world.stored()
     assert not deleted, f"the orphan scan deleted {len(deleted)} named objects: {sorted(deleted)}"
     assert not set(planted) & world.stored()

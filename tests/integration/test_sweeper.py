@@ -89,7 +89,7 @@ def test_an_orphan_original_disappears(world):
     orphan = use_cases.ctx.object_keys.original(str(uuid.uuid4()))
     clients["s3"].put_object(Bucket=use_cases.ctx.settings.bucket, Key=orphan, Body=b"x")
     time.sleep(2.1)
-    assert use_cases.sweeper.scan_orphans()["orphans_deleted"] == 1
+    assert use_cases.orphan_scan.run()["orphans_deleted"] == 1
     assert orphan not in keys(clients, use_cases)
 
 
@@ -165,12 +165,12 @@ def test_orphans_across_pages_go_over_two_budget_limited_runs_and_needed_objects
         return read(job_ids)
 
     ctx.jobs.objects_of = slow_read
-    first = use_cases.sweeper.scan_orphans()
+    first = use_cases.orphan_scan.run()
     assert first["ranges_left"] >= 1 and 0 < first["orphans_deleted"] < len(ghosts)
     assert kept <= set(keys(clients, use_cases))
 
     ctx.jobs.objects_of = read
-    second = use_cases.sweeper.scan_orphans()
+    second = use_cases.orphan_scan.run()
     assert first["orphans_deleted"] + second["orphans_deleted"] == len(ghosts)
     assert set(keys(clients, use_cases)) == kept
-    assert use_cases.sweeper.scan_orphans() == {}  # every range made its pass: nothing due today
+    assert use_cases.orphan_scan.run() == {}  # every range made its pass: nothing due today

@@ -15,8 +15,7 @@ from botocore.awsrequest import AWSResponse
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import FakeObjectStore
+from tests.fakes import FakeObjectStore, fake_context
 from tests.images import jpeg
 
 CANCELLED = {
@@ -43,7 +42,7 @@ def test_a_transaction_conflict_replays_the_concurrent_requests_job(stack):
                                        prepare_client=lambda client: client.meta.events.register_first(
                                            "before-send.dynamodb.TransactWriteItems", concurrent_request_wins)))
     other = DynamoJobStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
-    use_cases = UseCases(Context(settings=settings, jobs=store, objects=FakeObjectStore()))
+    use_cases = UseCases(fake_context(settings=settings, jobs=store, objects=FakeObjectStore()))
 
     def concurrent_request_wins(request, **_):
         if conflicts:

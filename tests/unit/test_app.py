@@ -12,8 +12,7 @@ import app as application
 from chalicelib.http import responses
 from chalicelib.http.auth import mint_token
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 FORBIDDEN_IN_ERRORS = ("Traceback", "originals/", "renditions/", application.settings.bucket,
@@ -22,7 +21,7 @@ FORBIDDEN_IN_ERRORS = ("Traceback", "originals/", "renditions/", application.set
 
 @pytest.fixture
 def use_cases(monkeypatch):
-    service = UseCases(Context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+    service = UseCases(fake_context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
                       clock=Clock(datetime.now(timezone.utc))))
     monkeypatch.setattr(application, "use_cases", lambda: service)
     return service

@@ -15,8 +15,7 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http.auth import mint_token
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots, fake_context
 from tests.images import jpeg
 
 
@@ -48,8 +47,8 @@ def store():
 
 @pytest.fixture
 def client(monkeypatch, store):
-    service = UseCases(Context(settings=application.settings, jobs=store, objects=FakeObjectStore(),
-                               clock=Clock(datetime.now(timezone.utc)), wait_slots=FakeWaitSlots()))
+    service = UseCases(fake_context(settings=application.settings, jobs=store, objects=FakeObjectStore(),
+                                    clock=Clock(datetime.now(timezone.utc)), wait_slots=FakeWaitSlots()))
     monkeypatch.setattr(application, "use_cases", lambda: service)
     with Client(application.app) as c:
         yield c

@@ -32,14 +32,13 @@ from chalicelib.http.auth import mint_token
 from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import FakeJobStore, FakeObjectStore
+from tests.fakes import FakeJobStore, FakeObjectStore, fake_context
 
 WATCH = ("PIL", "PIL.ImageCms", "pillow_heif", "boto3", "chalicelib.imaging.render", "structlog", "jwt",
          "cryptography", "multipart", "chalicelib.imaging.limits", "chalicelib.domain.events", "chalicelib.imaging.sandbox")
 seen = {"after import": [m for m in WATCH if m in sys.modules]}
 jobs = FakeJobStore()
-ctx = Context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
+ctx = fake_context(settings=app.settings, jobs=jobs, objects=FakeObjectStore())
 service = UseCases(ctx)
 app.use_cases = lambda: service
 now = datetime.now(timezone.utc)

@@ -211,13 +211,12 @@ def test_a_decode_ceiling_that_does_not_fit_the_worker_function_refuses_to_start
 
 
 def test_the_worker_refuses_to_start_with_a_ceiling_over_its_function():
-    from chalicelib.usecases.context import Context
     from chalicelib.usecases.worker import Worker
-    from tests.fakes import FakeJobStore, FakeObjectStore
+    from tests.fakes import FakeJobStore, FakeObjectStore, fake_context
 
     settings = Settings.from_environ({**SECRET, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"})
     with pytest.raises(ValueError, match="DECODE_MEMORY_MB"):
-        Worker(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()))
+        Worker(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore()))
 
 
 def test_the_local_runner_decodes_no_more_images_at_once_than_its_memory_holds():

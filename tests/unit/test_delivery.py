@@ -13,8 +13,7 @@ from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.http import prefer, views
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 # A production-like clock: microseconds, mid-window.
@@ -24,7 +23,7 @@ START = datetime(2026, 7, 15, 10, 17, 42, 123456, tzinfo=timezone.utc)
 def make_use_cases(**settings):
     clock = Clock(START)
     settings = Settings(bucket="images", **settings)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
 
 
 def ready_job(use_cases, owner="alice"):

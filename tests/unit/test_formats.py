@@ -15,8 +15,7 @@ from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.http import views
 from chalicelib.imaging.placeholder import components
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg, photo
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -26,7 +25,7 @@ AVIF, WEBP = RenditionFormat.AVIF, RenditionFormat.WEBP
 def make_use_cases(**settings):
     settings = Settings(bucket="images", max_upload_bytes=4_000_000, max_pixels=40_000_000, **settings)
     clock = Clock(START)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock))
 
 
 @pytest.fixture
@@ -161,7 +160,7 @@ def test_every_attempts_variants_are_cleaned_up_and_the_orphan_scan_keeps_the_re
     late = ctx.object_keys.rendition(job.job_id, 9, RenditionName.DISPLAY, WEBP)
     ctx.objects.put(late, b"x", "image/webp")
     ctx.clock.advance(ctx.settings.orphan_grace_seconds + 1)
-    assert use_cases.sweeper.scan_orphans() == {"orphans_deleted": 1}
+    assert use_cases.orphan_scan.run() == {"orphans_deleted": 1}
     assert renditions(use_cases) == result
 
 

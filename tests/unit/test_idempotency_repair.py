@@ -10,8 +10,7 @@ from chalicelib.domain.errors import IdempotencyKeyTaken, StorageUnavailable, Tr
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -30,9 +29,9 @@ def use_cases():
         if key.startswith("originals/"):
             queue.publish_object_created(ObjectCreated("images", key, 0))
 
-    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
-                            objects=FakeObjectStore(clock, on_created=notify),
-                            publisher=queue, backlog=queue, clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                                 objects=FakeObjectStore(clock, on_created=notify),
+                                 publisher=queue, backlog=queue, clock=clock))
 
 
 def deliver(use_cases):

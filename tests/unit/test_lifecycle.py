@@ -18,8 +18,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -30,7 +29,7 @@ def use_cases():
     clock = Clock(START)
     settings = Settings(bucket="images", max_upload_bytes=200_000, max_direct_upload_bytes=1_000_000)
     queue = FakeQueue(clock)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(clock),
                    publisher=queue, backlog=queue, clock=clock))
 
 
@@ -180,7 +179,8 @@ class CancelDuring(FakeObjectStore):
 def test_a_worker_mid_way_stops_and_leaves_no_renditions(when):
     clock, ref = Clock(START), []
     objects = CancelDuring(clock, ref, when)
-    use_cases = UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects, clock=clock))
+    use_cases = UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(), objects=objects,
+                                      clock=clock))
     ref.append(use_cases)
     job = use_cases.uploads.accept_upload("alice", jpeg()).job
     outcome = use_cases.worker.handle_object_created(event(use_cases, job))
@@ -267,11 +267,11 @@ def test_orphan_objects_are_deleted_after_the_grace_period(use_cases):
     orphan = use_cases.ctx.object_keys.original("5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0")
     use_cases.ctx.objects.put(orphan, b"x", "image/jpeg")
     use_cases.ctx.objects.put("renditions/5a3e2c1d-0b9f-4e8d-a7c6-b5a4f3e2d1c0/1/display.jpg", b"x", "image/jpeg")
-    assert use_cases.sweeper.scan_orphans() == {}
+    assert use_cases.orphan_scan.run() == {}
     # Within the grace period they were kept; the next pass (a day on) finds them old enough.
     settings = use_cases.ctx.settings
     use_cases.ctx.clock.advance(max(settings.orphan_grace_seconds, settings.orphan_pass_seconds) + 1)
-    assert use_cases.sweeper.scan_orphans()["orphans_deleted"] == 2
+    assert use_cases.orphan_scan.run()["orphans_deleted"] == 2
     assert list(use_cases.ctx.objects.objects) == [job.original_key]
 
 

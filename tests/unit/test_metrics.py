@@ -14,8 +14,7 @@ from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http.auth import mint_token
 from chalicelib.runtime.metrics import Dimension, EmfMetrics, Metric, QueueName, Route, emf_line
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, ListMetrics
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, ListMetrics, fake_context
 from tests.images import jpeg
 
 T0 = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -57,8 +56,8 @@ def known_run():
     objects = FakeObjectStore(clock)
     # An empty queue: the left job's storage event is known lost, so the sweeper resends it.
     queue = FakeQueue(clock)
-    uc = UseCases(Context(settings=Settings(), jobs=FakeJobStore(), objects=objects, clock=clock,
-                          metrics=metrics, publisher=queue, backlog=queue))
+    uc = UseCases(fake_context(settings=Settings(), jobs=FakeJobStore(), objects=objects, clock=clock,
+                               metrics=metrics, publisher=queue, backlog=queue))
     bucket = uc.ctx.settings.bucket
     first = uc.uploads.accept_upload("alice", jpeg(), "key-1").job
     uc.uploads.accept_upload("alice", jpeg(), "key-1")  # a replay: no new job
@@ -109,8 +108,8 @@ def test_the_sweeper_reports_queue_and_dead_letter_depths():
             return self.value
 
     metrics = ListMetrics()
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), metrics=metrics,
-                  gauges={(Metric.DEAD_LETTERS, QueueName.WEBHOOKS): Gauge(3),
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), metrics=metrics,
+                       gauges={(Metric.DEAD_LETTERS, QueueName.WEBHOOKS): Gauge(3),
                           (Metric.QUEUE_DEPTH, QueueName.EVENTS): Gauge(12)})
     UseCases(ctx).sweeper.sweep()
     assert metrics.points() == [("DeadLetters", {"Queue": "webhooks"}, 3.0),
@@ -128,8 +127,8 @@ def api(monkeypatch):
             return self.depth_now
 
     backlog = Backlog()
-    uc = UseCases(Context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                          backlog=backlog, metrics=ListMetrics(), clock=Clock(datetime.now(timezone.utc))))
+    uc = UseCases(fake_context(settings=application.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                               backlog=backlog, metrics=ListMetrics(), clock=Clock(datetime.now(timezone.utc))))
     metrics = ListMetrics()
     monkeypatch.setattr(application, "use_cases", lambda: uc)
     monkeypatch.setattr(application, "api_metrics", metrics)
@@ -212,9 +211,9 @@ def test_direct_uploads_are_counted_by_method_and_each_resume_by_its_method():
     clock = Clock(T0)
     metrics = ListMetrics()
     part = 5 * 1024 * 1024
-    uc = UseCases(Context(settings=Settings(multipart_min_bytes=2 * part, multipart_part_bytes=part),
-                          jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock,
-                          metrics=metrics, publisher=FakeQueue(clock), backlog=FakeQueue(clock)))
+    uc = UseCases(fake_context(settings=Settings(multipart_min_bytes=2 * part, multipart_part_bytes=part),
+                               jobs=FakeJobStore(), objects=FakeObjectStore(clock), clock=clock,
+                               metrics=metrics, publisher=FakeQueue(clock), backlog=FakeQueue(clock)))
     create = uc.direct_uploads.create_direct_upload
     create("alice", "image/jpeg", 1000)  # the form, the default method
     create("alice", "image/jpeg", 6 * part, method="PUT", idempotency_key="k")

@@ -11,9 +11,8 @@ from chalicelib.domain.jobs import Job, JobStatus, Rendition
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.storage import ScanPoint
 from chalicelib.usecases import orphans
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.orphans import OrphanScan, key_ranges
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 WEEK = timedelta(days=7)
@@ -50,7 +49,7 @@ def world(monkeypatch):
     monkeypatch.setattr(orphans, "PAGE_KEYS", 4)  # pages of 4 keys: a few objects make many pages
     clock = Clock(START)
     settings = Settings(bucket="images", orphan_scan_threads=1, orphan_scan_budget_seconds=10)
-    ctx = Context(settings=settings, jobs=CountingJobs(clock), objects=ListingObjects(clock), clock=clock)
+    ctx = fake_context(settings=settings, jobs=CountingJobs(clock), objects=ListingObjects(clock), clock=clock)
     return ctx
 
 

@@ -18,9 +18,9 @@ from chalicelib.domain.jobs import TRANSITIONS, Job, JobStatus
 from chalicelib.http import auth, prefer, views
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.push import OPENING_SECONDS, Fanout, PushingJobStore, Refusal
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, ListMetrics
+from tests.fakes import (Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, ListMetrics,
+                         fake_context)
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -28,9 +28,9 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
 def world(trigger_on_writes=True):
     metrics = ListMetrics()
-    ctx = Context(settings=Settings(bucket="images", push_url="ws://push"), jobs=FakeJobStore(),
-                  objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
-                  push_connections=FakePushConnections(), push_sender=FakePushSender())
+    ctx = fake_context(settings=Settings(bucket="images", push_url="ws://push"), jobs=FakeJobStore(),
+                       objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
+                       push_connections=FakePushConnections(), push_sender=FakePushSender())
     use_cases = UseCases(ctx)
     fanout = Fanout(lambda job: use_cases.push.publish(job), metrics)
     if trigger_on_writes:
@@ -373,9 +373,10 @@ def test_a_connect_takes_from_the_owners_request_rate_that_rest_requests_take_fr
     from tests.fakes import FakeRateStore
 
     metrics = ListMetrics()
-    ctx = Context(settings=Settings(bucket="images", push_url="ws://push", owner_requests_per_second=1, owner_burst=5),
-                  jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
-                  push_connections=FakePushConnections(), push_sender=FakePushSender(), rates=FakeRateStore())
+    settings = Settings(bucket="images", push_url="ws://push", owner_requests_per_second=1, owner_burst=5)
+    ctx = fake_context(settings=settings,
+                       jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START), metrics=metrics,
+                       push_connections=FakePushConnections(), push_sender=FakePushSender(), rates=FakeRateStore())
     use_cases = UseCases(ctx)
     accepted = refused = 0
     for n in range(2000):  # connect, disconnect, again

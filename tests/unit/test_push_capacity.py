@@ -35,6 +35,7 @@ def test_a_ready_jobs_message_with_every_variant_and_cloud_length_urls_is_one_32
     from chalicelib.adapters.s3_presign import GetPresigner
     from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
     from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+    from chalicelib.http.views import push_body
     from chalicelib.usecases.push import message
     from chalicelib.usecases.results import Urls
 
@@ -58,7 +59,7 @@ def test_a_ready_jobs_message_with_every_variant_and_cloud_length_urls_is_one_32
                 variants={(name, f): sign.url(bucket, v.key, 900) for name, r in renditions.items()
                           for f, v in r.variants.items()})
     assert all("T" * 2048 in url for url in urls.by_name.values())
-    body = message(job, urls).encode()
+    body = message(push_body(job, urls)).encode()
     assert len(urls.by_name) + len(urls.variants) == 3 * len(RenditionName)
     # The URLs are most of it (docs/scale.md §9: 20 KB with every variant and 2 KB tokens); the
     # display's and thumb's JPEGs come twice, as GET shows them (image_url and thumb_url, and

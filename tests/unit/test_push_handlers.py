@@ -17,9 +17,8 @@ from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.http.auth import BEARER_PROTOCOL, PUSH_PROTOCOL, mint_token
 from chalicelib.runtime import deadline
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from tests.fakes import (Clock, FakeJobStore, FakeObjectStore, FakePushConnections, FakePushSender, FakeRateStore,
-                         ListMetrics)
+                         ListMetrics, fake_context)
 from tests.unit.test_push import _image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +36,10 @@ def stage_app(monkeypatch):
     spec = importlib.util.spec_from_file_location("app_with_push", ROOT / "app.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    service = UseCases(Context(settings=module.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                               clock=Clock(START), metrics=ListMetrics(), rates=FakeRateStore(),
-                               push_connections=FakePushConnections(), push_sender=FakePushSender(),
-                               job_changes=DynamoJobChanges()))
+    service = UseCases(fake_context(settings=module.settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                                    clock=Clock(START), metrics=ListMetrics(), rates=FakeRateStore(),
+                                    push_connections=FakePushConnections(), push_sender=FakePushSender(),
+                                    job_changes=DynamoJobChanges()))
     module.use_cases = lambda: service
     return module, service
 

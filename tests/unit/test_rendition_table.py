@@ -13,8 +13,7 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import Fit, RenditionName, RenditionSpec
 from chalicelib.http.views import job_body
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg, size_of
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -32,8 +31,8 @@ def svc(monkeypatch):
     monkeypatch.setattr(renditions, "rendition_specs", lambda settings: (
         *product(settings), RenditionSpec(Added.MEDIUM, Fit.CONTAIN, 640)))
     clock = Clock(START)
-    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
-                            objects=FakeObjectStore(clock), clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                                 objects=FakeObjectStore(clock), clock=clock))
 
 
 def stored(svc, job_id):

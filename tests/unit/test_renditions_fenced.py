@@ -9,8 +9,7 @@ from chalicelib.config import Settings
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -33,8 +32,8 @@ class Interleave(FakeObjectStore):
 @pytest.fixture
 def use_cases():
     clock = Clock(START)
-    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
-                            objects=Interleave(clock), clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                                 objects=Interleave(clock), clock=clock))
 
 
 def event(job):
@@ -129,7 +128,7 @@ def test_the_orphan_scan_removes_a_dead_attempts_renditions_but_keeps_the_result
     stray = use_cases.ctx.object_keys.rendition(job.job_id, 7, "display")
     use_cases.ctx.objects.put(stray, b"x", "image/jpeg")
     use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
-    assert use_cases.sweeper.scan_orphans() == {"orphans_deleted": 1}
+    assert use_cases.orphan_scan.run() == {"orphans_deleted": 1}
     assert renditions(use_cases, job.job_id) == sorted(r.key for r in done.renditions.values())
     assert job.original_key in use_cases.ctx.objects.objects
 
@@ -142,7 +141,7 @@ def test_the_orphan_scan_keeps_the_live_attempts_renditions(use_cases):
     use_cases.ctx.objects.put(live, b"x", "image/jpeg")
     use_cases.ctx.objects.put(dead, b"x", "image/jpeg")
     use_cases.ctx.clock.advance(use_cases.ctx.settings.orphan_grace_seconds + 1)
-    use_cases.sweeper.scan_orphans()
+    use_cases.orphan_scan.run()
     assert renditions(use_cases, job.job_id) == [live]
 
 

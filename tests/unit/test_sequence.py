@@ -7,9 +7,8 @@ from datetime import datetime, timedelta, timezone
 from chalicelib.config import Settings
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from tests.crash.harness import RecordingJobStore
-from tests.fakes import Clock, FakeObjectStore
+from tests.fakes import Clock, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, 30, 449514, tzinfo=timezone.utc)
@@ -18,8 +17,8 @@ START = datetime(2026, 7, 15, 10, 0, 30, 449514, tzinfo=timezone.utc)
 def test_a_cancel_racing_a_re_claim_never_moves_the_sequence_back():
     clock = Clock(START)
     jobs = RecordingJobStore()
-    use_cases = UseCases(Context(settings=Settings(bucket="images", decode_cpu_seconds=0), jobs=jobs,
-                                 objects=FakeObjectStore(clock), clock=clock))
+    use_cases = UseCases(fake_context(settings=Settings(bucket="images", decode_cpu_seconds=0), jobs=jobs,
+                                      objects=FakeObjectStore(clock), clock=clock))
     ctx = use_cases.ctx
     job_id = use_cases.uploads.accept_upload("alice", jpeg(64, 48)).job.job_id
     jobs.claim(job_id, clock(), ctx.lease, ctx.settings.max_attempts)

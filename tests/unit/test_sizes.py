@@ -11,8 +11,7 @@ from chalicelib.domain.errors import IdempotencyKeyReused, InvalidRequest
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import photo, size_of
 
 START = datetime(2026, 7, 15, 10, 0, 0, 250000, tzinfo=timezone.utc)
@@ -21,8 +20,8 @@ START = datetime(2026, 7, 15, 10, 0, 0, 250000, tzinfo=timezone.utc)
 @pytest.fixture
 def use_cases():
     clock = Clock(START)
-    return UseCases(Context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
-                            objects=FakeObjectStore(clock), clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images"), jobs=FakeJobStore(),
+                                 objects=FakeObjectStore(clock), clock=clock))
 
 
 def made(use_cases, job):

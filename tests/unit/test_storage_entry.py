@@ -16,9 +16,8 @@ from chalicelib.domain.errors import PoisonMessage
 from chalicelib.domain.events import ObjectCreated, aws_event, minio_event
 from chalicelib.runtime import deadline
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from local.__main__ import storage_consumer
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 BODY = json.dumps({"Records": []})
@@ -126,8 +125,8 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def use_cases():
     settings = Settings(bucket="images")
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                            clock=Clock(START)))
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                                 clock=Clock(START)))
 
 
 @pytest.mark.parametrize("shape", [aws_event, minio_event])

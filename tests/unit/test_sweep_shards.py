@@ -13,9 +13,8 @@ from chalicelib.config import Settings
 from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus, due_shard, shard_key, sweep_key
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.sweeper import Sweeper
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 
@@ -58,8 +57,8 @@ def make_svc(store=None, **settings):
     # sweeper resends it.
     config = Settings(**{"bucket": "images", "event_delay_seconds": 0, **settings})
     queue = FakeQueue(clock)
-    return UseCases(Context(settings=config, jobs=store or FakeJobStore(), objects=FakeObjectStore(clock),
-                            publisher=queue, backlog=queue, clock=clock))
+    return UseCases(fake_context(settings=config, jobs=store or FakeJobStore(), objects=FakeObjectStore(clock),
+                                 publisher=queue, backlog=queue, clock=clock))
 
 
 def stuck_job(use_cases, job_id=None) -> Job:
@@ -148,10 +147,9 @@ def test_the_time_budget_stops_taking_new_shards_and_the_next_run_starts_there()
     clock = Clock(START)
     store = _ReadRecorder(clock, seconds=1.0)  # each query a second
     queue = FakeQueue(clock)
-    use_cases = UseCases(Context(settings=Settings(bucket="images", sweep_threads=1, sweep_budget_seconds=40,
-                                             event_delay_seconds=0),
-                           jobs=store, objects=FakeObjectStore(clock), publisher=queue, backlog=queue,
-                           clock=clock))
+    settings = Settings(bucket="images", sweep_threads=1, sweep_budget_seconds=40, event_delay_seconds=0)
+    use_cases = UseCases(fake_context(settings=settings, jobs=store, objects=FakeObjectStore(clock),
+                                      publisher=queue, backlog=queue, clock=clock))
     jobs = [stuck_job(use_cases) for _ in range(300)]
     clock.advance(2)
     first = use_cases.sweeper.sweep()

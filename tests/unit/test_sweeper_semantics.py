@@ -13,8 +13,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import DUE_SHARDS, JobStatus
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
 from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -28,9 +27,9 @@ def make_svc(**settings):
         if key.startswith("originals/"):
             queue.publish_object_created(ObjectCreated("images", key, 0))
 
-    return UseCases(Context(settings=Settings(bucket="images", **settings), jobs=FakeJobStore(),
-                            objects=FakeObjectStore(clock, on_created=notify),
-                            publisher=queue, backlog=queue, clock=clock))
+    return UseCases(fake_context(settings=Settings(bucket="images", **settings), jobs=FakeJobStore(),
+                                 objects=FakeObjectStore(clock, on_created=notify),
+                                 publisher=queue, backlog=queue, clock=clock))
 
 
 @pytest.fixture

@@ -20,8 +20,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg, png, size_of
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
@@ -30,7 +29,7 @@ START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def use_cases():
     settings = Settings(bucket="images", max_upload_bytes=200_000, max_pixels=4_000_000)
-    return UseCases(Context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START)))
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START)))
 
 
 def created(use_cases, job):

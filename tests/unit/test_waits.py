@@ -14,9 +14,8 @@ from chalicelib.http import prefer
 from chalicelib.runtime import deadline
 from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.waits import Waits, step_after
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots, ListMetrics
+from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeWaitSlots, ListMetrics, fake_context
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 
@@ -41,10 +40,10 @@ class Timeline:
             action()
 
 
-def world(settings=None, slots=True):
+def world(settings=None):
     metrics = ListMetrics()
-    ctx = Context(settings=settings or Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(),
-                  clock=Clock(NOW), metrics=metrics, wait_slots=FakeWaitSlots() if slots else None)
+    ctx = fake_context(settings=settings or Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(),
+                       clock=Clock(NOW), metrics=metrics, wait_slots=FakeWaitSlots())
     time = Timeline()
     use_cases = UseCases(ctx)
     waits = Waits(ctx, use_cases.admission, sleep=time.sleep, monotonic=time.monotonic)
@@ -214,13 +213,11 @@ def test_a_slot_whose_holder_died_frees_itself_when_its_time_is_over():
     assert slots.held["alice"][0][0] == "next"
 
 
-def test_a_store_outage_or_no_slot_store_means_no_wait_never_an_error():
+def test_a_store_outage_means_no_wait_never_an_error():
     ctx, waits, time, _ = world()
     job = queued_job(ctx)
     ctx.wait_slots.down = True
     assert waits.hold_until_changed(job, 20).applied is None
-    ctx, waits, time, _ = world(slots=False)
-    assert waits.hold_until_changed(queued_job(ctx), 20).applied is None
 
 
 def test_a_held_read_ends_before_the_invocations_budget_runs_out():

@@ -11,7 +11,6 @@ from chalicelib.domain.errors import DeliveryFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.webhooks import Webhook, WebhookEvent
 from chalicelib.usecases import UseCases
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.webhooks import SLOT_MARGIN, Delivery, receiver_key
 from tests.fakes import (
     Clock,
@@ -22,6 +21,7 @@ from tests.fakes import (
     FakeWebhookQueue,
     FakeWebhookStore,
     ListMetrics,
+    fake_context,
 )
 from tests.images import jpeg
 
@@ -46,10 +46,10 @@ class SlowSender:
 def world():
     # Microseconds, as a real clock has them.
     clock = Clock(datetime(2030, 1, 1, 10, 0, 0, 123456, tzinfo=timezone.utc))
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
-                  webhook_sender=SlowSender(clock), resolve=lambda host, port: ["93.184.215.14"],
-                  delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore())
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
+                       webhook_sender=SlowSender(clock), resolve=lambda host, port: ["93.184.215.14"],
+                       delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore())
     uc = UseCases(ctx)
     uc.webhooks.register("alice", URL + "/slow")
     uc.webhooks.register("bob", URL)
@@ -138,9 +138,9 @@ def test_turns_of_one_receiver_never_delay_another(world):
     assert bob_due <= timedelta(seconds=2)  # bob's own first turn, not after alice's twenty
 
 
-def test_without_a_turns_store_a_deferred_event_comes_back_after_one_hold(world):
+def test_with_the_turns_store_down_a_deferred_event_comes_back_after_one_hold(world):
     ctx = world.ctx
-    world.ctx.webhook_turns = None
+    ctx.webhook_turns.down = True
     hold_all_slots(world, "alice")
     world.webhooks.deliver(event_of(world, "alice").to_json(), None)
     assert ctx.webhook_queue.sent[-1].not_before - ctx.clock() == timedelta(seconds=1)

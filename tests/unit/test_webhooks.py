@@ -16,7 +16,6 @@ from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import Breaker, WebhookEvent
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.announce import event_id
-from chalicelib.usecases.context import Context
 from chalicelib.usecases.webhooks import Delivery
 from tests.fakes import (
     Clock,
@@ -26,6 +25,7 @@ from tests.fakes import (
     FakeWebhookQueue,
     FakeWebhookStore,
     ListMetrics,
+    fake_context,
 )
 from tests.images import jpeg
 
@@ -41,9 +41,9 @@ def names(host, port):
 def world():
     # A real clock: receivers check the signature's timestamp against theirs.
     clock = Clock(datetime.now(timezone.utc))
-    ctx = Context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
-                  metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
-                  webhook_sender=FakeSender(200), resolve=names)
+    ctx = fake_context(settings=Settings(), jobs=FakeJobStore(), objects=FakeObjectStore(), clock=clock,
+                       metrics=ListMetrics(), webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(),
+                       webhook_sender=FakeSender(200), resolve=names)
     return UseCases(ctx)
 
 
