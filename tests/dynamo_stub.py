@@ -8,6 +8,10 @@ where moto never does:
 - lost answers: a write reaches moto (it commits) and its answer is then dropped (the
   connection closed) or held past the client's read timeout, so botocore sends it again.
 
+It keeps each call's attempts as botocore numbers them (its `amz-sdk-invocation-id` and
+`amz-sdk-request` headers) and what became of each, so a test can tell the calls whose
+answer may never have arrived (their last attempt's answer lost, and no attempt after it).
+
 The bodies are DynamoDB's own, so botocore and PynamoDB parse them as they would from AWS.
 """
 from __future__ import annotations
@@ -47,6 +51,15 @@ TRANSACTION_CONFLICT = {
 }
 
 
+def _attempt(headers) -> tuple[int, int]:
+    """botocore's count of this attempt and of those it may make (`amz-sdk-request`)."""
+    fields = dict(part.strip().partition("=")[::2] for part in headers.get("amz-sdk-request", "").split(";"))
+    try:
+        return int(fields["attempt"]), int(fields["max"])
+    except (KeyError, ValueError):
+        return 1, 1
+
+
 def keys_of(operation: str, request: dict) -> list[str]:
     """The `pk` of each item the request writes, in order (a transaction's items)."""
     if operation == "TransactWriteItems":
@@ -82,6 +95,9 @@ class DynamoStub:
         self.lost = 0
         self.requests = 0
         self.operations: Counter = Counter()  # requests by operation
+        # Each call's attempts: invocation id -> [(operation, attempt, max, fate)], fate one of
+        # "answered", "conflict", "drop", "delay".
+        self.calls: dict[str, list[tuple[str, int, int, str]]] = {}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -111,6 +127,22 @@ class DynamoStub:
         if operation == "TransactWriteItems":
             return cancelled(["TransactionConflict" if owner else "None" for owner in owners])
         return TRANSACTION_CONFLICT
+
+    def unanswered(self, operation: str) -> list[str]:
+        """The calls of `operation` whose last attempt's answer was lost (dropped, or held:
+        possibly past the client's patience): those that botocore may have given up on, its
+        attempts run out or no more made (its retry quota, the time budget)."""
+        with self._lock:
+            return [call for call, attempts in self.calls.items()
+                    if attempts[-1][0] == operation and attempts[-1][3] in ("drop", "delay")]
+
+    def _record(self, headers, operation: str, fate: str) -> None:
+        call = headers.get("amz-sdk-invocation-id")
+        if call is None:
+            return
+        attempt, most = _attempt(headers)
+        with self._lock:
+            self.calls.setdefault(call, []).append((operation, attempt, most, fate))
 
     def _loss(self, operation: str, request: dict) -> Optional[str]:
         with self._lock:
@@ -148,8 +180,10 @@ class DynamoStub:
                     stub.operations[operation] += 1
                 refusal = stub._conflict(operation, request)
                 if refusal is not None:
+                    stub._record(self.headers, operation, "conflict")
                     return self._answer(400, {"Content-Type": _JSON}, json.dumps(refusal).encode())
                 loss = stub._loss(operation, request)
+                stub._record(self.headers, operation, loss or "answered")
                 status, headers, answer = stub._forward(self.command, self.path, self.headers, body)
                 if loss == "drop":
                     # The write is done; the client hears nothing and sends it again.

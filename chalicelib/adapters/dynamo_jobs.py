@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import suppress
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, Optional, Sequence
@@ -22,7 +23,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 from pynamodb.constants import MAP
-from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import size
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
@@ -30,7 +31,7 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters import dynamo_shapes
 from chalicelib.adapters.dynamo_table import (
-    DynamoTable, condition_failed, found_item, reason_codes, retrying_conflicts,
+    DynamoTable, dynamo_errors, find, found_item, reason_codes, retrying_conflicts,
 )
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
@@ -46,6 +47,7 @@ JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SCAN_PREFIX = "orphan-scan#"
+UNAVAILABLE = "job table unavailable"
 # The due index: the jobs by when the sweeper should look at them next, write-sharded:
 # partition key `sweep_key` (`<status>#<shard>`), sort key `sweep_at` (docs/scale.md §6.1).
 # Its name and its attributes' are those stored and deployed (infra/template.yaml).
@@ -278,75 +280,61 @@ class DynamoJobStore:
                     condition=o.active.does_not_exist() | (size(o.active) < quota),
                 )
 
-        try:
-            # A conflict on the key is a concurrent request with the same key: the caller
-            # reads the key again, rather than this call waiting.
-            retrying_conflicts(transact, on_key=key_item is not None)
-        except TransactWriteError as error:
-            reasons = reason_codes(error)
-            failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
-            if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
-                    and self._landed(job.job_id, write_id, found_item(error, 1)) is not None:
-                # The key is held by this very call's job: a re-send after a lost answer.
-                # Answered as the create it is, not as a taken key, so that what follows a
-                # create (the push fan-out's first message) follows this one too.
-                return
-            if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
-                raise IdempotencyKeyTaken() from None
-            if not failed:
-                raise TransientError("job table unavailable") from error
-            if failed[0] == len(reasons) - 1:
-                raise QuotaFull() from None
-            if self._landed(job.job_id, write_id, found_item(error, len(reasons) - 2)) is not None:
-                # botocore re-sent the transaction after a timeout, and the first send had
-                # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
-                # answer it): the job carries this call's write id.
-                return
-            raise ConditionFailed() from None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
+        with dynamo_errors(UNAVAILABLE):
+            try:
+                # A conflict on the key is a concurrent request with the same key: the caller
+                # reads the key again, rather than this call waiting.
+                retrying_conflicts(transact, on_key=key_item is not None)
+            except TransactWriteError as error:
+                reasons = reason_codes(error)
+                failed = [i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"]
+                if key_item is not None and reasons[:2] == ["ConditionalCheckFailed"] * 2 \
+                        and self._landed(job.job_id, write_id, found_item(error, 1)) is not None:
+                    # The key is held by this very call's job: a re-send after a lost answer.
+                    # Answered as the create it is, not as a taken key, so that what follows a
+                    # create (the push fan-out's first message) follows this one too.
+                    return
+                if key_item is not None and reasons[:1] in (["ConditionalCheckFailed"], ["TransactionConflict"]):
+                    raise IdempotencyKeyTaken() from None
+                if not failed:
+                    raise  # no condition failed: an outage
+                if failed[0] == len(reasons) - 1:
+                    raise QuotaFull() from None
+                if self._landed(job.job_id, write_id, found_item(error, len(reasons) - 2)) is not None:
+                    # botocore re-sent the transaction after a timeout, and the first send had
+                    # committed (an emulator ignores the ClientRequestToken that makes DynamoDB
+                    # answer it): the job carries this call's write id.
+                    return
+                raise ConditionFailed() from None
 
     def active_jobs(self, owner: str) -> set[str]:
-        try:
-            item = self._owners.get(OWNER_PREFIX + owner, consistent_read=True)
-        except DoesNotExist:
-            return set()
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
-        return set(item.active or ())
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._owners, OWNER_PREFIX + owner)
+        return set() if item is None else set(item.active or ())
 
     def release_place(self, owner: str, job_id: str) -> None:
         o = self._owners
-        try:
+        with suppress(ConditionFailed):  # no places at all: nothing to release
             self._write(lambda: o(OWNER_PREFIX + owner).update(
                 actions=[o.active.delete({job_id})], condition=o.pk.exists()))
-        except ConditionFailed:
-            pass  # no places at all: nothing to release
 
     def get_idempotency(self, scope: str) -> Optional[IdempotencyRecord]:
-        try:
-            item = self._idempotency.get(IDEMPOTENCY_PREFIX + scope, consistent_read=True)
-        except DoesNotExist:
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._idempotency, IDEMPOTENCY_PREFIX + scope)
+        if item is None:
             return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
         return IdempotencyRecord(scope=scope, fingerprint=item.fingerprint, job_id=item.job_id,
                                  expires_at=item.expires_at)
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
         k = self._idempotency
-        try:
+        with suppress(ConditionFailed):  # already gone, or taken over by a newer request
             self._write(lambda: k(IDEMPOTENCY_PREFIX + scope).delete(condition=k.job_id == job_id))
-        except ConditionFailed:
-            pass  # already gone, or taken over by a newer request
 
     def get(self, job_id: str) -> Optional[Job]:
-        try:
-            return self._to_job(self._model.get(JOB_PREFIX + job_id, consistent_read=True))
-        except DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._model, JOB_PREFIX + job_id)
+        return None if item is None else self._to_job(item)
 
     def objects_of(self, job_ids: list[str]) -> dict[str, JobObjects]:
         found = {}
@@ -379,11 +367,9 @@ class DynamoJobStore:
                     if not deadline.has_time_for(1):
                         break
                     _sleep(min(1.0, 0.05 * 2 ** retry))
-                try:
+                with dynamo_errors(UNAVAILABLE):
                     answer = self._connection.batch_get_item(
                         table, [{"pk": pk} for pk in pending], consistent_read=True, attributes_to_get=None if fields is None else list(fields))
-                except PynamoDBException as error:
-                    raise TransientError("job table unavailable") from error
                 found += [model.from_raw_data(raw) for raw in answer.get("Responses", {}).get(table, [])]
                 pending = [key["pk"]["S"] for key in answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])]
                 if not pending:
@@ -394,11 +380,9 @@ class DynamoJobStore:
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list[Job]:
         m = self._model
-        try:
+        with dynamo_errors(UNAVAILABLE):
             items = m.due_index.query(shard_key(status, shard), m.sweep_at <= now, limit=limit)
             return [self._to_job(item) for item in items]
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
 
     def owned(self, owner: str, limit: int, after: Optional[ListCursor] = None,
               created_after: Optional[datetime] = None,
@@ -415,13 +399,11 @@ class DynamoJobStore:
         start = None if after is None else {
             "pk": {"S": JOB_PREFIX + after.job_id}, "owner": {"S": owner},
             "created_at": {"S": m.created_at.serialize(after.created_at)}}
-        try:
+        with dynamo_errors(UNAVAILABLE):
             # One key more than asked: whether more follow, without a last empty page.
             keys = [(item.pk, item.created_at) for item in m.owner_created_index.query(
                 owner, bounds, scan_index_forward=False, limit=limit + 1, last_evaluated_key=start,
                 page_size=limit + 1)]
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
         more, keys = len(keys) > limit, keys[:limit]
         found = {item.pk: item for item in self._batch_get(m, [pk for pk, _ in keys])}
         jobs = [self._to_job(found[pk]) for pk, _ in keys if pk in found and found[pk].owner == owner]
@@ -507,13 +489,9 @@ class DynamoJobStore:
     def _landed(self, job_id: str, write_id: str, raw: Optional[dict] = None) -> Optional[JobItem]:
         """The job's item if its last write was the one with write_id; read unless the
         refusal brought the item (`raw`, DynamoDB's form)."""
-        try:
-            item = self._model.from_raw_data(raw) if raw else self._model.get(JOB_PREFIX + job_id, consistent_read=True)
-        except DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("job table unavailable") from error
-        return item if item.write_id == write_id else None
+        with dynamo_errors(UNAVAILABLE):
+            item = self._model.from_raw_data(raw) if raw else find(self._model, JOB_PREFIX + job_id)
+        return item if item is not None and item.write_id == write_id else None
 
     def delete(self, job_id: str) -> None:
         self._write(lambda: self._model(JOB_PREFIX + job_id).delete())
@@ -534,12 +512,8 @@ class DynamoJobStore:
 
     @staticmethod
     def _write(call) -> None:
-        try:
+        with dynamo_errors(UNAVAILABLE, conditional=True):
             retrying_conflicts(call)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                raise ConditionFailed() from error
-            raise TransientError("job table unavailable") from error
 
 
 def _new_write_id() -> str:
@@ -557,19 +531,16 @@ def add_missing_sweep_keys(model: type[JobItem]) -> int:
     step and never a function's (the stage policy allows no Scan). Each write is conditional
     on the status the scan read and on the key still missing; returns how many it wrote."""
     written = 0
-    try:
+    with dynamo_errors(UNAVAILABLE):
         for item in model.scan(model.pk.startswith(JOB_PREFIX) & model.sweep_key.does_not_exist(),
                                attributes_to_get=["pk", "status"]):
             job_id = item.pk[len(JOB_PREFIX):]
             try:
-                model(item.pk).update(
-                    actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
-                    condition=(model.status == item.status) & model.sweep_key.does_not_exist())
-            except PynamoDBException as error:
-                if not condition_failed(error):
-                    raise
+                with dynamo_errors(UNAVAILABLE, conditional=True):
+                    model(item.pk).update(
+                        actions=[model.sweep_key.set(sweep_key(JobStatus(item.status), job_id))],
+                        condition=(model.status == item.status) & model.sweep_key.does_not_exist())
+            except ConditionFailed:
                 continue  # written meanwhile, by a status change that set it
             written += 1
-    except PynamoDBException as error:
-        raise TransientError("job table unavailable") from error
     return written

@@ -8,21 +8,23 @@ whose disconnect never came goes by itself, if no send has found it gone first.
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import datetime
 from typing import Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute, UTCDateTimeAttribute
-from pynamodb.exceptions import DoesNotExist, PynamoDBException
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.expressions.condition import size
 from pynamodb.models import Model
 
 from chalicelib.adapters.dynamo_jobs import JOB_PREFIX, DynamoJobStore, JobItem
-from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
-from chalicelib.domain.errors import PushConnectionsFull, TransientError
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find
+from chalicelib.domain.errors import ConditionFailed, PushConnectionsFull
 from chalicelib.domain.jobs import Job
 
 OWNER_PUSH_PREFIX = "push#"
 CONNECTION_PREFIX = "push-connection#"
+UNAVAILABLE = "push connections unavailable"
 
 
 class OwnerConnectionsItem(Model):
@@ -50,27 +52,23 @@ class DynamoPushConnections:
         item = self._connections(CONNECTION_PREFIX + connection_id, owner=owner, opened_at=opened_at,
                                  expires_at=until)
         try:
-            # The owner's entry last: a connection the set names always has its owner item.
-            item.save()
-            # The cap is the set's size, checked in the same write that grows it, so it holds
-            # across every instance; a retried connect is already in the set.
-            o(OWNER_PUSH_PREFIX + owner).update(
-                actions=[o.connections.add({connection_id}), o.expires_at.set(until)],
-                condition=(o.connections.does_not_exist() | (size(o.connections) < limit)
-                           | o.connections.contains(connection_id)))
-        except PynamoDBException as error:
-            if not condition_failed(error):
-                raise TransientError("push connections unavailable") from error
+            with dynamo_errors(UNAVAILABLE, conditional=True):
+                # The owner's entry last: a connection the set names always has its owner item.
+                item.save()
+                # The cap is the set's size, checked in the same write that grows it, so it holds
+                # across every instance; a retried connect is already in the set.
+                o(OWNER_PUSH_PREFIX + owner).update(
+                    actions=[o.connections.add({connection_id}), o.expires_at.set(until)],
+                    condition=(o.connections.does_not_exist() | (size(o.connections) < limit)
+                               | o.connections.contains(connection_id)))
+        except ConditionFailed:
             self._forget_item(item)
             raise PushConnectionsFull(owner) from None
 
     def remove(self, connection_id: str, owner: Optional[str] = None,
                opened_before: Optional[datetime] = None) -> None:
-        try:
-            try:
-                item = self._connections.get(CONNECTION_PREFIX + connection_id, consistent_read=True)
-            except DoesNotExist:
-                item = None
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._connections, CONNECTION_PREFIX + connection_id)
             if (item is not None and opened_before is not None and item.opened_at is not None
                     and item.opened_at >= opened_before):
                 return  # still opening
@@ -79,34 +77,23 @@ class DynamoPushConnections:
                 self._leave_set(owner, connection_id)
             if item is not None:
                 item.delete()
-        except PynamoDBException as error:
-            raise TransientError("push connections unavailable") from error
 
     def _leave_set(self, owner: str, connection_id: str) -> None:
         o = self._owners
-        try:
-            # Only an existing entry: an update would otherwise create one with no time to go.
+        # Only an existing entry: an update would otherwise create one with no time to go.
+        with suppress(ConditionFailed), dynamo_errors(UNAVAILABLE, conditional=True):
             o(OWNER_PUSH_PREFIX + owner).update(actions=[o.connections.delete({connection_id})],
                                                 condition=o.pk.exists())
-        except PynamoDBException as error:
-            if not condition_failed(error):
-                raise
 
     @staticmethod
     def _forget_item(item) -> None:
-        try:
+        with suppress(PynamoDBException):  # its time removes it; the owner's set never named it
             item.delete()
-        except PynamoDBException:
-            pass  # its time removes it; the owner's set never named it
 
     def of_owner(self, owner: str) -> list[str]:
-        try:
-            item = self._owners.get(OWNER_PUSH_PREFIX + owner, consistent_read=True)
-        except DoesNotExist:
-            return []
-        except PynamoDBException as error:
-            raise TransientError("push connections unavailable") from error
-        return sorted(item.connections or ())
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._owners, OWNER_PUSH_PREFIX + owner)
+        return [] if item is None else sorted(item.connections or ())
 
 
 class DynamoJobChanges:

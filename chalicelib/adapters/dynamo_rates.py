@@ -13,13 +13,12 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
-from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find
 
 RATE_PREFIX = "rate#"
+UNAVAILABLE = "rate store unavailable"
 # A full bucket is the same as no item, so TTL may delete it once full_at has passed; the
 # margin covers the clocks of two instances disagreeing.
 _EXPIRY_MARGIN_SECONDS = 60
@@ -41,14 +40,9 @@ class DynamoRateStore:
         table.connect(self._model)
 
     def full_at(self, owner: str) -> Optional[float]:
-        try:
-            item = self._model.get(RATE_PREFIX + owner, consistent_read=True,
-                                   attributes_to_get=["full_at"])
-        except self._model.DoesNotExist:
-            return None
-        except PynamoDBException as error:
-            raise TransientError("rate store unavailable") from error
-        return float(item.full_at)
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._model, RATE_PREFIX + owner, attributes_to_get=["full_at"])
+        return None if item is None else float(item.full_at)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model
@@ -64,10 +58,6 @@ class DynamoRateStore:
         m = self._model
         expires = datetime.fromtimestamp(math.ceil(latest_full_at) + _EXPIRY_MARGIN_SECONDS, timezone.utc)
         item = m(self._prefix + owner)
-        try:
+        with dynamo_errors(UNAVAILABLE, conditional=True):
             item.update(actions=[*actions, m.expires_at.set(expires)], condition=condition)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                raise ConditionFailed() from error
-            raise TransientError("rate store unavailable") from error
         return float(item.full_at)

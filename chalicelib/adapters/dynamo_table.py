@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 from pynamodb.connection import Connection
-from pynamodb.exceptions import PynamoDBException, TransactWriteError
+from pynamodb.exceptions import DoesNotExist, PynamoDBException, TransactWriteError
 from pynamodb.models import Model
 
 from chalicelib.adapters.botocore_clients import Clients
+from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.runtime import deadline
 
 # Fail fast so an API call can answer 503 instead of hanging a client; bootstrap.py passes
@@ -92,8 +94,31 @@ class DynamoTable:
         return connection
 
 
-def condition_failed(error: PynamoDBException) -> bool:
+def _condition_failed(error: PynamoDBException) -> bool:
     return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"
+
+
+@contextmanager
+def dynamo_errors(unavailable: str, conditional: bool = False) -> Iterator[None]:
+    """PynamoDB's errors as the project's: TransientError(unavailable) for any (throttled,
+    timed out, unreachable, a cancelled transaction its caller did not read). `conditional`:
+    the calls inside are writes with a condition, and a failed one is ConditionFailed. Around
+    anything else (a read, a transaction, an unconditional write) ConditionalCheckFailed is no
+    answer DynamoDB gives, and stays an outage rather than pass for a refusal."""
+    try:
+        yield
+    except PynamoDBException as error:
+        if conditional and _condition_failed(error):
+            raise ConditionFailed() from error
+        raise TransientError(unavailable) from error
+
+
+def find(model: type[Model], pk: str, **kwargs) -> Optional[Model]:
+    """The item with key `pk`, read strongly consistent as every store reads; None if none."""
+    try:
+        return model.get(pk, consistent_read=True, **kwargs)
+    except DoesNotExist:
+        return None
 
 
 def found_item(error: TransactWriteError, index: int) -> Optional[dict]:

@@ -8,15 +8,15 @@ no count that a crashed instance could leave wrong.
 from __future__ import annotations
 
 import zlib
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Optional
 
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
-from chalicelib.domain.errors import TransientError
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors
+from chalicelib.domain.errors import ConditionFailed
 
 WAIT_PREFIX = "wait#"
 # An idle slot's item stays this long past its holder's time, then TTL deletes it.
@@ -53,22 +53,18 @@ class DynamoWaitSlots:
             slot = (first + step) % slots
             item = m(self._key(owner, slot))
             try:
-                item.update(
-                    actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
-                    condition=m.pk.does_not_exist() | (m.held_until < now),
-                )
+                with dynamo_errors(self.ERROR, conditional=True):
+                    item.update(
+                        actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
+                        condition=m.pk.does_not_exist() | (m.held_until < now),
+                    )
                 return slot
-            except PynamoDBException as error:
-                if condition_failed(error):
-                    continue
-                raise TransientError(self.ERROR) from error
+            except ConditionFailed:
+                continue
         return None
 
     def give_back(self, owner: str, slot: int, holder: str) -> None:
         m = self._model
-        try:
+        # Refused: taken over after its time ran out, or already given back.
+        with suppress(ConditionFailed), dynamo_errors(self.ERROR, conditional=True):
             m(self._key(owner, slot)).delete(condition=m.holder == holder)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                return  # taken over after its time ran out, or already given back
-            raise TransientError(self.ERROR) from error

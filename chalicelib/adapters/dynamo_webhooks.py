@@ -9,22 +9,23 @@ routes read it, and the API shows it only when it is created or rotated.
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
-from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.models import Model
 
-from chalicelib.adapters.dynamo_table import DynamoTable, condition_failed
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
-from chalicelib.domain.errors import ConditionFailed, TransientError
+from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.webhooks import Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
 DELIVER_PREFIX = "deliver#"
 TURN_PREFIX = "turn#"  # a receiver's deferred events' turns, kept by a DynamoRateStore
+UNAVAILABLE = "webhook store unavailable"
 # A given-back slot: free to anyone, whatever their clock says.
 _FREE = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _KEEP = timedelta(hours=1)  # an idle slot's item, then TTL deletes it
@@ -53,12 +54,10 @@ class DynamoWebhookStore:
         table.connect(self._model)
 
     def get_webhook(self, owner: str) -> Optional[Webhook]:
-        try:
-            item = self._model.get(WEBHOOK_PREFIX + owner, consistent_read=True)
-        except DoesNotExist:
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._model, WEBHOOK_PREFIX + owner)
+        if item is None:
             return None
-        except PynamoDBException as error:
-            raise TransientError("webhook store unavailable") from error
         return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
                        previous_secret=item.previous_secret, previous_until=item.previous_until,
                        breaker=Breaker(failing_until=item.failing_until, failures=int(item.failures or 0),
@@ -78,29 +77,20 @@ class DynamoWebhookStore:
                            previous_until=webhook.previous_until,
                            events=",".join(s.value for s in webhook.events) or None,
                            **_breaker_fields(webhook.breaker))
-        try:
+        with dynamo_errors(UNAVAILABLE, conditional=True):
             item.save(condition=condition)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                raise ConditionFailed() from error
-            raise TransientError("webhook store unavailable") from error
 
     def delete_webhook(self, owner: str) -> None:
-        try:
+        with dynamo_errors(UNAVAILABLE):
             self._model(WEBHOOK_PREFIX + owner).delete()
-        except PynamoDBException as error:
-            raise TransientError("webhook store unavailable") from error
 
     def save_breaker(self, owner: str, breaker: Breaker) -> None:
         m = self._model
         actions = [getattr(m, name).remove() if value is None else getattr(m, name).set(value)
                    for name, value in _breaker_fields(breaker).items()]
-        try:
+        # Refused: deleted meanwhile, nothing to mark.
+        with suppress(ConditionFailed), dynamo_errors(UNAVAILABLE, conditional=True):
             m(WEBHOOK_PREFIX + owner).update(actions=actions, condition=m.pk.exists())
-        except PynamoDBException as error:
-            if condition_failed(error):
-                return  # deleted meanwhile: nothing to mark
-            raise TransientError("webhook store unavailable") from error
 
 
 def _breaker_fields(breaker: Breaker) -> dict[str, Any]:
@@ -129,21 +119,16 @@ class DynamoDeliverySlots(DynamoWaitSlots):
 
     def give_back(self, owner: str, slot: int, holder: str, held_seconds: float = 0.0) -> None:
         m = self._model
-        try:
+        # Refused: taken over after its time ran out, or already given back.
+        with suppress(ConditionFailed), dynamo_errors(self.ERROR, conditional=True):
             m(self._key(owner, slot)).update(
                 actions=[m.holder.remove(), m.held_until.set(_FREE), m.last_held.set(round(held_seconds, 3)),
                          m.expires_at.set(datetime.now(timezone.utc) + _KEEP)],
                 condition=m.holder == holder)
-        except PynamoDBException as error:
-            if condition_failed(error):
-                return  # taken over after its time ran out, or already given back
-            raise TransientError(self.ERROR) from error
 
     def recent_hold(self, owner: str, slots: int) -> Optional[float]:
-        try:
+        with dynamo_errors(self.ERROR):
             items = list(self._model.batch_get([self._key(owner, slot) for slot in range(slots)],
                                                consistent_read=True))
-        except PynamoDBException as error:
-            raise TransientError(self.ERROR) from error
         held = [float(item.last_held) for item in items if item.last_held is not None]
         return sum(held) / len(held) if held else None
