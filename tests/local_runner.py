@@ -126,12 +126,6 @@ class Runner:
         return self.backend in ("localstack", "rgw")
 
 
-# The stack's names a runner provisions (chalicelib/config.py), each made unique per runner
-# on LocalStack.
-STACK_NAMES = {"IMAGES_BUCKET": "image-jobs", "JOBS_TABLE": "image-jobs", "EVENTS_QUEUE": "image-jobs-events",
-               "WEBHOOK_QUEUE": "image-jobs-webhooks"}
-
-
 @contextlib.contextmanager
 def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings: str):
     """A whole `python -m local` on free ports until the block ends: on its embedded stack, or
@@ -152,12 +146,6 @@ def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings:
     else:
         aws = aws_endpoint
         env.update(EMBEDDED_AWS="0", AWS_ENDPOINT_URL=aws)
-        # Names of its own on the shared LocalStack: two runners on one queue take each
-        # other's events, and the other's worker pushes to its own gateway, where this
-        # runner's sockets are not (push messages lost, seen as LocalStack's push "failing").
-        suffix = uuid.uuid4().hex[:8]
-        for name, default in STACK_NAMES.items():
-            env.setdefault(name, f"{default}-{suffix}")
     s3, backend = aws, "embedded" if aws_endpoint is None else "localstack"
     if storage == "rgw":
         rgw_port, suffix = free_port(), uuid.uuid4().hex[:8]
@@ -206,7 +194,14 @@ def runner_on(backend: str, request, **settings: str):
     """local_runner on one of BACKENDS; `request` is the fixture's, for the session's
     LocalStack. RabbitMQ must be up at 127.0.0.1:5672 (a loud failure, never a skip)."""
     if backend == "localstack":
-        with local_runner(aws_endpoint=request.getfixturevalue("localstack").endpoint, **settings) as started:
+        # Names of its own on the shared LocalStack (the e2e session's runner has the defaults):
+        # two runners on one queue take each other's events, and the other's worker pushes to
+        # its own gateway, where this runner's sockets are not (push messages lost).
+        suffix = uuid.uuid4().hex[:8]
+        names = {"IMAGES_BUCKET": f"image-jobs-{suffix}", "JOBS_TABLE": f"image-jobs-{suffix}",
+                 "EVENTS_QUEUE": f"image-jobs-events-{suffix}", "WEBHOOK_QUEUE": f"image-jobs-webhooks-{suffix}"}
+        with local_runner(aws_endpoint=request.getfixturevalue("localstack").endpoint,
+                          **{**names, **settings}) as started:
             yield started
         return
     if backend == "rgw":
