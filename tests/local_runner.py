@@ -209,8 +209,6 @@ def runner_on(backend: str, request, **settings: str):
             yield started
         return
     if backend == "amqp":
-        import uuid
-
         from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker
 
         if not rabbit_up():
