@@ -59,6 +59,17 @@ class _Counted:
         return self._rates.full_at(owner)
 
 
+class _Unshared:
+    """No shared store: every call finds it down, so each process keeps its own bucket."""
+
+    def __getattr__(self, name):
+        from chalicelib.domain.errors import TransientError
+
+        def down(*_):
+            raise TransientError("no shared rate store")
+        return down
+
+
 def child(endpoint: str, table: str, rate: int, burst: int, mode: str, owner: str,
           seconds: float, every: float, report) -> dict:
     """One API process: once ready, says so on `report` and reads the start time from stdin;
@@ -69,7 +80,7 @@ def child(endpoint: str, table: str, rate: int, burst: int, mode: str, owner: st
 
     ctx = build_use_cases(_settings(endpoint, table, rate, burst)).ctx
     counted = _Counted(ctx.rates)
-    ctx = dataclasses.replace(ctx, rates=counted if mode == "shared" else None)
+    ctx = dataclasses.replace(ctx, rates=counted if mode == "shared" else _Unshared())
     admission = Admission(ctx)
     admission.check_rate(f"warm-{uuid.uuid4().hex}")  # the connection, before the clock starts
     counted.writes = counted.reads = 0
