@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from enum import Enum, StrEnum
 from typing import Callable, Mapping, Optional, Protocol
 
-from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.logs import get_logger, write_line
 
 NAMESPACE = "ImageJobs"
 log = get_logger("metrics")
@@ -111,13 +110,8 @@ def emf_line(service: str, values: Mapping[Metric, float],
     return json.dumps(line.serialize_metric_set(), separators=(",", ":"))
 
 
-_write_lock = threading.Lock()
-
-
 def _stdout(line: str) -> None:
-    with _write_lock:  # whole lines only, whatever the threads
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    write_line(sys.stdout, line)  # under the log lines' lock: whole lines, whatever the threads
 
 
 class EmfMetrics:

@@ -261,6 +261,11 @@ def test_a_second_ctrl_c_stops_at_once_and_the_same_command_still_resumes(counte
         cut = subprocess.Popen([str(CLI), "upload", "big.jpg", "--json"], cwd=tmp_path, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for_bytes(proxy, start + SIZE // 10, cut)
+        # Now nearly stalled (64 KiB a second a connection: a part takes two minutes), so the
+        # parts in flight cannot finish however long a loaded machine takes between the two
+        # signals: an exit within the timeout below is the second Ctrl-C's doing. (At 6 s a
+        # part, a CI run once saw all four through before the CLI had read the second.)
+        proxy.pause = 1.0
         cut.send_signal(signal.SIGINT)
         assert "Ctrl-C again to stop at once" in cut.stderr.readline()
         cut.send_signal(signal.SIGINT)

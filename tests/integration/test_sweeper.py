@@ -93,10 +93,23 @@ def test_an_orphan_original_disappears(world):
     assert orphan not in keys(clients, use_cases)
 
 
-def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for):
+def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for, monkeypatch):
     # Jobs leased for 1 s; the resend then looks again only after 30 s, so that "at once
     # again" stays true on a slow machine.
     use_cases, stack, clients = make_world(settings_for, lease_seconds=30)
+    # Both sweepers read the queue as drained before either re-sends: the race is then over
+    # the conditional writes alone. (A sweeper that reads the queue after the other's resend
+    # finds it busy and rightly waits: on a loaded machine that happened, and a job was left
+    # for the next run.)
+    both_read = threading.Barrier(2)
+    drained_before = use_cases.ctx.backlog.drained_before
+
+    def read_then_wait(now):
+        read = drained_before(now)
+        both_read.wait(timeout=60)
+        return read
+
+    monkeypatch.setattr(use_cases.ctx.backlog, "drained_before", read_then_wait)
     stuck = [use_cases.uploads.accept_upload("alice", jpeg()).job for _ in range(3)]
     drain(clients, stack)
     for job in stuck:
@@ -111,6 +124,7 @@ def test_two_sweepers_racing_and_a_second_run_leave_the_same_state(settings_for)
     assert sum(r.get(SweepOutcome.RESENT, 0) for r in reports) == 3  # each job marked by one sweeper
     assert all(use_cases.ctx.jobs.get(j.job_id).resends == 1 for j in stuck)
     state = [use_cases.ctx.jobs.get(j.job_id) for j in stuck]
+    monkeypatch.undo()
     # Again: the re-sent events wait in the queue, so nothing is re-sent or failed (at most
     # the sweeper notes when to look next).
     assert set(use_cases.sweeper.sweep()) <= {SweepOutcome.WAITING}
