@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,11 @@ for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"
 os.environ.pop("AWS_PROFILE", None)
 # The tests run the app in-process as the local runner does, with its default dev secret.
 os.environ["LOCAL_RUNNER"] = "1"
+# A shell without job control (a script's `cmd &`) starts its background commands with SIGINT
+# ignored, and every process inherits that: the CLI the tests start would then never hear the
+# Ctrl-C they send it (three tests failed so under such a run). As from a terminal, then.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def free_port() -> int:
