@@ -14,6 +14,7 @@ the service relies on it.
   adds them there, as S3 does. (moto matches a rule on the origin only, not the method; the
   template's methods are checked by tests instead.)
 """
+import logging
 import os
 import sys
 import threading
@@ -48,4 +49,7 @@ def _bucket_response_post_with_cors(self, request, bucket_name):
 S3Response._bucket_response_post = _bucket_response_post_with_cors
 
 if __name__ == "__main__":
+    # No line a request: the runner sends this server's output nowhere, and formatting them
+    # took about a tenth of its CPU (py-spy, during the test suite).
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     sys.exit(main(sys.argv[1:]))

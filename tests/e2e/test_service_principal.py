@@ -81,7 +81,7 @@ def run(request):
     """A runner of its own on each backend: fast webhook retries, and a service webhook
     (deployment-wide) that no other test's runner shares."""
     settings = {"WEBHOOK_RETRY_DELAYS": "1,1,1,1,1,1,1", "WEBHOOK_ATTEMPT_SECONDS": "2",
-                "WEBHOOK_CONCURRENCY": "2", "SWEEP_INTERVAL_SECONDS": "2"}
+                "WEBHOOK_CONCURRENCY": "2"}
     if request.param == "localstack":
         # Names of its own: the session's LocalStack runner must take neither these events
         # nor these webhook deliveries (it would look the service webhook up in its table).

@@ -105,7 +105,7 @@ def run(tmp_path_factory):
     log_file = tmp_path_factory.mktemp("run") / "runner.log"
     env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), EMBEDDED_AWS="1",
                PYTHONUNBUFFERED="1", LOG_FILE=str(log_file), WEBHOOK_RETRY_DELAYS="1,1,1,1,1,1,1",
-               WEBHOOK_ATTEMPT_SECONDS="2", WEBHOOK_CONCURRENCY="2", SWEEP_INTERVAL_SECONDS="2")
+               WEBHOOK_ATTEMPT_SECONDS="2", WEBHOOK_CONCURRENCY="2", SWEEP_INTERVAL_SECONDS="5")
     env.pop("AWS_ENDPOINT_URL", None)
     proc = start_local(env, "the local runner for webhooks")
     yield Run(f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{aws_port}", proc, log_file)
