@@ -183,7 +183,9 @@ class World:
         statuses = self.wait_terminal(job_ids, timeout)
         for job_id, status in statuses.items():
             if expected is not None:
-                assert status is expected, (job_id, status, self.service.ctx.jobs.get(job_id))
+                job = self.service.ctx.jobs.get(job_id)  # what ended it first: pytest cuts a long repr
+                assert status is expected, (job_id, status, getattr(job, "error_code", None),
+                                            getattr(job, "attempt", None), getattr(job, "resends", None), job)
             if status is JobStatus.READY:
                 # Exactly the finishing attempt's pair: no other attempt's leftovers.
                 job = self.service.ctx.jobs.get(job_id)
