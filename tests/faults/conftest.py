@@ -179,13 +179,18 @@ class World:
                     bodies.append(body)
         return bodies
 
+    def _ended(self, job_id, status):
+        job = self.service.ctx.jobs.get(job_id)
+        return (job_id, status, getattr(job, "error_code", None), getattr(job, "attempt", None),
+                getattr(job, "resends", None), job)
+
     def assert_promise(self, job_ids, expected: JobStatus | None = JobStatus.READY, timeout: float = 60):
         statuses = self.wait_terminal(job_ids, timeout)
         for job_id, status in statuses.items():
             if expected is not None:
-                job = self.service.ctx.jobs.get(job_id)  # what ended it first: pytest cuts a long repr
-                assert status is expected, (job_id, status, getattr(job, "error_code", None),
-                                            getattr(job, "attempt", None), getattr(job, "resends", None), job)
+                # The message (read only on a failure) leads with what ended the job: pytest
+                # cuts a long repr.
+                assert status is expected, self._ended(job_id, status)
             if status is JobStatus.READY:
                 # Exactly the finishing attempt's pair: no other attempt's leftovers.
                 job = self.service.ctx.jobs.get(job_id)
