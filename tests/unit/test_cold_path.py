@@ -155,6 +155,9 @@ def test_a_client_is_made_without_listing_every_service_and_a_bad_name_still_fai
     import botocore.loaders
     from botocore.exceptions import UnknownServiceError
 
+    from chalicelib.adapters import botocore_clients
+
+    monkeypatch.setattr(botocore_clients, "_loaders", {})  # a cold process's: nothing loaded yet
     listed = []
     real = os.listdir
     monkeypatch.setattr(botocore.loaders.os, "listdir", lambda path: listed.append(path) or real(path))
@@ -170,3 +173,19 @@ def test_a_client_is_made_without_listing_every_service_and_a_bad_name_still_fai
     else:
         raise AssertionError("an unknown service was accepted")
     assert "sqs" in session.get_available_services()
+
+
+def test_every_session_of_a_process_shares_one_loader_per_data_path(monkeypatch):
+    """A new Context (a test's, a benchmark's) makes a session of its own: its clients reuse the
+    models the process has parsed, as one session's clients do; another AWS_DATA_PATH gets its own."""
+    from chalicelib.adapters import botocore_clients
+
+    monkeypatch.setattr(botocore_clients, "_loaders", {})
+    first, second = Clients("us-east-1").session, Clients("eu-west-1").session
+    loader = first.get_component("data_loader")
+    assert second.get_component("data_loader") is loader
+    model = loader.load_service_model("dynamodb", "service-2")
+    assert second.get_component("data_loader").load_service_model("dynamodb", "service-2") is model
+    monkeypatch.setenv("AWS_DATA_PATH", "/nonexistent-models")
+    other = Clients("us-east-1").session.get_component("data_loader")
+    assert other is not loader and "/nonexistent-models" in other.search_paths
