@@ -34,7 +34,8 @@ SHORT = {
     # Every image (the PNG too) and variant, one timed run each, at a tenth of the side.
     "resize.py": (["--runs", "1", "--scale", "0.1"], 300),
     "rgw.py": (["--minutes", "0.05", "--embedded-minutes", "0.05"], 300),
-    "sweeper.py": (["--jobs", "20", "--threads", "2", "--orphan-jobs", "20", "--orphan-threads", "1"], 300),
+    # Its cost is the sweeps' queries of every shard, whatever the jobs; 2 orphan threads: the pool's row.
+    "sweeper.py": (["--jobs", "4", "--threads", "2", "--orphan-jobs", "4", "--orphan-threads", "2"], 300),
     "time_budget.py": (["--short"], 300),
     # Every row, on 0.48 MP photos and with 2 sockets beside the push client's instead of 99.
     "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "1", "--size", "800x600",
