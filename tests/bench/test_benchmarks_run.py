@@ -26,8 +26,9 @@ SHORT = {
     # tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed bomb stopped at 1 s.
     "hostile.py": (["--runs", "1", "--scans", "300", "--cpu-limit", "1"], 600),
     "list_jobs.py": (["--jobs", "30", "--repeat", "1"], 300),
-    "load.py": (["--uploads", "4", "--clients", "2", "--workers", "1", "--backends", "sqs",
-                 "--deadline", "120"], 300),
+    # Small photos (no 12 MP ones to make), and the second row with 2 workers as by default.
+    "load.py": (["--uploads", "4", "--clients", "2", "--workers", "2", "--backends", "sqs",
+                 "--deadline", "120", "--sizes", "640x480,800x600"], 300),
     "push_trigger.py": (["--changes", "5", "--connections", "1"], 300),
     "rate_limit.py": (["--processes", "2", "--seconds", "0.5"], 300),
     "renditions.py": (["--runs", "1"], 300),
