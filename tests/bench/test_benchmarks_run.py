@@ -43,7 +43,7 @@ SHORT = {
     "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "1", "--size", "800x600",
                          "--crowd", "2"], 300),
     "webhook_fairness.py": (["--good", "3"], 300),
-    "worker_cpu.py": (["--jobs", "2", "--runs", "1"], 300),
+    "worker_cpu.py": (["--jobs", "2", "--runs", "1", "--size", "800x600"], 300),
 }
 JUNIT = """<?xml version="1.0"?><testsuite name="pytest" tests="1"><testcase classname="tests.x"
  name="test_one" time="0.5"/></testsuite>"""
