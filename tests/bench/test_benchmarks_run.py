@@ -14,7 +14,7 @@ LIBRARIES = {"stack.py"}  # imported by the others, not run
 
 # script -> (arguments for a round or two, seconds allowed)
 SHORT = {
-    "api.py": (["--rounds", "1", "--cold", "1"], 600),
+    "api.py": (["--rounds", "1", "--cold", "1", "--size", "800x600"], 600),
     "calls_per_job.py": ([], 300),
     "capacity_sim.py": ([], 300),
     "ci_time.py": (["{junit}", "--top", "3"], 60),
