@@ -20,7 +20,7 @@ SHORT = {
     "ci_time.py": (["{junit}", "--top", "3"], 60),
     # Its short run is tests/deploy/test_package.py's, on the package those tests build once.
     "cold_package.py": None,
-    "decode_memory.py": ([], 300),
+    "decode_memory.py": (["--side", "700"], 300),  # every kind of file, a hundredth of the pixels
     "delivery.py": (["--jobs", "3", "--hours", "0.2"], 300),
     # Every kind of hostile file (its point), each honest image once each way at a tenth of its
     # sides; a scan bomb a tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed
