@@ -33,13 +33,15 @@ SHORT = {
     "push_trigger.py": (["--changes", "5", "--connections", "1"], 300),
     # Each API process is an interpreter importing the service: one of the owner's, one other's.
     "rate_limit.py": (["--processes", "1", "--seconds", "0.2"], 300),
-    # One of scikit-image's photos and two small photo-like ones: SSIM on 12 MP ones' renditions was its cost.
+    # One of scikit-image's photos and two small photo-like ones (SSIM on the 12 MP ones'
+    # renditions was its cost).
     "renditions.py": (["--runs", "1", "--photos", "1", "--size", "640x480"], 300),
     # Every image (the PNG too) and variant, one timed run each, at a tenth of the side.
     "resize.py": (["--runs", "1", "--scale", "0.1"], 300),
-    # A soak always finishes one job; the rest is the two stacks' start (Ceph's daemons), which no argument changes.
+    # A soak always finishes one job; the rest is the two stacks' start (Ceph's daemons).
     "rgw.py": (["--minutes", "0.01", "--embedded-minutes", "0.01"], 300),
-    # Its cost is the sweeps' queries of every shard, whatever the jobs; 2 orphan threads: the pool's row.
+    # Its cost is six sweeps' queries of all 64 shards, whatever the jobs; 2 orphan threads: the
+    # pool's row.
     "sweeper.py": (["--jobs", "4", "--threads", "2", "--orphan-jobs", "4", "--orphan-threads", "2"], 300),
     "time_budget.py": (["--short"], 300),
     # Every row, on 0.48 MP photos and with 2 sockets beside the push client's instead of 99.
