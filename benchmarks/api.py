@@ -1,6 +1,6 @@
 """API latency against its floor, and the cold start, on the embedded stack.
 
-    python benchmarks/api.py [--rounds 30] [--cold 5] [--root DIR ...]
+    python benchmarks/api.py [--rounds 30] [--cold 5] [--size 4000x3000] [--root DIR ...]
 
 For each checkout (`--root`, repeatable; default this one) it starts that checkout's
 `python -m local` with only the API (moto's server + `chalice local`, no worker), then one
@@ -17,7 +17,8 @@ the second of two calls made back to back (as a client that keeps its connection
   http keep      through `chalice local`, one kept-alive connection (requests.Session)
   http fresh     through `chalice local`, a new connection for each request
 
-POST sends a 12 MP photo-like JPEG of about 1.2 MB as the raw body. GET reads a ready job.
+POST sends a 12 MP photo-like JPEG of about 1.2 MB as the raw body (--size WxH: another
+size). GET reads a ready job.
 It also reports the CPU that the API process and the emulator spend per request, read from
 /proc/<pid>/stat around each request.
 
@@ -311,17 +312,17 @@ def interpreter_start(root: Path, runs: int = 5) -> float:
     return stack.median(times)
 
 
-def make_image(path: Path) -> None:
+def make_image(path: Path, width: int = 4000, height: int = 3000) -> None:
     sys.path.insert(0, str(SCRIPT.parent))
     from load import photo_like
 
-    path.write_bytes(photo_like(4000, 3000, seed=11, quality=92))
+    path.write_bytes(photo_like(width, height, seed=11, quality=92))
 
 
-def report(label: str, result: dict) -> list[str]:
+def report(label: str, result: dict, megapixels: float = 12) -> list[str]:
     missed = []
     print(f"\n## {label}   (load average {result['load']})")
-    print(f"POST body: {result['bytes'] / 1e6:.2f} MB JPEG, 12 MP; GET: a ready job. "
+    print(f"POST body: {result['bytes'] / 1e6:.2f} MB JPEG, {megapixels:.2g} MP; GET: a ready job. "
           "Wall ms per request; CPU ms per request of the API process and of the emulator.")
     head = f"{'request':<7} {'case':<11} {'median':>7} {'p90':>7} {'x floor':>8} {'API cpu':>8} {'emu cpu':>8}"
     print(head)
@@ -368,18 +369,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds of every case")
     parser.add_argument("--cold", type=int, default=5, help="fresh processes for the cold start")
+    parser.add_argument("--size", default="4000x3000",
+                        help="WxH of the photo-like JPEG that POST sends (default 4000x3000: 12 MP)")
     parser.add_argument("--root", action="append", type=Path,
                         help="a checkout to measure (repeat to compare); default: this one")
     args = parser.parse_args()
     roots = [r.resolve() for r in (args.root or [stack.THIS_ROOT])]
     missed = []
     with tempfile.TemporaryDirectory(prefix="api-bench-") as tmp:
-        image = Path(tmp) / "12mp.jpg"
-        make_image(image)
+        image = Path(tmp) / "photo.jpg"
+        width, height = (int(side) for side in args.size.split("x"))
+        make_image(image, width, height)
         results = [(root, measure(root, image, args.rounds, args.cold)) for root in roots]
     print(f"{args.rounds} interleaved rounds; 2 cores shared with whatever else runs.")
     for root, result in results:
-        missed += report(f"{root} @ {stack.label_of(root)}", result)
+        missed += report(f"{root} @ {stack.label_of(root)}", result, width * height / 1e6)
     print()
     for line in missed:
         print("TARGET MISSED: " + line)

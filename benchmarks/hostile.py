@@ -1,8 +1,9 @@
 """The decode budget against hostile files, and what it costs honest ones.
 
     python benchmarks/hostile.py            # about a minute on one core
-    python benchmarks/hostile.py --runs 1 --scans 300 --cpu-limit 1   # CI's short run: each honest
-        # image once each way, a scan bomb a tenth as deep, bypassed bombs stopped at 1 s
+    python benchmarks/hostile.py --runs 1 --scans 300 --cpu-limit 1 --honest-scale 0.1
+        # CI's short run: each honest image once each way, at a tenth of its sides, a scan bomb
+        # a tenth as deep, bypassed bombs stopped at 1 s
 
 Prints, measured side by side in one run:
 - per hostile file: the CPU an unbounded decode spends on it (before), the CPU the API
@@ -10,7 +11,8 @@ Prints, measured side by side in one run:
   when the structure check is bypassed (the CPU limit);
 - how long an honest job waits behind ten hostile uploads on one worker, before and after;
 - the overhead of the budget (structure check + decoding child) on honest 12 MP and 48 MP
-  JPEGs: median wall and CPU of --runs runs each way (5 unless told).
+  JPEGs (--honest-scale F multiplies their sides by F): median wall and CPU of --runs runs
+  each way (5 unless told).
 """
 from __future__ import annotations
 
@@ -89,9 +91,11 @@ def hostile_rows(scans: int):
     return rows
 
 
-def honest_rows(runs: int):
+def honest_rows(runs: int, scale: float = 1.0):
     rows = []
-    for label, size in (("12 MP JPEG", (4000, 3000)), ("48 MP JPEG", (8000, 6000))):
+    for width, height in ((4000, 3000), (8000, 6000)):
+        size = (round(width * scale), round(height * scale))
+        label = f"{size[0] * size[1] / 1e6:.2g} MP JPEG"
         out = io.BytesIO()
         photo_like(size).save(out, "JPEG", quality=92)
         data = out.getvalue()
@@ -113,6 +117,8 @@ def main() -> None:
                         help="the scan bomb's scans (its unbounded decode takes about 6 ms of CPU each)")
     parser.add_argument("--cpu-limit", type=int, default=CPU_LIMIT,
                         help=f"the worker child's CPU seconds a decode (the service's: {CPU_LIMIT})")
+    parser.add_argument("--honest-scale", type=float, default=1.0,
+                        help="multiply the honest photos' sides by this (default 1: 12 MP and 48 MP)")
     args = parser.parse_args()
     CPU_LIMIT = args.cpu_limit
     hostile_table = hostile_rows(args.scans)
@@ -126,12 +132,12 @@ def main() -> None:
     print(f"\nworst CPU on one hostile file: before {worst_before:.2f} s, after {worst_after:.2f} s "
           f"(at most the {CPU_LIMIT} s limit)")
 
-    honest = honest_rows(args.runs)
+    honest = honest_rows(args.runs, args.honest_scale)
     honest_cpu = honest[0][2]
     ten_before = 10 * worst_before + honest_cpu
     ten_after_refused = 10 * max(r[3] for r in hostile_table) + honest_cpu
     ten_after_bypassed = 10 * min(CPU_LIMIT, worst_before) + honest_cpu
-    print("\n| honest 12 MP job behind ten hostile uploads, one worker | wait s |")
+    print(f"\n| honest {honest[0][0].removesuffix(' JPEG')} job behind ten hostile uploads, one worker | wait s |")
     print("|---|---|")
     print(f"| before (ten worst files decoded in full) | {ten_before:.1f} |")
     print(f"| after, refused at upload (never queued) | {ten_after_refused:.2f} |")

@@ -2,6 +2,7 @@
 for each queue backend, then the promise checked and the figures printed side by side.
 
     python benchmarks/load.py [--uploads 300] [--clients 8] [--workers 2] [--backends sqs,amqp]
+                              [--sizes 640x480,1600x1200,3000x2000,4000x3000]
 
 Each backend gets a fresh `python -m local` (embedded moto, chalice local, the worker; for
 amqp also the bridge and the machine's RabbitMQ). Times come from the jobs' own records
@@ -160,10 +161,13 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--backends", default="sqs,amqp")
     parser.add_argument("--deadline", type=float, default=600, help="seconds for all jobs to finish")
+    parser.add_argument("--sizes", default=",".join(f"{w}x{h}" for w, h in SIZES),
+                        help="the image mix, WxH,... (two photos of each; default %(default)s)")
     args = parser.parse_args()
 
-    images = [photo_like(w, h, seed) for seed, (w, h) in enumerate(SIZES * 2)]
-    sizes = ", ".join(f"{w}x{h}" for w, h in SIZES)
+    mix = [tuple(int(side) for side in size.split("x")) for size in args.sizes.split(",")]
+    images = [photo_like(w, h, seed) for seed, (w, h) in enumerate(mix * 2)]
+    sizes = ", ".join(f"{w}x{h}" for w, h in mix)
     print(f"image mix: {sizes} (photo-like JPEG, {min(map(len, images)) // 1024}-"
           f"{max(map(len, images)) // 1024} KiB); {args.uploads} uploads, {args.clients} clients, "
           f"{args.workers} workers, {os.cpu_count()} cores")

@@ -1,6 +1,6 @@
 """Rendition bytes at the same visual quality: how make_renditions codes its JPEGs.
 
-    python benchmarks/renditions.py [--runs 5]
+    python benchmarks/renditions.py [--runs 5] [--photos 10] [--size 4000x3000]
 
 For each test image it runs make_renditions and catches the two rendition images just
 before they are coded, then codes each of them both ways at the same quality (85):
@@ -13,6 +13,8 @@ and reports bytes, the CPU time of the coding, and SSIM (scikit-image's
 structural_similarity, all three channels) of the decoded JPEG against the uncoded pixels.
 Test images: the real photographs scikit-image ships (astronaut, coffee, chelsea, rocket,
 motorcycle, hubble, retina...) saved as JPEG q95, plus 12 MP photo-like images made in code.
+--photos N takes the first N of scikit-image's photos, --size WxH the photo-like images' size
+(CI's short run: fewer and smaller images, every column and total still printed).
 
     python benchmarks/renditions.py --formats [--sweep]
 
@@ -57,15 +59,17 @@ CODINGS = {"baseline": dict(optimize=False, progressive=False),
            "progressive": dict(optimize=True, progressive=True)}
 
 
-def sources() -> list[tuple[str, bytes]]:
+def sources(photos: int = len(PHOTOS), size: tuple[int, int] = (4000, 3000)) -> list[tuple[str, bytes]]:
     folder = Path(skimage.data.__file__).parent
     found = []
-    for name in PHOTOS:
+    for name in PHOTOS[:photos]:
         im = Image.open(folder / name).convert("RGB")
         out = io.BytesIO()
         im.save(out, "JPEG", quality=95)
         found.append((name.split(".")[0], out.getvalue()))
-    found += [(f"photo-like 12MP #{seed}", photo_like(4000, 3000, seed, quality=92)) for seed in (1, 2)]
+    width, height = size
+    found += [(f"photo-like {width * height / 1e6:.2g}MP #{seed}", photo_like(width, height, seed, quality=92))
+              for seed in (1, 2)]
     return found
 
 
@@ -300,6 +304,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="codings of each image (median CPU time)")
     parser.add_argument("--formats", action="store_true", help="the JPEG/WebP/AVIF table instead")
     parser.add_argument("--sweep", action="store_true", help="with --formats: the quality search too")
+    parser.add_argument("--photos", type=int, default=len(PHOTOS),
+                        help=f"the default table: the first N of scikit-image's photos (default {len(PHOTOS)})")
+    parser.add_argument("--size", default="4000x3000",
+                        help="the default table: WxH of the two photo-like images (default 4000x3000: 12 MP)")
     args = parser.parse_args()
     settings = Settings()
     if args.formats:
@@ -314,7 +322,8 @@ def main() -> int:
           "SSIM of the decoded JPEG against the uncoded rendition")
     print(head)
     print("-" * len(head))
-    for label, data in sources():
+    size = tuple(int(side) for side in args.size.split("x"))
+    for label, data in sources(args.photos, size):
         for rendition, im in uncoded(data, settings).items():
             reference = np.asarray(im)
             row = {}

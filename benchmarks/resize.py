@@ -1,8 +1,9 @@
 """Benchmark chalicelib.imaging.render.make_renditions against naive Pillow and libvips.
 
-    python benchmarks/resize.py [--runs N] [--quick] [--root DIR]
+    python benchmarks/resize.py [--runs N] [--quick] [--scale F] [--root DIR]
 
-Makes photo-like test images in a temp dir (12 MP and 48 MP JPEG, 12 MP PNG), then
+Makes photo-like test images in a temp dir (12 MP and 48 MP JPEG, 12 MP PNG; --scale F
+multiplies their sides by F, for a run that only proves the script works), then
 times each variant in its own fresh child process pinned to one core, so the child's
 peak RSS (ru_maxrss) belongs to that variant alone:
 
@@ -77,27 +78,32 @@ def photo_like(size: tuple[int, int]):
     # Soft mid-frequency structure ("objects") and fine sensor-like grain.
     blobs = Image.merge(
         "RGB",
-        tuple(Image.effect_noise((w // 40, h // 40), 70).resize(size, smooth) for _ in range(3)),
+        tuple(Image.effect_noise((max(1, w // 40), max(1, h // 40)), 70).resize(size, smooth)
+              for _ in range(3)),
     )
     grain = Image.effect_noise(size, 40).convert("RGB")
     textured = Image.blend(base, blobs, 0.45)
     return Image.blend(textured, grain, 0.18)
 
 
-def make_images(directory: Path, labels: list[str]) -> None:
+def scaled(size: tuple[int, int], scale: float) -> tuple[int, int]:
+    return (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
+
+
+def make_images(directory: Path, labels: list[str], scale: float = 1.0) -> None:
     for label, name, size, fmt in IMAGES:
         if label not in labels:
             continue
         path = directory / name
         options = {"quality": 92} if fmt == "JPEG" else {"compress_level": 1}
-        photo_like(size).save(path, fmt, **options)
+        photo_like(scaled(size, scale)).save(path, fmt, **options)
 
 
-def make_images_in_child(directory: Path, labels: list[str]) -> dict[str, Path]:
+def make_images_in_child(directory: Path, labels: list[str], scale: float = 1.0) -> dict[str, Path]:
     """Linux children inherit the parent's ru_maxrss high-water mark across fork+exec,
     so the parent stays small: the big test images are made in a throwaway process."""
     script = str(Path(__file__).resolve())
-    subprocess.run([sys.executable, script, "--make", str(directory), *labels], check=True)
+    subprocess.run([sys.executable, script, "--make", str(directory), str(scale), *labels], check=True)
     return {label: directory / name for label, name, *_ in IMAGES if label in labels}
 
 
@@ -225,13 +231,16 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per variant (default 5)")
     parser.add_argument("--quick", action="store_true", help="2 runs, skip the PNG")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply the test images' sides by this (default 1: 12 MP and 48 MP; "
+                             "CI's short run takes 0.1)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="the checkout whose imaging is measured (default: this one)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--make", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.make:
-        make_images(Path(args.make[0]), args.make[1:])
+        make_images(Path(args.make[0]), args.make[2:], float(args.make[1]))
         return
     if args.child:
         variant, path, runs, root = args.child
@@ -242,10 +251,14 @@ def main() -> None:
     labels = [label for label, *_ in (IMAGES[:2] if args.quick else IMAGES)]
     with tempfile.TemporaryDirectory(prefix="resize-bench-") as tmp:
         start = time.perf_counter()
-        paths = make_images_in_child(Path(tmp), labels)
+        paths = make_images_in_child(Path(tmp), labels, args.scale)
         sizes = {label: path.stat().st_size / 1e6 for label, path in paths.items()}
         print(f"made test images in {time.perf_counter() - start:.1f}s: "
               + ", ".join(f"{label} {mb:.1f} MB" for label, mb in sizes.items()))
+        if args.scale != 1:
+            print(f"scaled by {args.scale:g} (the targets are for the full-size images): " + ", ".join(
+                f"{label} {'x'.join(map(str, scaled(size, args.scale)))}"
+                for label, _, size, _ in IMAGES if label in labels))
         root = args.root.resolve()
         base = run_child("baseline", None, 0, root)
         baseline = base["peak_mb"]

@@ -17,6 +17,10 @@ that every change goes to 100 connections, or of other owners), beside get-wait 
 same runner.
 
     python benchmarks/time_to_know.py [--rounds 6] [--concurrency 1,20] [--push-jobs 30]
+                                      [--size 4000x3000] [--crowd 99]
+
+--size and --crowd take smaller inputs (CI's short run, tests/bench): the photos' pixels and
+the sockets beside the push client's; the defaults are what docs/scale.md reports.
 
 At concurrency C, C clients (each its own owner, as C phones are) upload at once; the modes
 take turns, batch by batch, on one runner. Target: a waiting client knows within 50 ms of the
@@ -209,8 +213,9 @@ def get_wait_latencies(api: str, store: DynamoJobStore, images: list[bytes], own
     return found
 
 
-def push_rows(images: list[bytes], jobs: int) -> list[tuple]:
-    """(sockets, who else, mode, n, median ms, p95 ms) per row, all on one runner with push."""
+def push_rows(images: list[bytes], jobs: int, crowd: int = 99) -> list[tuple]:
+    """(sockets, who else, mode, n, median ms, p95 ms) per row, all on one runner with push;
+    the crowded rows with `crowd` more sockets beside the client's."""
     push_port, management_port = free_port(), free_port()
     # 100 sockets of one owner: past the default cap of connections per owner (10).
     runner, api, aws = start_runner(LOCAL_COMPONENTS="api,worker,sweeper,push", PUSH_PORT=str(push_port),
@@ -235,15 +240,15 @@ def push_rows(images: list[bytes], jobs: int) -> list[tuple]:
         found = push_latencies(api, store, images, "push-alone", jobs)
         row(1, "-", "push queued", [q for q, _ in found if q is not None])
         row(1, "-", "push ready", [r for _, r in found])
-        for others, owners in (("same owner", ["push-crowd"] * 99),
-                               ("other owners", [f"push-other-{i}" for i in range(99)])):
+        for others, owners in (("same owner", ["push-crowd"] * crowd),
+                               ("other owners", [f"push-other-{i}" for i in range(crowd)])):
             listeners = Listeners(url, owners)
             try:
                 found = push_latencies(api, store, images, "push-crowd", jobs)
             finally:
                 listeners.close()
-            row(100, others, "push queued", [q for q, _ in found if q is not None])
-            row(100, others, "push ready", [r for _, r in found])
+            row(1 + crowd, others, "push queued", [q for q, _ in found if q is not None])
+            row(1 + crowd, others, "push ready", [r for _, r in found])
     finally:
         runner.terminate()
         runner.wait(30)
@@ -259,9 +264,10 @@ def print_push_rows(rows: list[tuple], images: list[bytes]) -> None:
     for sockets, others, mode, n, median, p95 in rows:
         print(f"{sockets:>7} {others:>12} {mode:>15} {n:>4} {median:>9.1f} {p95:>7.1f} "
               f"{median / reference if reference else float('nan'):>6.2f}")
+    crowd = max(r[0] for r in rows)
     print("queued: created_at to the message; ready: finished_at to the message (get-wait: to the held "
-          "GET's answer); ratio: median against get-wait ready's. 100 sockets: 99 more connected, of "
-          "the uploader's owner (each change goes to all 100) or of other owners. queued's n is below the "
+          f"GET's answer); ratio: median against get-wait ready's. {crowd} sockets: {crowd - 1} more connected, of "
+          f"the uploader's owner (each change goes to all {crowd}) or of other owners. queued's n is below the "
           "uploads' when a queued message came after processing's and was dropped as older.")
 
 
@@ -338,14 +344,19 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,20")
     parser.add_argument("--push-jobs", type=int, default=30, help="uploads per push row (0: none)")
     parser.add_argument("--push-only", action="store_true", help="only the push rows")
+    parser.add_argument("--size", default="4000x3000",
+                        help="WxH of the photo-like JPEGs the timed rows upload (default 4000x3000: 12 MP)")
+    parser.add_argument("--crowd", type=int, default=99,
+                        help="sockets connected beside the push client's in the crowded rows (default 99)")
     args = parser.parse_args()
+    width, height = (int(side) for side in args.size.split("x"))
     # A stopped benchmark stops its runner too (the finally below), not only itself.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Push measures record -> message, which no image size changes: small photos keep it short.
     push_images = [photo_like(1200, 900, seed) for seed in range(3)]
     if args.push_only:
-        return print_push_rows(push_rows(push_images, args.push_jobs), push_images)
-    images = [photo_like(4000, 3000, seed) for seed in range(3)]  # 12 MP, under 4 MiB
+        return print_push_rows(push_rows(push_images, args.push_jobs, args.crowd), push_images)
+    images = [photo_like(width, height, seed) for seed in range(3)]  # 12 MP by default, under 4 MiB
     log = Path(tempfile.mkdtemp(prefix="time-to-know-")) / "runner.log"
     runner, api, aws = start_runner(log)
     store = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", aws))
@@ -361,7 +372,8 @@ def main() -> None:
         runner.terminate()
         runner.wait(30)
     written = written_at(log)
-    print(f"Time to know, 12 MP JPEGs ({len(images[0]) / 1e6:.1f}-{max(map(len, images)) / 1e6:.1f} MB), "
+    print(f"Time to know, {width * height / 1e6:.2g} MP JPEGs "
+          f"({len(images[0]) / 1e6:.1f}-{max(map(len, images)) / 1e6:.1f} MB), "
           f"embedded stack, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"{'at once':>7} {'client':>10} {'n':>4} {'visible ms':>10} {'known ms':>9} {'p95':>7} "
           f"{'late ms':>8} {'p95':>7} {'after write':>11} {'p95':>7} {'ratio':>6}")
@@ -381,7 +393,7 @@ def main() -> None:
         print(f"{part:<34}" + "".join(f"{cores[c].get(part, 0.0):>12.2f}" for c in cores))
     print(f"(machine: every process on the {os.cpu_count()} cores, other users' included)")
     if args.push_jobs:
-        print_push_rows(push_rows(push_images, args.push_jobs), push_images)
+        print_push_rows(push_rows(push_images, args.push_jobs, args.crowd), push_images)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """CPU per job of each process of the local stack, against the resize alone on the same images.
 
-    python benchmarks/worker_cpu.py [--jobs 20] [--root DIR ...]
+    python benchmarks/worker_cpu.py [--jobs 20] [--runs 3] [--size 4000x3000] [--root DIR ...]
 
 For each checkout (`--root`, repeatable; default this one):
 
 1. resize alone: a child process runs that checkout's render.make_renditions on the test
-   images (12 MP photo-like JPEGs), reading its own CPU time (time.process_time) around each
-   call; beside it a libvips reference that decodes once and makes both renditions from that
-   decode, coded the same way (baseline or progressive) as the checkout's own.
+   images (12 MP photo-like JPEGs; --size WxH for another size), reading its own CPU time
+   (time.process_time) around each call; beside it a libvips reference that decodes once and
+   makes both renditions from that decode, coded the same way (baseline or progressive) as
+   the checkout's own.
 2. the stack: that checkout's `python -m local` with the API and one worker thread
    (WORKER_CONCURRENCY=1, no sweeper), its runner started through this script so that
    botocore's BaseClient._make_api_call (PynamoDB goes through it too) and
@@ -291,14 +292,14 @@ def emulator_cost(runner: stack.Runner, repeat: int = 40) -> dict:
     return result
 
 
-def make_images(tmp: Path) -> list[Path]:
+def make_images(tmp: Path, width: int = 4000, height: int = 3000) -> list[Path]:
     sys.path.insert(0, str(SCRIPT.parent))
     from load import photo_like
 
     paths = []
     for seed in SEEDS:
-        path = tmp / f"12mp-{seed}.jpg"
-        path.write_bytes(photo_like(4000, 3000, seed=seed, quality=90))
+        path = tmp / f"photo-{seed}.jpg"
+        path.write_bytes(photo_like(width, height, seed=seed, quality=90))
         paths.append(path)
     return paths
 
@@ -314,13 +315,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20, help="jobs in the measured batch")
     parser.add_argument("--runs", type=int, default=3, help="resize-only passes over the images")
+    parser.add_argument("--size", default="4000x3000",
+                        help="WxH of the photo-like test JPEGs (default 4000x3000: 12 MP)")
     parser.add_argument("--root", action="append", type=Path,
                         help="a checkout to measure (repeat to compare); default: this one")
     args = parser.parse_args()
     roots = [r.resolve() for r in (args.root or [stack.THIS_ROOT])]
     results = []
     with tempfile.TemporaryDirectory(prefix="worker-cpu-") as tmp:
-        paths = make_images(Path(tmp))
+        width, height = (int(side) for side in args.size.split("x"))
+        paths = make_images(Path(tmp), width, height)
         images = [p.read_bytes() for p in paths]
         for root in roots:
             load = stack.load_average()
@@ -329,8 +333,8 @@ def main() -> int:
             batch = measure_stack(root, images, args.jobs, Path(tmp))
             results.append((root, resize, batch, f"{load} -> {stack.load_average()}"))
     sizes = ", ".join(f"{len(i) / 1e6:.2f}" for i in images)
-    print(f"images: {len(images)} photo-like 12 MP JPEGs ({sizes} MB); {args.jobs} jobs a batch, "
-          "1 worker thread; CPU = utime + stime of every thread, from /proc/<pid>/stat")
+    print(f"images: {len(images)} photo-like {width * height / 1e6:.2g} MP JPEGs ({sizes} MB); "
+          f"{args.jobs} jobs a batch, 1 worker thread; CPU = utime + stime of every thread, from /proc/<pid>/stat")
     missed = []
     for root, resize, batch, load in results:
         missed += report(f"{root} @ {stack.label_of(root)}", resize, batch, load)

@@ -14,30 +14,41 @@ LIBRARIES = {"stack.py"}  # imported by the others, not run
 
 # script -> (arguments for a round or two, seconds allowed)
 SHORT = {
-    "api.py": (["--rounds", "1", "--cold", "1"], 600),
+    "api.py": (["--rounds", "1", "--cold", "1", "--size", "800x600"], 600),
     "calls_per_job.py": ([], 300),
     "capacity_sim.py": ([], 300),
     "ci_time.py": (["{junit}", "--top", "3"], 60),
     # Its short run is tests/deploy/test_package.py's, on the package those tests build once.
     "cold_package.py": None,
-    "decode_memory.py": ([], 300),
+    "decode_memory.py": (["--side", "700"], 300),  # every kind of file, a hundredth of the pixels
     "delivery.py": (["--jobs", "3", "--hours", "0.2"], 300),
-    # Every kind of hostile file (its point), each honest image once each way; a scan bomb a
-    # tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed bomb stopped at 1 s.
-    "hostile.py": (["--runs", "1", "--scans", "300", "--cpu-limit", "1"], 600),
+    # Every kind of hostile file (its point), each honest image once each way at a tenth of its
+    # sides; a scan bomb a tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed
+    # bomb stopped at 1 s (the least RLIMIT_CPU holds): 300 scans keep it past that second.
+    "hostile.py": (["--runs", "1", "--scans", "300", "--cpu-limit", "1", "--honest-scale", "0.1"], 600),
     "list_jobs.py": (["--jobs", "30", "--repeat", "1"], 300),
-    "load.py": (["--uploads", "4", "--clients", "2", "--workers", "1", "--backends", "sqs",
-                 "--deadline", "120"], 300),
+    # Small photos (no 12 MP ones to make), and the second row with 2 workers as by default.
+    "load.py": (["--uploads", "4", "--clients", "2", "--workers", "2", "--backends", "sqs",
+                 "--deadline", "120", "--sizes", "640x480,800x600"], 300),
     "push_trigger.py": (["--changes", "5", "--connections", "1"], 300),
-    "rate_limit.py": (["--processes", "2", "--seconds", "0.5"], 300),
-    "renditions.py": (["--runs", "1"], 300),
-    "resize.py": (["--quick"], 300),
-    "rgw.py": (["--minutes", "0.05", "--embedded-minutes", "0.05"], 300),
-    "sweeper.py": (["--jobs", "20", "--threads", "2", "--orphan-jobs", "20", "--orphan-threads", "1"], 300),
+    # Each API process is an interpreter importing the service: one of the owner's, one other's.
+    "rate_limit.py": (["--processes", "1", "--seconds", "0.2"], 300),
+    # One of scikit-image's photos and two small photo-like ones (SSIM on the 12 MP ones'
+    # renditions was its cost).
+    "renditions.py": (["--runs", "1", "--photos", "1", "--size", "640x480"], 300),
+    # Every image (the PNG too) and variant, one timed run each, at a tenth of the side.
+    "resize.py": (["--runs", "1", "--scale", "0.1"], 300),
+    # A soak always finishes one job; the rest is the two stacks' start (Ceph's daemons).
+    "rgw.py": (["--minutes", "0.01", "--embedded-minutes", "0.01"], 300),
+    # Its cost is six sweeps' queries of all 64 shards, whatever the jobs; 2 orphan threads: the
+    # pool's row.
+    "sweeper.py": (["--jobs", "4", "--threads", "2", "--orphan-jobs", "4", "--orphan-threads", "2"], 300),
     "time_budget.py": (["--short"], 300),
-    "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "2"], 300),
+    # Every row, on 0.48 MP photos and with 2 sockets beside the push client's instead of 99.
+    "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "1", "--size", "800x600",
+                         "--crowd", "2"], 300),
     "webhook_fairness.py": (["--good", "3"], 300),
-    "worker_cpu.py": (["--jobs", "2", "--runs", "1"], 300),
+    "worker_cpu.py": (["--jobs", "2", "--runs", "1", "--size", "800x600"], 300),
 }
 JUNIT = """<?xml version="1.0"?><testsuite name="pytest" tests="1"><testcase classname="tests.x"
  name="test_one" time="0.5"/></testsuite>"""
