@@ -39,11 +39,11 @@ localstack-install:  ## only the cached install that make localstack and the tes
 rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE=rgw make run and the tests use
 	$(PYTHON) -m local.rgw --install
 
-# Side by side, two workers on two cores. Four were faster (693 s against 928 s of pytest from a
-# fresh clone) but load the machine so that tests timing a restart, a CPU limit or a sign-in
-# failed (docs/testing.md). tests/conftest.py keeps together what shares a costly start (one
-# LocalStack, one package build, a module's runner).
-TEST_WORKERS ?= 2
+# Side by side, four workers on two cores: the suite is CPU-bound, yet a worker waiting on a
+# lease, a broker or a browser leaves a core idle that another fills (fresh clones: 628 s of
+# pytest with three, 572 s with four; docs/testing.md). tests/conftest.py keeps together what
+# shares a costly start (one LocalStack, one package build, a module's runner).
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed bytecode chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30  # the slowest 30: where CI time goes
 
