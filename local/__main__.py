@@ -165,17 +165,13 @@ def _serve(runner, settings, components: set[str], bridge_wanted: bool, concurre
     finally:
         # The Ceph cluster (first when there) goes last: the consumers may still be using it.
         first = running[:1] if rgw else []
-        _stop_together(running[len(first):], STOP_SECONDS, log)
+        _stop_together(running[len(first):], runner.stop_seconds, log)
         for part in first:
             part.stop()
         services.stop(api)
         services.stop(moto)
 
 
-# How long the consumers have, together, to finish the steps in hand once a signal came. One
-# stuck step (a call to an emulator that never answers) must not hold the others' stops, nor
-# the exit: what it held is leased, and the lease's end gives it to the next worker.
-STOP_SECONDS = 15.0
 _stuck = threading.Event()  # a part did not stop in time: exit without joining its threads
 
 

@@ -42,6 +42,10 @@ class RunnerSettings:
     storage: str = ""
     # The gateway's S3 port.
     rgw_port: int = 7480
+    # After SIGTERM or Ctrl-C: how long the consumers have, together, to finish the steps in
+    # hand. One stuck step (a call to an emulator that never answers) must not hold the exit:
+    # what it held is leased, and the lease's end gives it to the next worker.
+    stop_seconds: int = 15
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "RunnerSettings":

@@ -102,12 +102,13 @@ class World:
         self.procs.append(proc)
         return proc
 
-    def workers(self, count: int = 1, concurrency: int = 1) -> list[Proc]:
-        """Worker processes, and for amqp the bridge standing in for MinIO's notifications."""
+    def workers(self, count: int = 1, concurrency: int = 1, **env) -> list[Proc]:
+        """Worker processes (`env`: more of the runner's settings), and for amqp the bridge
+        standing in for MinIO's notifications."""
         if self.backend == "amqp" and self.rgw is None and not any(
                 "bridge" in " ".join(p.process.args) for p in self.procs):
             self.start("bridge")
-        return [self.start("worker", WORKER_CONCURRENCY=concurrency) for _ in range(count)]
+        return [self.start("worker", WORKER_CONCURRENCY=concurrency, **env) for _ in range(count)]
 
     def stop_all(self) -> None:
         for proc in self.procs:

@@ -134,15 +134,18 @@ def test_sqs_poison_is_dropped_with_a_log_line(world_factory):
 
 
 def test_sigterm_lets_the_job_in_hand_finish(world):
-    (worker,) = world.workers(count=1, concurrency=1)
+    # A stop budget no loaded machine reaches (the default 15 s is the runner's, not this
+    # property's): on a slow two-core machine under the whole suite, BIG took longer.
+    (worker,) = world.workers(count=1, concurrency=1, STOP_SECONDS=120)
     jobs = world.upload(1, data=BIG)
     deadline = time.monotonic() + 30
     while world.statuses(jobs)[jobs[0]] is not JobStatus.PROCESSING:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     worker.process.send_signal(signal.SIGTERM)
-    assert worker.process.wait(30) == 0
-    assert world.statuses(jobs)[jobs[0]] is JobStatus.READY
+    assert worker.process.wait(150) == 0
+    assert world.statuses(jobs)[jobs[0]] is JobStatus.READY, worker.text()[-3000:]
+    assert "stop_timed_out" not in worker.text()
     world.assert_promise(jobs)
 
 

@@ -109,14 +109,17 @@ def test_the_runner_reads_its_own_settings_from_the_same_place():
     from local.settings import RunnerSettings
 
     r = RunnerSettings.from_environ({"API_PORT": "9000", "EMBEDDED_AWS": "0",
-                                     "LOCAL_COMPONENTS": "api,worker", "AMQP_BRIDGE": "1"})
+                                     "LOCAL_COMPONENTS": "api,worker", "AMQP_BRIDGE": "1",
+                                     "STOP_SECONDS": "90"})
     assert (r.api_port, r.aws_port, r.embedded_aws, r.amqp_bridge) == (9000, 4566, False, True)
+    assert (r.stop_seconds, RunnerSettings.from_environ({}).stop_seconds) == (90, 15)
     assert r.components == {"api", "worker"}
     assert RunnerSettings.from_environ({}).amqp_bridge is None
 
 
 @pytest.mark.parametrize("env", [{"LOCAL_COMPONENTS": "api,bogus"}, {"EMBEDDED_AWS": "yes"},
-                                 {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"}])
+                                 {"API_PORT": "http"}, {"STORAGE": "minio"}, {"RGW_PORT": "0"},
+                                 {"STOP_SECONDS": "0"}, {"STOP_SECONDS": "soon"}])
 def test_the_runner_refuses_bad_settings_with_the_variable_named(env):
     from local.settings import RunnerSettings
 
