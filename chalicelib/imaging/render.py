@@ -235,7 +235,7 @@ def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
     target = _fit(largest.size, spec.box)
     if target == largest.size:
         return largest
-    return largest.resize(target, _RESAMPLE, reducing_gap=_REDUCING_GAP)
+    return _resized(largest, target)
 
 
 def _decode_within(im: Image.Image, box: int) -> Image.Image:
@@ -256,7 +256,7 @@ def _decode_within(im: Image.Image, box: int) -> Image.Image:
         im.close()  # its decoded pixels: what follows works on the reduced copy
     small = _to_resizable_mode(small or im)
     if target != small.size:
-        small = small.resize(target, _RESAMPLE, box=crop, reducing_gap=_REDUCING_GAP)
+        small = _resized(small, target, crop)
     small = _flatten(small)
     small = _to_srgb(small, icc)
     if orientation in _TRANSPOSE:
@@ -395,7 +395,12 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
     side = min(width, height)
     left, top = (width - side) / 2, (height - side) / 2
     box = (left, top, left + side, top + side)
-    return im.resize((size, size), _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
+    return _resized(im, (size, size), box)
+
+
+def _resized(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
+    """The box of im (all of it by default) scaled to size: every resample of a rendition."""
+    return im.resize(size, _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
 def _output(name: RenditionName, im: Image.Image, coding: Coding,
