@@ -322,6 +322,10 @@ def _available_memory() -> int | None:
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):
+    # Built now, as a function's init would: the first job then finds the imaging stack
+    # imported, the clients made and the decoding child started (issue 48: a job's first
+    # was 4-5x a warm one's, upload to ready, when all that waited for its event).
+    application.use_cases().worker
     worker = storage_consumer(settings, application, sqs, stack, concurrency)
     worker.start()
     return worker
