@@ -58,7 +58,7 @@ SEEDS = (21, 22, 23, 24)
 # every decode child has started by then.
 WARM_UP = 4
 # Warm jobs timed one at a time, upload to ready: the first job's yardstick.
-LATENCY_JOBS = 3
+LATENCY_JOBS = 5
 
 
 # -------------------------------------------------------------- children

@@ -120,6 +120,7 @@ def build_use_cases(settings: Settings) -> UseCases:
         webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),
         wait_slots=DynamoWaitSlots(table),
         gauges=gauges,
+        load_clients=functools.partial(clients.load, "s3", "dynamodb", "sqs"),
     ))
     if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, table)

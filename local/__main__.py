@@ -322,13 +322,19 @@ def _available_memory() -> int | None:
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):
-    # Built now, as a function's init would: the first job then finds the imaging stack
-    # imported, the clients made and the decoding child started (issue 48: a job's first
-    # was 4-5x a warm one's, upload to ready, when all that waited for its event).
-    application.use_cases().worker
+    prepare_worker(application)
     worker = storage_consumer(settings, application, sqs, stack, concurrency)
     worker.start()
     return worker
+
+
+def prepare_worker(application) -> None:
+    """Build the worker now, as a function's init would: the first job then finds the imaging
+    stack imported, the SDK's models loaded and the decoding child started (issue 48: the
+    first job took 3-4x a warm one, upload to ready, when all that waited for its event)."""
+    use_cases = application.use_cases()
+    use_cases.worker
+    use_cases.ctx.load_clients()
 
 
 def storage_consumer(settings, application, sqs, stack, concurrency: int):
