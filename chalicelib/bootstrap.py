@@ -8,6 +8,7 @@ from chalicelib.adapters import sdk_limits
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_keys import DynamoKeys
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
@@ -119,6 +120,7 @@ def build_use_cases(settings: Settings) -> UseCases:
         delivery_slots=DynamoDeliverySlots(table),
         webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),
         wait_slots=DynamoWaitSlots(table),
+        keys=DynamoKeys(table),
         gauges=gauges,
     ))
     if settings.serves_push:

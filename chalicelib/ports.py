@@ -167,7 +167,8 @@ class JobStore(Protocol):
         """The next `limit` keys of the owner's jobs, newest first, from the owner index (owner,
         then created_at): those after `after`, created within the bounds given (inclusive: the
         caller applies its own), each job then read whole and strongly consistent. Never
-        another owner's job; never a scan."""
+        another owner's job; never a scan. Precondition: the bounds, when both are given, are
+        not crossed (DynamoDB refuses such a range)."""
         ...
 
     # -- the API and the storage events: moves named by the status they leave -------------
@@ -220,6 +221,14 @@ class JobStore(Protocol):
         """Unconditional: two scans at once may move it back a little, which costs only
         a page listed twice."""
         ...
+
+# -- the deployment's own secrets (chalicelib/usecases/listing.py's page tokens) -------------
+class Keys(Protocol):
+    def key(self, name: str) -> bytes:
+        """The secret named `name`: the same bytes for every process of the deployment, for
+        good; made at random by whichever asks first. TransientError when unavailable."""
+        ...
+
 
 # -- the per-owner request rate (chalicelib/usecases/admission.py) --------------------------
 class RateStore(Protocol):

@@ -414,6 +414,18 @@ class FakeWebhookStore:
                 self.hooks[owner] = dataclasses.replace(self.hooks[owner], breaker=breaker)
 
 
+class FakeKeys:
+    """Each secret made at random on first use, kept by this instance (one deployment)."""
+
+    def __init__(self):
+        self.made: dict[str, bytes] = {}
+
+    def key(self, name: str) -> bytes:
+        import secrets
+
+        return self.made.setdefault(name, secrets.token_bytes(32))
+
+
 class FakeRateStore:
     """RateStore in memory, with the same preconditions as DynamoRateStore; `writes` counts
     every write asked for, as the table would bill them (a failed condition too)."""
@@ -659,5 +671,6 @@ def fake_context(**given) -> "Context":
     ports = dict(job_body=views.job_body, push_body=views.push_body, publisher=FakePublisher(),
                  backlog=QuietBacklog(), rates=FakeRateStore(), metrics=ListMetrics(given["settings"].metrics_service),
                  webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(), webhook_sender=FakeSender(),
-                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots())
+                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots(),
+                 keys=FakeKeys())
     return Context(**{**ports, **given})

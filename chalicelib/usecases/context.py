@@ -19,6 +19,7 @@ from chalicelib.ports import (
     EventPublisher,
     JobStore,
     JobChanges,
+    Keys,
     ObjectStore,
     PushConnections,
     PushSender,
@@ -67,6 +68,8 @@ class Context:
     webhook_turns: RateStore
     # Held requests per owner (Prefer: wait).
     wait_slots: WaitSlots
+    # The deployment's own secrets (the key of the list's page tokens).
+    keys: Keys
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
     resolve: Resolver = system_resolver

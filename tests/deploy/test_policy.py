@@ -26,6 +26,7 @@ import pytest
 from chalice.app import DynamoDBEventConfig, SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_keys import DynamoKeys
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
@@ -49,7 +50,7 @@ SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQ
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py",
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py", "dynamo_keys.py",
                      "dynamo_push.py", "dynamo_table.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
@@ -183,7 +184,7 @@ def recorded_dynamodb_calls(stack, monkeypatch):
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
     for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks),
-                     (DynamoRateStore, exercise_rates)):
+                     (DynamoRateStore, exercise_rates), (DynamoKeys, exercise_keys)):
         exercised = run(cls(DynamoTable(settings.table, settings.region, settings.endpoint_url)))
         public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
                   if not name.startswith("_")}
@@ -200,6 +201,11 @@ def exercise_rates(store: DynamoRateStore) -> set[str]:
     assert store.full_at("alice") == pytest.approx(now + 0.2)
     assert store.full_at("bob") is None
     return {"take_from_full", "take", "full_at"}
+
+
+def exercise_keys(store: DynamoKeys) -> set[str]:
+    assert store.key("page-token") == store.key("page-token")  # read, made, read; then known
+    return {"key"}
 
 
 def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
