@@ -132,35 +132,33 @@ class _Tokens:
         if raw[:1] == b"{":
             raise InvalidRequest("page_token is of an older shape this list no longer takes: "
                                  "list again from the first page, without page_token")
-        refused = _refused()
         place, mac = raw[:_PLACE.size], raw[_PLACE.size:]
         if len(raw) != _PLACE.size + _MAC_BYTES or place[0] != _SHAPE \
                 or not hmac.compare_digest(mac, self._mac(place)):
-            raise refused
-        _, micros, job_id = _PLACE.unpack(place)
+            raise _refused()
+        _, micros, id_bytes = _PLACE.unpack(place)
         # Signed by this service, so a place it made; checked all the same.
+        job_id = str(uuid.UUID(bytes=id_bytes))
         try:
             created_at = _EPOCH + timedelta(microseconds=micros)
         except OverflowError:
-            raise refused from None
-        job_id = str(uuid.UUID(bytes=job_id))
+            raise _refused() from None
         if not is_job_id(job_id):
-            raise refused
+            raise _refused()
         return ListCursor(created_at, job_id)
 
 
 def _unbase64(token: str) -> bytes:
     """The bytes of a token exactly as make() writes it: base64url without padding, nothing
     around it (base64's decoder would skip stray characters)."""
-    refused = _refused()
     if not _TOKEN_CHARS.fullmatch(token):
-        raise refused
+        raise _refused()
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     except (binascii.Error, ValueError):
-        raise refused from None
+        raise _refused() from None
     if base64.urlsafe_b64encode(raw).decode().rstrip("=") != token:
-        raise refused
+        raise _refused()
     return raw
 
 
