@@ -1,6 +1,7 @@
 """An owner's jobs: read one (with fresh URLs), cancel it, delete it."""
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Optional
 
 from chalicelib.domain.errors import ConditionFailed, JobFinished, TransientError
@@ -30,19 +31,22 @@ class ManageJobs:
 
     def urls(self, job: Job) -> Optional[Urls]:
         """Presigned from the stored keys (a stored URL would expire while the job stays
-        ready), at the start of the read's window: the same URLs on every read in it."""
+        ready), at the start of the read's window: the same URLs on every read in it. None
+        expire after the job (UrlWindow.lifetime)."""
         if job.status is not JobStatus.READY or not job.renditions:
             return None
         ctx = self._ctx
-        window, now = ctx.url_window, ctx.clock()
-        signed_at, ttl = window.signed_at(now), window.expires_in
+        lifetime = ctx.url_window.lifetime(ctx.clock(), job.expires_at)
+        if lifetime is None:
+            return None  # the job's last fraction of a second: no URL can end by its expiry
+        signed_at, ttl = lifetime
 
         def sign(key: str) -> str:
             return ctx.objects.presign_get(key, ttl, signed_at)
 
         return Urls(
             by_name={name: sign(r.key) for name, r in job.renditions.items()},
-            expires_at=window.expires_at(now),
+            expires_at=signed_at + timedelta(seconds=ttl),
             variants={(name, fmt): sign(v.key) for name, r in job.renditions.items() for fmt, v in r.variants.items()},
         )
 

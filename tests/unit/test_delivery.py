@@ -12,6 +12,7 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.http import prefer, views
+from chalicelib.http.views import rfc3339
 from chalicelib.usecases import UseCases
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
@@ -71,6 +72,30 @@ def test_two_reads_in_a_window_give_the_same_urls_and_the_next_window_new_ones()
     later = body(use_cases, job)
     assert not set(all_urls(later)) & set(all_urls(first))
     assert later["urls_expire_at"] == "2026-07-15T13:00:00Z"
+
+
+def test_no_url_outlives_its_job_and_the_last_windows_still_give_one_url_each():
+    """URLs are cut at the job's expires_at (issue 47, item 4): a read just before the job
+    expires hands out nothing that claims, or is signed for, more; the same URLs on every
+    read of a window still, near the end too."""
+    use_cases = make_use_cases()
+    job = ready_job(use_cases)
+    clock = use_cases.ctx.clock
+    clock.now = job.expires_at - timedelta(minutes=90)  # 08:47:42 on the last day
+    b = body(use_cases, job)
+    assert b["urls_expire_at"] == rfc3339(job.expires_at.replace(minute=0, second=0, microsecond=0))  # 10:00, uncut
+    cut = rfc3339(job.expires_at.replace(microsecond=0))  # 10:17:42
+    reads = {}
+    for minutes in (30, 20, 1 / 60):  # 09:47:42 and 09:57:42 (one window), 10:17:41 (the last)
+        clock.now = job.expires_at - timedelta(minutes=minutes)
+        b = body(use_cases, job)
+        assert b["urls_expire_at"] == cut
+        reads[minutes] = all_urls(b)
+    assert reads[30] == reads[20] and reads[1 / 60] != reads[30]
+    # Signed for what is left from the window's start: 10:00 to 10:17:42.
+    assert {url.split("expires=")[1].split("&")[0] for url in reads[1 / 60]} == {"1062"}
+    clock.now = job.expires_at.replace(microsecond=0)  # 10:17:42.000, the job ends at .123
+    assert use_cases.manage.urls(job) is None  # a URL ending by then would be dead already
 
 
 def test_the_etag_does_not_change_with_the_window():
