@@ -322,6 +322,21 @@ class FakePublisher:
         self.sent.append(created)
 
 
+class FakeEdgeCache:
+    """EdgeCache: the prefixes asked for, with what storage still held under each when asked
+    (`objects`: the FakeObjectStore); `down` refuses, as a slow or throttled CloudFront."""
+
+    def __init__(self, objects: FakeObjectStore):
+        self._objects = objects
+        self.asked: list[tuple[str, list[str]]] = []
+        self.down = False
+
+    def invalidate(self, key_prefix: str) -> None:
+        if self.down:
+            raise TransientError("CloudFront did not take the invalidation: timeout")
+        self.asked.append((key_prefix, sorted(k for k in self._objects.objects if k.startswith(key_prefix))))
+
+
 class QuietBacklog:
     """BacklogGauge of a queue that holds nothing and cannot tell how far it has drained (as
     a broker's): nothing is shed, and no message is ever known lost."""

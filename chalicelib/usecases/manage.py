@@ -7,6 +7,7 @@ from typing import Optional
 from chalicelib.domain.errors import ConditionFailed, JobFinished, TransientError
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
@@ -82,3 +83,22 @@ class ManageJobs:
                 job = lifecycle.owned(self._ctx, owner, job_id)
         lifecycle.remove(ctx, job)
         log.info("job_deleted", job_id=job_id)
+        if job.status is JobStatus.READY:  # the only status whose URLs were ever handed out
+            self._invalidate(job)
+
+    def _invalidate(self, job: Job) -> None:
+        """Ask the CDN to drop the job's renditions, which it would otherwise serve to the
+        URLs handed out before the DELETE until they expire. After the objects are gone, so
+        that a request meanwhile finds none to cache again. Best effort, and never the
+        DELETE's answer: the call waits at most INVALIDATION_TIMEOUT_SECONDS; a CDN that is
+        slow or refuses leaves those URLs serving until their urls_expire_at, as without it."""
+        ctx = self._ctx
+        if ctx.edge_cache is None:
+            return
+        try:
+            ctx.edge_cache.invalidate(ctx.object_keys.job_renditions(job.job_id))
+        except TransientError as error:
+            log.warning("edge_invalidation_failed", job_id=job.job_id, reason=str(error))
+            ctx.metrics.emit({Metric.EDGE_INVALIDATIONS_FAILED: 1})
+            return
+        log.info("edge_invalidated", job_id=job.job_id)

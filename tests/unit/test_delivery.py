@@ -14,7 +14,7 @@ from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.http import prefer, views
 from chalicelib.http.views import rfc3339
 from chalicelib.usecases import UseCases
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
+from tests.fakes import Clock, FakeEdgeCache, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 # A production-like clock: microseconds, mid-window.
@@ -159,3 +159,39 @@ def test_a_window_the_urls_cannot_outlive_is_refused_at_start(window, ttl):
     with pytest.raises(ValueError, match="URL_"):
         Settings.from_environ({"URL_WINDOW_SECONDS": str(window), "URL_TTL_SECONDS": str(ttl),
                                "LOCAL_RUNNER": "1"})
+
+
+# -- INVALIDATE_ON_DELETE: the CDN's copies of a deleted job (issue 47, item 4) -----------------
+
+
+def with_edge(**settings):
+    use_cases = make_use_cases(**settings)
+    use_cases.ctx.edge_cache = FakeEdgeCache(use_cases.ctx.objects)
+    return use_cases
+
+
+def test_a_delete_of_a_ready_job_asks_the_cdn_to_drop_its_renditions_once_they_are_gone():
+    use_cases = with_edge()
+    job = ready_job(use_cases)
+    use_cases.manage.delete("alice", job.job_id)
+    # The job's one prefix, every attempt's renditions under it, asked after the objects went:
+    # a request meanwhile finds nothing to cache again.
+    assert use_cases.ctx.edge_cache.asked == [(f"renditions/{job.job_id}/", [])]
+
+
+def test_a_delete_answers_when_the_cdn_does_not_take_the_invalidation():
+    use_cases = with_edge()
+    job = ready_job(use_cases)
+    use_cases.ctx.edge_cache.down = True
+    use_cases.manage.delete("alice", job.job_id)  # no error: the DELETE is done
+    assert use_cases.ctx.jobs.get(job.job_id) is None
+    assert use_cases.ctx.metrics.total("EdgeInvalidationsFailed") == 1
+
+
+def test_a_job_whose_urls_were_never_handed_out_costs_no_invalidation():
+    use_cases = with_edge()
+    queued = use_cases.uploads.accept_upload("alice", jpeg(900, 600), None).job
+    use_cases.manage.delete("alice", queued.job_id)  # never ready: no URL of it exists
+    cancelled = use_cases.manage.cancel("alice", use_cases.uploads.accept_upload("alice", jpeg(), None).job.job_id)
+    use_cases.manage.delete("alice", cancelled.job_id)
+    assert use_cases.ctx.edge_cache.asked == []
