@@ -12,7 +12,6 @@ import base64
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -39,15 +38,17 @@ class UrlWindow:
     def expires_at(self, now: datetime) -> datetime:
         return self.signed_at(now) + timedelta(seconds=self.expires_in)
 
-    def lifetime(self, now: datetime, end: datetime) -> Optional[tuple[datetime, int]]:
+    def lifetime(self, now: datetime, end: datetime) -> tuple[datetime, int]:
         """(signed_at, seconds) of a URL handed out at `now` for an object that lives until
         `end` (its job's expires_at): the window's, cut at `end` so that no URL outlives
         the object's job. Whole seconds (what a signature holds), never past `end`; the same
-        for every read in a window, since `end` is the job's. None once the last whole
-        second before `end` has begun: a URL ending by `end` would then be dead already."""
+        for every read in a window, since `end` is the job's. Read in `end`'s last second,
+        the URL may have ended already: it still ends at `end`'s whole second."""
         signed_at = self.signed_at(now)
         seconds = min(self.expires_in, int((end - signed_at).total_seconds()))
-        return (signed_at, seconds) if signed_at + timedelta(seconds=seconds) > now else None
+        if seconds < 1:  # `end` falls in the window's first second: a signature lasts one at least
+            return signed_at - timedelta(seconds=1), 1
+        return signed_at, seconds
 
 
 def cache_key(object_key: str) -> str:

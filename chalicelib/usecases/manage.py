@@ -37,10 +37,7 @@ class ManageJobs:
         if job.status is not JobStatus.READY or not job.renditions:
             return None
         ctx = self._ctx
-        lifetime = ctx.url_window.lifetime(ctx.clock(), job.expires_at)
-        if lifetime is None:
-            return None  # the job's last fraction of a second: no URL can end by its expiry
-        signed_at, ttl = lifetime
+        signed_at, ttl = ctx.url_window.lifetime(ctx.clock(), job.expires_at)
 
         def sign(key: str) -> str:
             return ctx.objects.presign_get(key, ttl, signed_at)

@@ -95,7 +95,10 @@ def test_no_url_outlives_its_job_and_the_last_windows_still_give_one_url_each():
     # Signed for what is left from the window's start: 10:00 to 10:17:42.
     assert {url.split("expires=")[1].split("&")[0] for url in reads[1 / 60]} == {"1062"}
     clock.now = job.expires_at.replace(microsecond=0)  # 10:17:42.000, the job ends at .123
-    assert use_cases.manage.urls(job) is None  # a URL ending by then would be dead already
+    assert body(use_cases, job)["urls_expire_at"] == cut  # ended already, and says so: never later
+    window = UrlWindow(3600, 3600)  # a job ending in its window's first second still gets a signature
+    end = datetime(2026, 7, 22, 10, 0, 0, 500000, tzinfo=timezone.utc)
+    assert window.lifetime(end - timedelta(microseconds=1), end) == (end.replace(microsecond=0) - timedelta(seconds=1), 1)
 
 
 def test_the_etag_does_not_change_with_the_window():
