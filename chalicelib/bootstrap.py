@@ -65,6 +65,20 @@ def _cloudfront(settings: Settings, clients: Clients, limits: SdkLimits, guard):
         settings.renditions_prefix)
 
 
+def _edge_cache(settings: Settings, clients: Clients, limits: SdkLimits, guard):
+    """The distribution a DELETE invalidates (INVALIDATE_ON_DELETE): its own short timeouts
+    and one attempt, so that a slow CloudFront costs a DELETE at most those (a lazy client: a
+    GET makes none)."""
+    from botocore.config import Config
+
+    from chalicelib.adapters.cloudfront_invalidate import CloudFrontInvalidator
+
+    wait = min(settings.invalidation_timeout_seconds, limits.read_timeout)
+    config = Config(connect_timeout=wait, read_timeout=wait, retries={"mode": "standard", "max_attempts": 1})
+    client = clients.lazy("cloudfront", settings.endpoint_url, config, prepare=guard)
+    return CloudFrontInvalidator(client, settings.cloudfront_distribution_id, settings.renditions_prefix)
+
+
 def _job_body(job, urls, with_owner: bool = False) -> dict:
     # Imported on the first body sent: a worker or sweeper sends none, and loads no http/.
     from chalicelib.http.views import job_body
@@ -122,6 +136,7 @@ def build_use_cases(settings: Settings) -> UseCases:
         wait_slots=DynamoWaitSlots(table),
         keys=DynamoKeys(table),
         gauges=gauges,
+        edge_cache=_edge_cache(settings, clients, limits, guard) if settings.invalidate_on_delete else None,
     ))
     if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, table)

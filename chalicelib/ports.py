@@ -86,6 +86,17 @@ class ObjectStore(Protocol):
         ...
 
 
+class EdgeCache(Protocol):
+    """The CDN in front of the renditions (DELIVERY=cloudfront), which keeps each one it has
+    served for its Cache-Control's max-age."""
+
+    def invalidate(self, key_prefix: str) -> None:
+        """Ask the CDN to drop every object under key_prefix that it holds (it takes a while
+        to reach every edge). The same prefix asked again is the same request, not a second
+        one. Raises TransientError when the CDN did not take it (refused, slow, unreachable)."""
+        ...
+
+
 class BacklogGauge(Protocol):
     def depth(self) -> int:
         """Events waiting in the queue (approximately)."""
