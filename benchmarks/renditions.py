@@ -19,13 +19,14 @@ motorcycle, hubble, retina...) saved as JPEG q95, plus 12 MP photo-like images m
     python benchmarks/renditions.py --formats [--sweep]
 
 The formats table (issue 26): per image and rendition, what the worker makes: the JPEG, and
-the WebP and AVIF at the quality render.as_good_as picks for that image (from WEBP_QUALITY /
-AVIF_QUALITY up, until the worker's SSIM is at least the JPEG's; none when the variant would
-not be smaller than the JPEG), with the bytes, the CPU of that choice, and each variant's
-SSIM minus the JPEG's by scikit-image (an independent judge); on the photos above plus a phone
-HEIC, a screenshot-like PNG and a photo with transparency. Then min(dSSIM) and the count
-below per format, the bytes against the JPEGs, and the worker's whole job CPU with no extra
-format, WebP, and WebP + AVIF. --sweep adds the other way: one fixed quality per format for
+the WebP and AVIF at the quality render.as_good_as picks for that image (the lowest from
+WEBP_QUALITY / AVIF_QUALITY up whose SSIM by the worker is at least the JPEG's; none when the
+variant would not be smaller than the JPEG), with the bytes, the CPU of that choice, and each
+variant's SSIM minus the JPEG's by scikit-image (an independent judge); on the photos above
+plus a phone HEIC, a screenshot-like PNG and a photo with transparency. Then min(dSSIM) and
+the count below per format, the bytes against the JPEGs, the search against a full scan of
+every quality (issue 47: its bytes over the scan's, the encodes it took), and the worker's
+whole job CPU with no extra format, WebP, and WebP + AVIF. --sweep adds the other way: one fixed quality per format for
 every image (bytes, min(dSSIM), count below), and AVIF's speed.
 """
 from __future__ import annotations
@@ -185,8 +186,8 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
     coding = render.Coding.of(settings)
     extras = (F.WEBP, F.AVIF)
     print(f"JPEG q{coding.jpeg_quality}; WebP from q{coding.webp_quality} (method 4), AVIF from "
-          f"q{coding.avif_quality} speed {coding.avif_speed}, up (render.as_good_as: a first guess, then jumps) "
-          f"until the worker's SSIM is the JPEG's, none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
+          f"q{coding.avif_quality} speed {coding.avif_speed}, up: the lowest quality whose SSIM by the worker is "
+          f"the JPEG's (render.as_good_as: a first guess, then jumps), none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
           "whole choice: JPEG decode and SSIM, each try's encode, decode and SSIM). dSSIM = scikit-image SSIM "
           "of the variant minus the JPEG's, both against the uncoded rendition")
     head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'JPEG B':>8} {'WebP q':>6} {'WebP B':>8} {'AVIF q':>6}"
