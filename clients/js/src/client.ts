@@ -262,6 +262,8 @@ export class Client {
     if (recordKey) this.uploading.add(recordKey);
     try {
       return await this.uploadAs(body, ctype, direct, multipart, sha256, recordKey, options);
+    } catch (error) {
+      throw stoppedBy(error, options.signal);
     } finally {
       if (recordKey) this.uploading.delete(recordKey);
     }
@@ -269,10 +271,12 @@ export class Client {
 
   private async uploadAs(body: Body, ctype: string, direct: boolean, multipart: boolean, sha256: string | null,
                          recordKey: string | null, options: UploadOptions): Promise<Job> {
-    const record = recordKey ? await loadRecord(this.storage, recordKey) : null;
+    let record = recordKey ? await loadRecord(this.storage, recordKey) : null;
     if (record?.location) {
-      const resumed = await this.resumeFrom(this.job(record.location), body, options, recordKey!);
-      if (resumed) return resumed;
+      const resumed = await this.resumeSaved(this.job(record.location), body, options);
+      await this.storage.removeItem(recordKey!);
+      if (resumed) return this.heldPoll(resumed, options.wait ?? 0);
+      record = null; // a new upload, with a new key: the saved one would answer the dead job
     }
     const key = options.idempotencyKey ?? record?.idempotencyKey ?? randomKey();
     if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key }));
@@ -296,7 +300,8 @@ export class Client {
       const digest = sha256 ?? await sha256Base64(body);
       if (digest) request.sha256 = digest;
     }
-    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key } });
+    this.stopIfAborted(options.signal);
+    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key }, signal: options.signal });
     job = this.accepted(answer);
     if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key, location: job.location }));
     options.onCreated?.(job);
@@ -311,36 +316,53 @@ export class Client {
     return this.heldPoll(job, options.wait ?? 0);
   }
 
-  /** Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file. */
+  /** Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file: only
+   * what storage lacks is sent. An upload whose file had already arrived sends nothing and
+   * answers the job as the server shows it. */
   async resume(job: Job, source: Source, options: UploadOptions = {}): Promise<Job> {
-    return this.resumeBody(job, await readSource(source, this.fetchImpl), options);
-  }
-
-  private async resumeBody(job: Job, body: Body, options: UploadOptions): Promise<Job> {
-    const upload = jsonObject(await this.request("GET", `${job.location}/upload`, { signal: options.signal })) as UploadDescription;
-    const ctype = upload.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
-    await this.sendAs(job, upload, body, ctype, options);
-    return job;
-  }
-
-  /** A stored upload's job: resumed, or already past its upload; null when it is gone. */
-  private async resumeFrom(job: Job, body: Body, options: UploadOptions, recordKey: string): Promise<Job | null> {
     try {
-      options.onCreated?.(job);
-      await this.resumeBody(job, body, options);
+      await this.sendRest(job, await readSource(source, this.fetchImpl), options);
+      return job;
     } catch (error) {
-      if (error instanceof errors.InvalidRequest) {
-        // No longer awaiting_upload: the file had arrived.
-      } else if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) {
-        await this.storage.removeItem(recordKey);
-        return null;
-      } else {
-        throw error;
-      }
+      throw stoppedBy(error, options.signal, job);
     }
-    await this.storage.removeItem(recordKey);
-    await job.refresh();
-    return this.heldPoll(job, options.wait ?? 0);
+  }
+
+  /** GET the upload of `job`, send what storage lacks and complete it: true. False when its
+   * file had already arrived (the answer is the job, read into `job`, with no `method`). */
+  private async sendRest(job: Job, body: Body, options: UploadOptions, beforeSending?: () => void): Promise<boolean> {
+    const answer = await this.request("GET", `${job.location}/upload`, { signal: options.signal });
+    const upload = jsonObject(answer);
+    if (!("method" in upload) && typeof upload.status === "string") {
+      job._with(upload, answer);
+      return false;
+    }
+    beforeSending?.();
+    const described = upload as UploadDescription;
+    const ctype = described.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
+    await this.sendAs(job, described, body, ctype, options);
+    return true;
+  }
+
+  /** The job of an upload an earlier call saved and did not finish, its upload finished and
+   * the job read; null when there is nothing to go on with: the job is gone (404, 410) or
+   * ended without its file (cancelled, failed upload_missing, or its upload aborted). */
+  private async resumeSaved(job: Job, body: Body, options: UploadOptions): Promise<Job | null> {
+    let announced = false;
+    try {
+      const sent = await this.sendRest(job, body, options, () => { announced = true; options.onCreated?.(job); });
+      if (sent) await job.refresh({ signal: options.signal });
+    } catch (error) {
+      if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) return null;
+      if (!(error instanceof errors.InvalidRequest)) throw error;
+      // Its upload is over (or was refused): the job says whether its file ever arrived.
+      // Still awaiting it, the upload was aborted at its deadline: it is about to fail.
+      await job.refresh({ signal: options.signal });
+      if (job.status === Status.AWAITING_UPLOAD) return null;
+    }
+    if (withoutItsFile(job)) return null;
+    if (!announced) options.onCreated?.(job);
+    return job;
   }
 
   private async uploadThroughApi(body: Body, ctype: string, key: string, options: UploadOptions): Promise<Job> {
@@ -350,6 +372,7 @@ export class Client {
     // A header carries ASCII only: JSON with \u escapes (never the query string).
     if (options.metadata && Object.keys(options.metadata).length) headers["Image-Jobs-Metadata"] = asciiJson(options.metadata);
     const query = options.formats?.length ? `?formats=${options.formats.join(",")}` : "";
+    this.stopIfAborted(options.signal);
     options.onProgress?.(0, body.size);
     const data = await body.bytes();
     const answer = await this.request("POST", `${API_ROOT}/images${query}`, { body: data, headers, hold, signal: options.signal });
@@ -396,13 +419,13 @@ export class Client {
         // else no body, and the server lists the parts storage holds.
         const named = etags.size === upload.parts!.length && [...etags.values()].every(Boolean);
         const parts = [...etags].sort(([a], [b]) => a - b).map(([part_number, etag]) => ({ part_number, etag }));
-        await this.request("POST", `${job.location}/upload`, { repeatable: true, ...(named ? { json: { parts } } : {}) });
+        this.stopIfAborted(options.signal); // the parts are stored: a resume completes it
+        await this.request("POST", `${job.location}/upload`, { repeatable: true, signal: options.signal, ...(named ? { json: { parts } } : {}) });
       } else {
         throw new errors.ImageJobsError(`unknown upload method ${JSON.stringify(upload.method)}`);
       }
     } catch (error) {
-      if (error instanceof errors.UploadStopped) error.job = job;
-      throw error;
+      throw stoppedBy(error, options.signal, job);
     }
   }
 
@@ -545,6 +568,23 @@ export class Client {
     if (typeof this.token === "function") return await this.token();
     return this.token ?? null;
   }
+}
+
+/** An upload's error once the caller's signal fired: UploadStopped (carrying `job`, the one
+ * resume() takes), whatever fetch or a retry's sleep rejected with (the signal's reason). */
+function stoppedBy(error: unknown, signal: AbortSignal | undefined, job: Job | null = null): unknown {
+  if (!(error instanceof errors.UploadStopped)) {
+    if (!signal?.aborted || error instanceof errors.ImageJobsError) return error;
+    error = new errors.UploadStopped("the caller stopped the upload");
+  }
+  const stopped = error as errors.UploadStopped;
+  stopped.job ??= job;
+  return stopped;
+}
+
+/** A saved upload's job that ended with no file: resuming it cannot help, a new upload can. */
+function withoutItsFile(job: Job): boolean {
+  return job.status === Status.CANCELLED || (job.status === Status.FAILED && job.error?.code === errors.UploadMissing.code);
 }
 
 function asciiJson(value: unknown): string {
