@@ -321,48 +321,59 @@ export class Client {
    * answers the job as the server shows it. */
   async resume(job: Job, source: Source, options: UploadOptions = {}): Promise<Job> {
     try {
-      await this.sendRest(job, await readSource(source, this.fetchImpl), options);
+      const upload = await this.describe(job, options.signal);
+      if (upload) await this.sendRest(job, upload, await readSource(source, this.fetchImpl), options);
       return job;
     } catch (error) {
       throw stoppedBy(error, options.signal, job);
     }
   }
 
-  /** GET the upload of `job`, send what storage lacks and complete it: true. False when its
-   * file had already arrived (the answer is the job, read into `job`, with no `method`). */
-  private async sendRest(job: Job, body: Body, options: UploadOptions, beforeSending?: () => void): Promise<boolean> {
-    const answer = await this.request("GET", `${job.location}/upload`, { signal: options.signal });
-    const upload = jsonObject(answer);
-    if (!("method" in upload) && typeof upload.status === "string") {
-      job._with(upload, answer);
-      return false;
-    }
-    beforeSending?.();
-    const described = upload as UploadDescription;
-    const ctype = described.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
-    await this.sendAs(job, described, body, ctype, options);
-    return true;
-  }
-
-  /** The job of an upload an earlier call saved and did not finish, its upload finished and
-   * the job read; null when there is nothing to go on with: the job is gone (404, 410) or
-   * ended without its file (cancelled, failed upload_missing, or its upload aborted). */
+  /** The job of an upload an earlier call saved and did not finish, read, and its upload
+   * finished; a job whose file had arrived is answered as it is. Null when there is nothing
+   * to go on with: the job is gone (404, 410) or ended without its file (cancelled, failed
+   * upload_missing, or its upload aborted). */
   private async resumeSaved(job: Job, body: Body, options: UploadOptions): Promise<Job | null> {
-    let announced = false;
     try {
-      const sent = await this.sendRest(job, body, options, () => { announced = true; options.onCreated?.(job); });
-      if (sent) await job.refresh({ signal: options.signal });
+      await job.refresh({ signal: options.signal });
     } catch (error) {
       if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) return null;
-      if (!(error instanceof errors.InvalidRequest)) throw error;
-      // Its upload is over (or was refused): the job says whether its file ever arrived.
-      // Still awaiting it, the upload was aborted at its deadline: it is about to fail.
-      await job.refresh({ signal: options.signal });
-      if (job.status === Status.AWAITING_UPLOAD) return null;
+      throw error;
     }
     if (withoutItsFile(job)) return null;
-    if (!announced) options.onCreated?.(job);
+    if (job.status !== Status.AWAITING_UPLOAD) { // its file had arrived: only the job is left to follow
+      options.onCreated?.(job);
+      return job;
+    }
+    let upload: UploadDescription | null;
+    try {
+      upload = await this.describe(job, options.signal);
+    } catch (error) {
+      if (error instanceof errors.InvalidRequest) return null; // its upload ended since the read: aborted, or with its job
+      throw error;
+    }
+    options.onCreated?.(job);
+    if (upload) {
+      await this.sendRest(job, upload, body, options);
+      await job.refresh({ signal: options.signal });
+    }
     return job;
+  }
+
+  /** What is left to send of the job's upload (GET .../upload); null when its file had
+   * arrived: the answer is then the job itself (no `method`), read into `job`. */
+  private async describe(job: Job, signal?: AbortSignal): Promise<UploadDescription | null> {
+    const answer = await this.request("GET", `${job.location}/upload`, { signal });
+    const upload = jsonObject(answer);
+    if ("method" in upload || typeof upload.status !== "string") return upload as UploadDescription;
+    job._with(upload, answer);
+    return null;
+  }
+
+  /** What storage lacks of a described upload, then the completion. */
+  private async sendRest(job: Job, upload: UploadDescription, body: Body, options: UploadOptions): Promise<void> {
+    const ctype = upload.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
+    await this.sendAs(job, upload, body, ctype, options);
   }
 
   private async uploadThroughApi(body: Body, ctype: string, key: string, options: UploadOptions): Promise<Job> {

@@ -136,6 +136,7 @@ test("multipart: only the parts not stored, at most 4 at once, then an empty com
   await storage.setItem(key, JSON.stringify({ idempotencyKey: "k", location: JOB }));
   const put = () => async () => { inFlight++; most = Math.max(most, inFlight); await new Promise((r) => setTimeout(r, 5)); inFlight--; return { status: 200 }; };
   const answers = [
+    { body: body("awaiting_upload") }, // the saved job, read
     { body: { method: "multipart", part_size: 10, parts } },
     put(), put(), put(), put(), put(),
     { body: body("queued") },

@@ -243,38 +243,44 @@ class Client:
         GET its upload, send what storage does not hold yet (for multipart, only the parts
         missing), and complete it. `stop` as in upload(). An upload that had already
         arrived (the server answers with the job) sends nothing: the job is returned as it is."""
-        response = self.request("GET", job.location + "/upload")
-        upload = response.json()
-        if _arrived(upload):
-            return job._with(upload, response)
-        return self._send_rest(job, upload, source, on_progress, on_part_progress, stop)
+        upload = self._describe(job)
+        return job if upload is None else self._send_rest(job, upload, source, on_progress, on_part_progress, stop)
 
     def resume_saved(self, location: str, source: Source, *, on_progress: Optional[Progress] = None,
                      on_part_progress: Optional[PartProgress] = None,
                      stop: Optional[threading.Event] = None) -> Optional[Job]:
-        """The job of an upload an earlier run saved (its Location) and did not finish, with
-        that upload finished from `source` as resume() does, and read; a job whose file had
-        arrived is answered as it is. None when there is nothing to go on with: the job is
-        gone (404, 410) or ended without its file (cancelled, failed `upload_missing`, or its
-        upload aborted). Then upload the file afresh with a new Idempotency-Key: the saved
-        one would answer the same dead job. The CLI resumes with this."""
+        """The job of an upload an earlier run saved (its Location) and did not finish, read,
+        and its upload finished from `source` as resume() does; a job whose file had arrived
+        is answered as it is. None when there is nothing to go on with: the job is gone (404,
+        410) or ended without its file (cancelled, failed `upload_missing`, or its upload
+        aborted). Then upload the file afresh with a new Idempotency-Key: the saved one would
+        answer the same dead job. The CLI resumes with this."""
         job = self.job(location)
         try:
-            response = self.request("GET", job.location + "/upload")
-            upload = response.json()
-            if _arrived(upload):
-                job._with(upload, response)
-            else:
-                self._send_rest(job, upload, source, on_progress, on_part_progress, stop).refresh()
+            job.refresh()
         except (errors.JobNotFound, errors.JobExpired):
             return None
+        if _without_its_file(job):
+            return None
+        if job.status != Status.AWAITING_UPLOAD.value:
+            return job  # its file had arrived: only the job is left to follow
+        try:
+            upload = self._describe(job)
         except errors.InvalidRequest:
-            # Its upload is over (or was refused): the job says whether its file ever arrived.
-            # Still awaiting it, the upload was aborted at its deadline: it is about to fail.
-            job.refresh()
-            if job.status == Status.AWAITING_UPLOAD.value:
-                return None
-        return None if _without_its_file(job) else job
+            return None  # its upload ended since the read: aborted at its deadline, or with its job
+        if upload is not None:
+            self._send_rest(job, upload, source, on_progress, on_part_progress, stop).refresh()
+        return job
+
+    def _describe(self, job: Job) -> Optional[Dict[str, Any]]:
+        """What is left to send of the job's upload (GET .../upload); None when its file had
+        arrived: the answer is then the job itself (no `method`), read into `job`."""
+        response = self.request("GET", job.location + "/upload")
+        upload = response.json()
+        if isinstance(upload, dict) and "method" not in upload and "status" in upload:
+            job._with(upload, response)
+            return None
+        return upload
 
     def _send_rest(self, job: Job, upload: Dict[str, Any], source: Source, on_progress: Optional[Progress],
                    on_part_progress: Optional[PartProgress], stop: Optional[threading.Event]) -> Job:
@@ -564,11 +570,6 @@ def _stop_if_set(stop: Optional[threading.Event], before: str) -> None:
     """Once the caller's stop is set, an upload starts no request (and no chunk) more."""
     if stop is not None and stop.is_set():
         raise errors.UploadStopped(f"stopped before {before}")
-
-
-def _arrived(upload: Any) -> bool:
-    """GET .../upload answered the job itself: its file has arrived, nothing is left to send."""
-    return isinstance(upload, dict) and "method" not in upload and "status" in upload
 
 
 def _without_its_file(job: Job) -> bool:
