@@ -78,7 +78,8 @@ export interface UploadOptions {
   /** (bytes sent, total); with fetch, after each part (or the whole file) is stored. */
   onProgress?: Progress;
   onPartProgress?: PartProgress;
-  /** Aborting it stops a direct upload with UploadStopped: no part starts after it. */
+  /** Aborting it stops the upload with UploadStopped, and no request starts after it: POST
+   * /images, POST /uploads, a single PUT or form at once; parts in flight are finished. */
   signal?: AbortSignal;
   /** Called as soon as the job exists (before its file is sent). */
   onCreated?: (job: Job) => void;
