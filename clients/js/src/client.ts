@@ -244,7 +244,9 @@ export class Client {
    * larger ones straight to storage by one presigned PUT (with its SHA-256), and from
    * `multipartThreshold` in parts, PART_CONCURRENCY at a time. The Idempotency-Key and then
    * the job's Location are kept in `storage` under the file's fingerprint, so the same call
-   * after a crash resumes: it sends only the parts storage does not hold.
+   * after a crash resumes: it sends only the parts storage does not hold, or answers the job
+   * when its file had arrived; a job gone, cancelled or failed upload_missing is left, and the
+   * file uploaded anew with a new key (tests/sdk_rules.json, the Python SDK's rules too).
    */
   async upload(source: Source, options: UploadOptions = {}): Promise<Job> {
     const body = await readSource(source, this.fetchImpl);
