@@ -4,7 +4,8 @@ table. It has no status, sweep_key or sweep_at, so the due index never sees it.
 A lease of tokens is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB
 applies each one atomically, so every API process, on every instance, takes from the same
 bucket. full_at is a strongly consistent GetItem (half a read unit), asked for only when a
-lease's guess of the bucket was wrong.
+lease's guess of the bucket was wrong. A refused lease reads the item back the same way, to
+tell its own re-send from a refusal (dynamo_table.written_once).
 """
 from __future__ import annotations
 
