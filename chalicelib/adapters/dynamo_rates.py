@@ -41,7 +41,7 @@ class DynamoRateStore:
 
     def full_at(self, owner: str) -> Optional[float]:
         with dynamo_errors(UNAVAILABLE):
-            item = find(self._model, RATE_PREFIX + owner, attributes_to_get=["full_at"])
+            item = find(self._model, self._prefix + owner, attributes_to_get=["full_at"])
         return None if item is None else float(item.full_at)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:

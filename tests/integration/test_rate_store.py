@@ -46,6 +46,20 @@ def test_owners_have_their_own_buckets(rates):
     assert rates.take_from_full("bob", NOW, COST, DEPTH) == NOW + COST
 
 
+def test_a_store_with_its_own_prefix_reads_its_own_bucket(stack):
+    """A webhook receiver's turns (another prefix, one table) are not the owner's requests."""
+    from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX
+
+    settings, _, _ = stack
+    table = DynamoTable(settings.table, settings.region, settings.endpoint_url)
+    requests, turns = DynamoRateStore(table), DynamoRateStore(table, prefix=TURN_PREFIX)
+    requests.take_from_full("alice", NOW, 4 * COST, DEPTH)
+    assert turns.full_at("alice") is None
+    turns.take_from_full("alice", NOW, COST, DEPTH)
+    assert turns.full_at("alice") == NOW + COST
+    assert requests.full_at("alice") == NOW + 4 * COST
+
+
 def test_a_rate_item_expires_and_the_due_index_never_sees_it(stack):
     settings, _, clients = stack
     rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
