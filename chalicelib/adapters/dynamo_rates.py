@@ -4,7 +4,9 @@ table. It has no status, sweep_key or sweep_at, so the due index never sees it.
 A lease of tokens is one conditional UpdateItem (one write unit: the item is tiny); DynamoDB
 applies each one atomically, so every API process, on every instance, takes from the same
 bucket. full_at is a strongly consistent GetItem (half a read unit), asked for only when a
-lease's guess of the bucket was wrong.
+lease's guess of the bucket was wrong. A take from a full bucket marks when (`filled_at`): a
+lease's unspent tokens are given back only while no fill has happened since the lease (the
+fill forgave them). An item of the release before has no mark, and gets no tokens back.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class RateItem(Model):
 
     pk = UnicodeAttribute(hash_key=True)
     full_at = NumberAttribute()
+    filled_at = NumberAttribute(null=True)
     expires_at = TTLAttribute()
 
 
@@ -46,13 +49,16 @@ class DynamoRateStore:
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model
-        return self._update(owner, [m.full_at.set(now + cost)],
+        return self._update(owner, [m.full_at.set(now + cost), m.filled_at.set(now)],
                             m.full_at.does_not_exist() | (m.full_at <= now), now + depth)
 
-    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+    def take(self, owner: str, now: float, cost: float, depth: float, unspent: float = 0.0,
+             leased_at: float = 0.0) -> float:
         m = self._model
-        return self._update(owner, [m.full_at.add(cost)],
-                            (m.full_at > now) & (m.full_at <= now + depth - cost), now + depth)
+        condition = (m.full_at > now) & (m.full_at <= now + depth - (cost - unspent))
+        if unspent:
+            condition &= m.filled_at <= leased_at
+        return self._update(owner, [m.full_at.add(cost - unspent)], condition, now + depth)
 
     def _update(self, owner: str, actions: list, condition, latest_full_at: float) -> float:
         m = self._model

@@ -118,16 +118,20 @@ def test_instances_leasing_from_dynamodb_hold_the_owners_limit_in_few_writes(sta
     clock = Clock(datetime(2026, 7, 15, 10, 0, 0, 123456, tzinfo=timezone.utc))
     start = clock.now.timestamp()
     limits = Settings(owner_requests_per_second=10, owner_burst=40)
+    slept = []
     instances = [Admission(fake_context(settings=limits, jobs=FakeJobStore(), objects=FakeObjectStore(),
                                         rates=table, clock=clock),
-                           monotonic=lambda: clock.now.timestamp() - start) for _ in range(3)]
+                           monotonic=lambda: clock.now.timestamp() - start, sleep=slept.append)
+                 for _ in range(3)]
 
     def accepted(instance, owner):
+        """Answered inside the 10 s: a request given a token due later waits for it."""
+        slept.clear()
         try:
             instance.check_rate(owner)
-            return True
         except RateLimited:
             return False
+        return clock.now.timestamp() + sum(slept) <= start + 10
 
     taken = sent = 0
     for step in range(200):  # 10 s, each instance asked 4 times each 50 ms: 24x the rate
