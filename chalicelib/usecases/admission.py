@@ -12,7 +12,7 @@ from typing import Optional
 from chalicelib.domain.errors import ConditionFailed, Overloaded, RateLimited, TransientError
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.leases import HORIZON, Lease
+from chalicelib.usecases.leases import HORIZON, SLACK, Lease
 
 log = get_logger("capacity")
 
@@ -51,7 +51,7 @@ class Admission:
         now = self._monotonic()
         with self._turn:
             tokens = self._tokens(owner, now, rate, burst)
-            if tokens < 1 - 1e-9:
+            if tokens < 1 - SLACK:
                 self._refuse(owner, tokens, now, rate)
             self._keep(owner, tokens - 1, now, rate, burst)
             lease = self._leases.get(owner)
@@ -129,7 +129,7 @@ class Admission:
         is written or the read shows no token (the lease then pauses until one is due)."""
         rates = self._ctx.rates
         cost, depth = 1 / rate, burst / rate
-        reach = depth + HORIZON
+        reach = depth + HORIZON + SLACK * cost
         try:
             # Each lost condition is another process's lease written: a few at most.
             if lease.stale:  # others may have taken tokens while this process paused

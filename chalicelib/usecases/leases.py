@@ -31,6 +31,8 @@ LIFETIME = 1.5
 MIN_LIFETIME = 1.0  # seconds
 HORIZON = 1.0  # seconds; at most MIN_LIFETIME, so a lease lives until its last token is due
 SHARE = 4
+# Of a token: what float arithmetic on epoch seconds may lose (the table's condition allows it).
+SLACK = 1e-3
 
 
 @dataclass
@@ -76,7 +78,7 @@ class Lease:
         others took some)."""
         if self.full(now):
             return burst
-        return max(0, math.floor((now + depth + HORIZON - self.full_at) / cost + 1e-9))
+        return max(0, math.floor((now + depth + HORIZON - self.full_at) / cost + SLACK))
 
     def known(self, full_at: Optional[float], now: float, depth: float) -> None:
         """The bucket as the table answered; another process took from it when it is not

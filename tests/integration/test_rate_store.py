@@ -46,6 +46,31 @@ def test_owners_have_their_own_buckets(rates):
     assert rates.take_from_full("bob", NOW, COST, DEPTH) == NOW + COST
 
 
+def test_a_lease_expired_unspent_is_given_back_with_the_next_take(rates):
+    rates.take_from_full("alice", NOW, 4 * COST, DEPTH)  # a lease of 4 at NOW: 3 left unspent
+    assert rates.take("alice", NOW + COST, COST, DEPTH, 3 * COST, NOW) == NOW + 2 * COST
+
+
+def test_a_fill_since_the_lease_forgave_its_unspent_tokens(rates):
+    rates.take_from_full("alice", NOW, 4 * COST, DEPTH)
+    rates.take_from_full("alice", NOW + 3.0, COST, DEPTH)  # full again, taken from full
+    with pytest.raises(ConditionFailed):
+        rates.take("alice", NOW + 3.0, COST, DEPTH, 3 * COST, NOW)
+    assert rates.take("alice", NOW + 3.0, COST, DEPTH) == NOW + 3.0 + 2 * COST
+
+
+def test_an_item_of_the_release_before_gives_no_tokens_back(stack):
+    """Its takes from full marked no fill: a fill may have forgiven the tokens already."""
+    settings, _, clients = stack
+    rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
+    clients["dynamodb"].put_item(TableName=settings.table, Item={
+        "pk": {"S": RATE_PREFIX + "alice"}, "full_at": {"N": str(NOW + 4 * COST)},
+        "expires_at": {"N": str(int(NOW + 120))}})
+    with pytest.raises(ConditionFailed):
+        rates.take("alice", NOW + COST, COST, DEPTH, 3 * COST, NOW)
+    assert rates.take("alice", NOW + COST, COST, DEPTH) == NOW + 5 * COST
+
+
 def test_a_store_with_its_own_prefix_reads_its_own_bucket(stack):
     """A webhook receiver's turns (another prefix, one table) are not the owner's requests."""
     from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX
