@@ -12,8 +12,8 @@ start at once. The rows:
   shared one: each process asks back to back for --seconds, another owner's process asks 2 a
   second, within its rate. The limit is what one token bucket allows in that time, burst +
   rate x seconds, counting the requests answered inside it.
-- at 3 x the rate: the processes together ask 3 x the rate, evenly paced, for --seconds.
-  The same limit.
+- at 3 x the rate: the processes together ask 3 x the rate, evenly spread, for --seconds,
+  each request on time whatever the answers (threads). The same limit.
 - inside the rate: the owner asks at half its rate for --seconds, spread over the processes,
   then a spike of what its bucket then holds (burst - 2), all at once, spread over the
   processes, each process's share in threads as a threaded server would run them; then,
@@ -92,7 +92,10 @@ def child(endpoint: str, rate: int, burst: int, rows: list, report) -> None:
     """One API process, for each row [table, mode, owner, plan]: once ready, says so on
     `report`, reads the start time from stdin, runs its plan and writes its result as a line.
     A plan's steps are in seconds from the start:
-    ["pace", from, to, every] asks every `every` seconds (0: back to back), never catching up;
+    ["pace", from, to, every] asks every `every` seconds (0: back to back), each request
+    after the last one's answer, never catching up;
+    ["open", from, to, every] asks every `every` seconds, each request in a thread of its own
+    whatever the others' answers (a rate offered, not one slowed by the answers);
     ["spike", at, count] asks `count` times at once (threads).
     A request counts as accepted in the window when answered before the last pace ends."""
     from chalicelib.bootstrap import build_use_cases
@@ -105,7 +108,7 @@ def child(endpoint: str, rate: int, burst: int, rows: list, report) -> None:
         admission = Admission(dataclasses.replace(ctx, rates=counted if mode == "shared" else _Unshared()))
         admission.check_rate(f"warm-{uuid.uuid4().hex}")  # the connection, before the clock starts
         counted.writes = counted.reads = 0
-        window_end = max((step[2] for step in plan if step[0] == "pace"), default=0.0)
+        window_end = max((step[2] for step in plan if step[0] != "spike"), default=0.0)
         result = {"accepted": 0, "late": 0, "refused": 0}
         lock = threading.Lock()
 
@@ -130,6 +133,15 @@ def child(endpoint: str, rate: int, burst: int, rows: list, report) -> None:
                         time.sleep(due - now)
                     due = max(due, time.time()) + every  # late: never a burst to catch up
                     ask()
+            elif step[0] == "open":
+                _, begin, end, every = step
+                threads = []
+                for n in range(int((end - begin) / every)):
+                    time.sleep(max(0.0, start + begin + n * every - time.time()))
+                    threads.append(threading.Thread(target=ask))
+                    threads[-1].start()
+                for thread in threads:
+                    thread.join()
             else:
                 _, at, count = step
                 time.sleep(max(0.0, start + at - time.time()))
@@ -194,9 +206,9 @@ def measure(endpoint: str, root: Path, processes: int, seconds: float, rate: int
     # Past the rate: each process back to back, another owner within its rate.
     past = [("alice", [["pace", 0.0, seconds, 0.0]])] * processes
     past.append(("bob", [["pace", 0.0, seconds, 1 / OTHER_OWNER_RATE]]))
-    # At 3 x the rate, evenly paced over the processes.
+    # At 3 x the rate, evenly spread over the processes, whatever the answers.
     every = processes / (3 * rate)
-    thrice = [("alice", [["pace", i * every / processes, seconds, every]]) for i in range(processes)]
+    thrice = [("alice", [["open", i * every / processes, seconds, every]]) for i in range(processes)]
     # Inside the rate: a pace, a spike of what the bucket holds, a gallery once it refilled.
     every = processes / (INSIDE_SHARE * rate)
     spike = burst - SPIKE_MARGIN
