@@ -5,7 +5,10 @@ A lease of tokens is one conditional UpdateItem (one write unit: the item is tin
 applies each one atomically, so every API process, on every instance, takes from the same
 bucket. full_at is a strongly consistent GetItem (half a read unit), asked for only when a
 lease's guess of the bucket was wrong. A refused lease reads the item back the same way, to
-tell its own re-send from a refusal (dynamo_table.written_once).
+tell its own re-send from a refusal (dynamo_table.written_once). A take from a full bucket
+marks when (`filled_at`): a lease's unspent tokens are given back only while no fill has
+happened since the lease (the fill forgave them). An item of the release before has no mark,
+and gets no tokens back.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ class RateItem(Model):
 
     pk = UnicodeAttribute(hash_key=True)
     full_at = NumberAttribute()
+    filled_at = NumberAttribute(null=True)
     expires_at = TTLAttribute()
     # A fresh id from each lease (absent on items written before it): a lease botocore
     # re-sent after a lost answer, refused by its own landing, finds its id here.
@@ -45,18 +49,21 @@ class DynamoRateStore:
 
     def full_at(self, owner: str) -> Optional[float]:
         with dynamo_errors(UNAVAILABLE):
-            item = find(self._model, RATE_PREFIX + owner, attributes_to_get=["full_at"])
+            item = find(self._model, self._prefix + owner, attributes_to_get=["full_at"])
         return None if item is None else float(item.full_at)
 
     def take_from_full(self, owner: str, now: float, cost: float, depth: float) -> float:
         m = self._model
-        return self._update(owner, [m.full_at.set(now + cost)],
+        return self._update(owner, [m.full_at.set(now + cost), m.filled_at.set(now)],
                             m.full_at.does_not_exist() | (m.full_at <= now), now + depth)
 
-    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+    def take(self, owner: str, now: float, cost: float, depth: float, unspent: float = 0.0,
+             leased_at: float = 0.0) -> float:
         m = self._model
-        return self._update(owner, [m.full_at.add(cost)],
-                            (m.full_at > now) & (m.full_at <= now + depth - cost), now + depth)
+        condition = (m.full_at > now) & (m.full_at <= now + depth - (cost - unspent))
+        if unspent:
+            condition &= m.filled_at <= leased_at
+        return self._update(owner, [m.full_at.add(cost - unspent)], condition, now + depth)
 
     def _update(self, owner: str, actions: list, condition, latest_full_at: float) -> float:
         m = self._model
