@@ -234,7 +234,7 @@ def put_service_webhook():
 @api
 def get_service_webhook():
     _service()
-    return responses.webhook(use_cases().webhooks.show(SERVICE_RECEIVER))
+    return _shown_webhook(SERVICE_RECEIVER)
 
 
 @app.route(ROOT + "/service/webhook", methods=["DELETE"], content_types=ANY, authorizer=service_authorizer)
@@ -252,6 +252,14 @@ def rotate_service_webhook_secret():
     _service()
     hook = use_cases().webhooks.rotate(SERVICE_RECEIVER)
     return responses.webhook(hook, show_secret=True)
+
+
+@app.route(ROOT + "/service/webhook/test", methods=["POST"], content_types=ANY,
+           authorizer=service_authorizer)
+@api
+def test_service_webhook():
+    _service()
+    return responses.webhook_test(use_cases().webhooks.send_test(SERVICE_RECEIVER))
 
 
 @app.route(ROOT + "/image-jobs/{job_id}/cancel", methods=["POST"], content_types=ANY,
@@ -316,7 +324,11 @@ def put_webhook():
 @app.route(ROOT + "/webhook", methods=["GET"], content_types=ANY, authorizer=authorizer)
 @api
 def get_webhook():
-    return responses.webhook(use_cases().webhooks.show(_owner()))
+    return _shown_webhook(_owner())
+
+
+def _shown_webhook(receiver: str):
+    return responses.webhook_shown(use_cases().webhooks.shown(receiver))
 
 
 @app.route(ROOT + "/webhook", methods=["DELETE"], content_types=ANY, authorizer=authorizer)
@@ -332,6 +344,12 @@ def delete_webhook():
 def rotate_webhook_secret():
     hook = use_cases().webhooks.rotate(_owner())
     return responses.webhook(hook, show_secret=True)
+
+
+@app.route(ROOT + "/webhook/test", methods=["POST"], content_types=ANY, authorizer=authorizer)
+@api
+def test_webhook():
+    return responses.webhook_test(use_cases().webhooks.send_test(_owner()))
 
 
 @app.on_sqs_message(queue=settings.webhook_queue_name, batch_size=1,

@@ -12,7 +12,7 @@ from chalicelib.adapters.dynamo_keys import DynamoKeys
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
-from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX, DynamoDeliverySlots, DynamoWebhookStore
+from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX, DynamoDeliveryLog, DynamoDeliverySlots, DynamoWebhookStore
 from chalicelib.adapters.http_webhooks import HttpWebhookSender
 from chalicelib.adapters.s3_presign import GetPresigner
 from chalicelib.adapters.s3_store import S3Store
@@ -133,6 +133,9 @@ def build_use_cases(settings: Settings) -> UseCases:
         webhook_sender=HttpWebhookSender(),
         delivery_slots=DynamoDeliverySlots(table),
         webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),
+        # Its own short timeouts and no retries: a slow table delays no delivery for long.
+        delivery_log=DynamoDeliveryLog(DynamoTable(settings.table, settings.region, settings.endpoint_url, clients,
+                                                   connection=LOG_CONNECTION, prepare_client=guard)),
         wait_slots=DynamoWaitSlots(table),
         keys=DynamoKeys(table),
         gauges=gauges,
@@ -142,6 +145,10 @@ def build_use_cases(settings: Settings) -> UseCases:
     if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, table)
     return use_cases
+
+
+# The delivery log's calls: one try each, within about a second.
+LOG_CONNECTION = {"connect_timeout_seconds": 0.5, "read_timeout_seconds": 1, "max_retry_attempts": 0}
 
 
 def _add_push(use_cases: UseCases, settings: Settings, clients: Clients, limits: SdkLimits, guard,

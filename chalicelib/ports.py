@@ -14,7 +14,7 @@ from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus
 from chalicelib.domain.listing import ListCursor, OwnedPage
 from chalicelib.domain.storage import PresignedPost, PresignedPut, ScanPoint, StoredObject, StoredPart
-from chalicelib.domain.webhooks import Address, Breaker, Webhook, WebhookEvent
+from chalicelib.domain.webhooks import Address, Attempt, Breaker, Webhook, WebhookEvent
 
 if TYPE_CHECKING:  # a GET never parses an event: not imported on its path
     from chalicelib.domain.events import ObjectCreated
@@ -306,6 +306,20 @@ class WebhookStore(Protocol):
 
     def save_breaker(self, owner: str, breaker: Breaker) -> None:
         """Unconditional; does nothing if the owner has no webhook any more."""
+        ...
+
+
+class DeliveryLog(Protocol):
+    """Each receiver's last DELIVERY_LOG_SIZE (domain/webhooks.py) delivery attempts (its key: the webhook's owner), kept
+    for a while and then expired. Best effort: TransientError when the store is unavailable
+    or slow, and the delivery never waits on it for long (usecases/webhooks.py)."""
+
+    def record(self, receiver: str, attempt: Attempt) -> None:
+        """Keep `attempt`, pushing out the receiver's oldest beyond DELIVERY_LOG_SIZE."""
+        ...
+
+    def recent(self, receiver: str) -> list[Attempt]:
+        """The receiver's kept attempts, newest first."""
         ...
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import math
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
@@ -498,6 +499,31 @@ class FakeRateStore:
         self.writes += 1
 
 
+class FakeDeliveryLog:
+    """DeliveryLog in memory, bounded as DynamoDeliveryLog is; `down` makes it raise and
+    `hold` makes each record wait that many seconds first (a slow table)."""
+
+    def __init__(self):
+        from chalicelib.domain.webhooks import DELIVERY_LOG_SIZE
+
+        self.kept: dict[str, list] = {}
+        self.size = DELIVERY_LOG_SIZE
+        self.down = False
+        self.hold = 0.0
+
+    def record(self, receiver, attempt):
+        if self.hold:
+            time.sleep(self.hold)
+        if self.down:
+            raise TransientError("delivery log unavailable")
+        self.kept[receiver] = ([attempt] + self.kept.get(receiver, []))[:self.size]
+
+    def recent(self, receiver):
+        if self.down:
+            raise TransientError("delivery log unavailable")
+        return sorted(self.kept.get(receiver, []), key=lambda a: a.at, reverse=True)
+
+
 class FakeWebhookQueue:
     def __init__(self):
         self.sent: list[WebhookEvent] = []
@@ -703,5 +729,6 @@ def fake_context(**given) -> "Context":
                  backlog=QuietBacklog(), rates=FakeRateStore(), metrics=ListMetrics(given["settings"].metrics_service),
                  webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(), webhook_sender=FakeSender(),
                  delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots(),
+                 delivery_log=FakeDeliveryLog(),
                  keys=FakeKeys())
     return Context(**{**ports, **given})

@@ -1,7 +1,10 @@
 """WebhookStore on DynamoDB through PynamoDB: one item per owner, `webhook#<owner>`, in the
 jobs table (it has no status or sweep_at, so the due index never sees it). DeliverySlots
 beside it: one item per slot, `deliver#<receiver>#<n>`, taken and given back as the wait
-slots are (adapters/dynamo_waits.py), and TTL removes idle ones.
+slots are (adapters/dynamo_waits.py), and TTL removes idle ones. DynamoDeliveryLog: each
+receiver's last attempts, a ring of DELIVERY_LOG_SIZE items `attempt#<receiver>#<n>` turned
+by a counter item `attempts#<receiver>`: two small writes per attempt, one batch read per
+GET, and TTL removes all of it a week after the last attempt.
 
 The signing secret is stored as it is, because signing needs it: the table is encrypted
 at rest (SSESpecification in infra/template.yaml), only the delivery and the registration
@@ -20,10 +23,12 @@ from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find, w
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import JobStatus
-from chalicelib.domain.webhooks import Breaker, Webhook
+from chalicelib.domain.webhooks import DELIVERY_LOG_SIZE, Attempt, Breaker, Webhook
 
 WEBHOOK_PREFIX = "webhook#"
 DELIVER_PREFIX = "deliver#"
+ATTEMPT_PREFIX = "attempt#"    # one kept attempt: attempt#<receiver>#<n>
+ATTEMPTS_PREFIX = "attempts#"  # the receiver's counter: which n is next
 TURN_PREFIX = "turn#"  # a receiver's deferred events' turns, kept by a DynamoRateStore
 UNAVAILABLE = "webhook store unavailable"
 # A given-back slot: free to anyone, whatever their clock says.
@@ -147,3 +152,66 @@ class DynamoDeliverySlots(DynamoWaitSlots):
                                                consistent_read=True))
         held = [float(item.last_held) for item in items if item.last_held is not None]
         return sum(held) / len(held) if held else None
+
+
+class AttemptItem(Model):
+    """Unbound: DynamoDeliveryLog binds a subclass to the table. The counter item has `count`
+    and `expires_at` only; each kept attempt the rest."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    count = NumberAttribute(null=True)
+    at = UTCDateTimeAttribute(null=True)
+    webhook_id = UnicodeAttribute(null=True)
+    event = UnicodeAttribute(null=True)
+    job_id = UnicodeAttribute(null=True)
+    attempt = NumberAttribute(null=True)
+    ms = NumberAttribute(null=True)
+    outcome = UnicodeAttribute(null=True)
+    status_code = NumberAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    breaker = UnicodeAttribute(null=True)
+    next_attempt_at = UTCDateTimeAttribute(null=True)
+    expires_at = TTLAttribute()
+
+
+class DynamoDeliveryLog:
+    """DeliveryLog. `table` should be one with short timeouts and no retries (bootstrap.py):
+    the log's writes come after a delivery and must not hold its function for long."""
+
+    KEEP = timedelta(days=7)
+    ERROR = "delivery log unavailable"
+
+    def __init__(self, table: DynamoTable):
+        self._model = table.model(AttemptItem)
+        table.connect(self._model)
+
+    def record(self, receiver: str, attempt: Attempt) -> None:
+        m = self._model
+        expires = attempt.at + self.KEEP
+        with dynamo_errors(self.ERROR):
+            counter = m(ATTEMPTS_PREFIX + receiver)
+            # A re-sent ADD after a lost answer skips a place in the ring: one attempt less shown.
+            counter.update(actions=[m.count.add(1), m.expires_at.set(expires)])
+            slot = int(counter.count) % DELIVERY_LOG_SIZE
+            m(f"{ATTEMPT_PREFIX}{receiver}#{slot}", at=attempt.at, webhook_id=attempt.webhook_id,
+              event=attempt.event, job_id=attempt.job_id, attempt=attempt.attempt, ms=attempt.ms,
+              outcome=attempt.outcome, status_code=attempt.status_code, reason=attempt.reason,
+              breaker=attempt.breaker, next_attempt_at=attempt.next_attempt_at,
+              expires_at=expires).save()
+
+    def recent(self, receiver: str) -> list[Attempt]:
+        keys = [f"{ATTEMPT_PREFIX}{receiver}#{slot}" for slot in range(DELIVERY_LOG_SIZE)]
+        with dynamo_errors(self.ERROR):
+            items = list(self._model.batch_get(keys))
+        now = datetime.now(timezone.utc)
+        # TTL deletes late: an item past its time is gone to the reader already.
+        attempts = [_attempt(item) for item in items if item.at is not None and item.expires_at > now]
+        return sorted(attempts, key=lambda a: a.at, reverse=True)
+
+
+def _attempt(item: AttemptItem) -> Attempt:
+    return Attempt(at=item.at, webhook_id=item.webhook_id, event=item.event, job_id=item.job_id,
+                   attempt=int(item.attempt), ms=int(item.ms), outcome=item.outcome,
+                   status_code=None if item.status_code is None else int(item.status_code),
+                   reason=item.reason, breaker=item.breaker or "closed",
+                   next_attempt_at=item.next_attempt_at)

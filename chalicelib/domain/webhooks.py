@@ -105,6 +105,33 @@ class WebhookEvent:
                    attempts=attempts, not_before=not_before, service=service, status=status)
 
 
+# What an attempt that got no answer (or was never made) is called where clients see it
+# (GET /webhook's `deliveries`), the words of docs/contract.md "Notifications".
+UNANSWERED = ("tls", "dns", "timeout", "refused", "blocked", "protocol", "error")
+TEST_EVENT = "webhook.test"
+DELIVERY_LOG_SIZE = 20  # the attempts kept per receiver
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery attempt as GET /webhook shows it. `event`: the status the event announces
+    (or TEST_EVENT); `status_code`: the receiver's answer, `reason` (one of UNANSWERED) when
+    it gave none; `breaker`: the receiver's breaker after it, "open" or "closed";
+    `next_attempt_at`: when the event is tried again (None: delivered, or given up)."""
+
+    at: datetime
+    webhook_id: str
+    event: str
+    job_id: str | None
+    attempt: int
+    ms: int
+    outcome: str  # delivered, retrying, dead_lettered; a test event's: delivered or failed
+    status_code: int | None = None
+    reason: str | None = None
+    breaker: str = "closed"
+    next_attempt_at: datetime | None = None
+
+
 @dataclass(frozen=True)
 class Address:
     """A resolved address to connect to: what the SSRF guard vetted is what is dialled."""

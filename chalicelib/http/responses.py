@@ -90,6 +90,14 @@ def webhook(hook, show_secret: bool = False) -> Response:
     return Response(status_code=200, headers=dict(NO_STORE), body=views.webhook_body(hook, show_secret))
 
 
+def webhook_shown(shown) -> Response:
+    return Response(status_code=200, headers=dict(NO_STORE), body=views.webhook_shown_body(shown))
+
+
+def webhook_test(attempt) -> Response:
+    return Response(status_code=200, headers=dict(NO_STORE), body=views.attempt_body(attempt))
+
+
 def push(url: str) -> Response:
     return Response(status_code=200, headers=dict(NO_STORE), body=views.push_discovery_body(url))
 

@@ -9,8 +9,8 @@ from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
 from chalicelib.http import auth, prefer, problems
-from chalicelib.domain.webhooks import Webhook
-from chalicelib.usecases.results import Accepted, PartUpload, Upload, UploadForm, UploadPut, Urls
+from chalicelib.domain.webhooks import Attempt, Webhook
+from chalicelib.usecases.results import Accepted, Shown, PartUpload, Upload, UploadForm, UploadPut, Urls
 
 
 def rfc3339(value: datetime) -> str:
@@ -104,4 +104,35 @@ def webhook_body(webhook: Optional[Webhook], show_secret: bool = False) -> dict:
     if webhook.events:  # the service webhook's: the statuses it is sent
         body["events"] = [s.value for s in webhook.events]
     body["created_at"] = rfc3339(webhook.created_at)
+    return body
+
+
+def webhook_shown_body(shown: Shown) -> dict:
+    """GET /webhook: the webhook, its breaker and its last attempts, newest first
+    (`deliveries` null when the log could not be read)."""
+    body = webhook_body(shown.webhook)
+    if shown.webhook is None:
+        return body
+    breaker = shown.webhook.breaker
+    body["breaker"] = ({"state": "open", "until": rfc3339(breaker.failing_until)} if breaker.is_open(shown.at)
+                       else {"state": "closed"})
+    body["deliveries"] = None if shown.deliveries is None else [attempt_body(a) for a in shown.deliveries]
+    return body
+
+
+def attempt_body(attempt: Attempt) -> dict:
+    """One delivery attempt: the receiver's status_code, or the reason it gave none."""
+    body: dict = {"at": rfc3339(attempt.at), "webhook_id": attempt.webhook_id, "event": attempt.event}
+    if attempt.job_id is not None:
+        body["job_id"] = attempt.job_id
+    body["attempt"] = attempt.attempt
+    body["outcome"] = attempt.outcome
+    if attempt.status_code is not None:
+        body["status_code"] = attempt.status_code
+    else:
+        body["reason"] = attempt.reason
+    body["ms"] = attempt.ms
+    body["breaker"] = attempt.breaker
+    if attempt.next_attempt_at is not None:
+        body["next_attempt_at"] = rfc3339(attempt.next_attempt_at)
     return body

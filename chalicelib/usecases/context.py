@@ -15,6 +15,7 @@ from chalicelib.domain.renditions import RenditionName, RenditionSpec
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
     BacklogGauge,
+    DeliveryLog,
     DeliverySlots,
     EdgeCache,
     EventPublisher,
@@ -67,6 +68,8 @@ class Context:
     # every delivery function.
     delivery_slots: DeliverySlots
     webhook_turns: RateStore
+    # Each receiver's last attempts, for GET /webhook: best effort, never in a delivery's way.
+    delivery_log: DeliveryLog
     # Held requests per owner (Prefer: wait).
     wait_slots: WaitSlots
     # The deployment's own secrets (the key of the list's page tokens).

@@ -7,6 +7,7 @@ from typing import Optional, Union
 
 from chalicelib.domain.jobs import Job
 from chalicelib.domain.renditions import RenditionFormat, RenditionName
+from chalicelib.domain.webhooks import Attempt, Webhook
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,13 @@ class Urls:
     expires_at: datetime
     # Each rendition's extra formats, by (name, format).
     variants: dict[tuple[RenditionName, RenditionFormat], str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """GET /webhook: the receiver's webhook (None: none), its last attempts (None: the log
+    could not be read), and the moment it was read (whether the breaker is open)."""
+
+    webhook: Optional[Webhook]
+    deliveries: Optional[list[Attempt]]
+    at: datetime

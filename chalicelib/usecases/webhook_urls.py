@@ -45,6 +45,10 @@ class UrlRefused(ValueError):
     """The URL may not be called. The message is safe to show to the client."""
 
 
+class NameNotResolved(UrlRefused):
+    """The URL's host name resolves to nothing (a delivery's `dns`, not `blocked`)."""
+
+
 @dataclass(frozen=True)
 class Target:
     url: str
@@ -80,9 +84,9 @@ def check(url: object, allow_loopback: bool, resolve: Resolver = system_resolver
     try:
         resolved = resolve(host, port)
     except (OSError, UnicodeError):
-        raise UrlRefused("url's host name does not resolve") from None
+        raise NameNotResolved("url's host name does not resolve") from None
     if not resolved:
-        raise UrlRefused("url's host name does not resolve")
+        raise NameNotResolved("url's host name does not resolve")
     loopback = [_is_loopback(ip) for ip in resolved]
     for ip, is_loopback in zip(resolved, loopback):
         if is_loopback and allow_loopback:

@@ -8,6 +8,11 @@ owner). Each receiver has its own breaker; an event's `receiver` keys it.
   register_service                    PUT /service/webhook (show, remove, rotate as above)
   enqueue(ctx, job)                   a job became terminal: queue one event (best effort)
   Webhooks.deliver                    one attempt at one queued event
+  shown / send_test                   GET with its last attempts, POST /webhook/test
+
+Every attempt that calls the receiver (not a deferral) goes into the receiver's log
+(ports.DeliveryLog), after the event's fate is stored and its slot given back, and never
+failing it: the log is for people, the queue is what delivers.
 
 Delivery is at least once from its own queue, never in the worker's way. The webhook-id is
 fixed when the event is queued, so every retry carries the same one. The event counts its
@@ -49,17 +54,18 @@ from chalicelib.domain.errors import (
     DeliveryFailed,
     InvalidRequest,
     PoisonMessage,
+    RateLimited,
     RetryLater,
     TransientError,
     WebhookNotFound,
 )
 from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
-from chalicelib.domain.webhooks import SERVICE_RECEIVER, Breaker, Webhook, WebhookEvent
+from chalicelib.domain.webhooks import SERVICE_RECEIVER, TEST_EVENT, Attempt, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases import webhook_urls
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.results import Urls
+from chalicelib.usecases.results import Shown, Urls
 
 log = get_logger("webhooks")
 
@@ -250,38 +256,119 @@ class Webhooks:
             return self._defer(event, self._next_turn(receiver, now), now, why="busy")
         started = time.monotonic()
         try:
-            return self._attempt(hook, event, job, now, started)
+            delivery, attempt = self._attempt(hook, event, job, now, started)
         finally:
             self._give_back(receiver, slot, holder, (ctx.clock() - now).total_seconds())
+        # Only now, with the event's fate stored and the slot given back: a slow or failed
+        # write of the log costs this function a moment, never the delivery itself.
+        self._log(hook.owner, attempt)
+        return delivery
 
     def _attempt(self, hook: Webhook, event: WebhookEvent, job: Job, now: datetime,
-                 started: float) -> Delivery:
+                 started: float) -> tuple[Delivery, Attempt]:
         ctx = self._ctx
+        seen = _Seen(event.event_id, job.status.value, job.job_id, event.attempts + 1, now, started)
         try:
-            target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
             payload = json.dumps(ctx.job_body(job, self._urls(job), event.service),
                                  separators=(",", ":")).encode()
-            headers = signature_headers(hook, event.event_id, now, payload)
-            status = ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
-                                             ctx.settings.webhook_attempt_seconds)
-        except webhook_urls.UrlRefused:
-            return self._failed(hook, event, job, Reason.REFUSED_ADDRESS, Verdict.DOWN)
+            status = self._post(hook, event.event_id, now, payload)
+        except webhook_urls.UrlRefused as refused:
+            return self._failed(hook, event, job, seen.unanswered(refused), Reason.REFUSED_ADDRESS,
+                                Verdict.DOWN)
         except DeliveryFailed as failed:
-            return self._failed(hook, event, job, Reason(failed.reason), Verdict.DOWN)
-        except Exception:
+            return self._failed(hook, event, job, seen.unanswered(failed), Reason(failed.reason),
+                                Verdict.DOWN)
+        except Exception as error:
             # Ours, not the receiver's (a URL stored before it was normalised, say): the
             # event backs off like any failure, and the endpoint is not blamed for it.
             log.exception("webhook_attempt_crashed", job_id=job.job_id, event_id=event.event_id)
-            return self._failed(hook, event, job, Reason.ERROR, Verdict.OURS)
+            return self._failed(hook, event, job, seen.unanswered(error), Reason.ERROR, Verdict.OURS)
         elapsed_ms = (time.monotonic() - started) * 1000
         if not 200 <= status < 300:
-            return self._failed(hook, event, job, Reason.STATUS, verdict_of(status), status=status)
+            return self._failed(hook, event, job, seen.answered(status), Reason.STATUS,
+                                verdict_of(status), status=status)
         ctx.metrics.emit({Metric.WEBHOOK_DELIVERIES: 1, Metric.WEBHOOK_LATENCY: elapsed_ms})
         log.info("webhook_delivered", job_id=job.job_id, event_id=event.event_id,
                  attempt=event.attempts + 1, status=status, ms=round(elapsed_ms))
         if hook.breaker != Breaker():
             self._save_breaker(hook.owner, Breaker())
-        return Delivery.DELIVERED
+        return Delivery.DELIVERED, seen.answered(status).made(Delivery.DELIVERED)
+
+    def _post(self, hook: Webhook, webhook_id: str, now: datetime, payload: bytes) -> int:
+        """The one call to the receiver, at the addresses the guard vets again right now:
+        UrlRefused, DeliveryFailed, or the status it answered."""
+        ctx = self._ctx
+        target = webhook_urls.check(hook.url, ctx.settings.webhook_allow_loopback, ctx.resolve)
+        headers = signature_headers(hook, webhook_id, now, payload)
+        return ctx.webhook_sender.post(target.url, target.addresses, headers, payload,
+                                       ctx.settings.webhook_attempt_seconds)
+
+    # -- what happened: the receiver's log, and the test event ---------------------------
+    def shown(self, owner: str) -> Shown:
+        """The webhook and its last attempts, newest first; those None when the log cannot
+        be read (GET /webhook still answers with the rest)."""
+        hook = self._ctx.webhooks.get_webhook(owner)
+        deliveries = None
+        if hook is not None:
+            try:
+                deliveries = self._ctx.delivery_log.recent(owner)
+            except TransientError:
+                log.warning("webhook_log_unavailable")
+        return Shown(hook, deliveries, self._ctx.clock())
+
+    def send_test(self, owner: str) -> Attempt:
+        """A signed TEST_EVENT to the registered URL at once, vetted as any delivery, and what
+        the receiver did. At most TEST_BURST in a row, then one per TEST_EVERY_SECONDS, per
+        receiver (RateLimited): it cannot be made to hammer a receiver or to probe a network
+        faster than that. It neither opens nor closes the breaker and is never retried."""
+        hook = self._ctx.webhooks.get_webhook(owner)
+        if hook is None:
+            raise WebhookNotFound("No webhook is registered: PUT /webhook first")
+        self._take_test_turn(receiver_key(hook))
+        now, started = self._ctx.clock(), time.monotonic()
+        seen = _Seen("msg_" + secrets.token_hex(12), TEST_EVENT, None, 1, now, started,
+                     "open" if hook.breaker.is_open(now) else "closed")
+        payload = json.dumps({"type": TEST_EVENT, "timestamp": now.isoformat()},
+                             separators=(",", ":")).encode()
+        try:
+            status = self._post(hook, seen.webhook_id, now, payload)
+        except (webhook_urls.UrlRefused, DeliveryFailed) as error:
+            attempt = seen.unanswered(error).made("failed")
+        else:
+            attempt = seen.answered(status).made("delivered" if 200 <= status < 300 else "failed")
+        log.info("webhook_test_sent", event_id=seen.webhook_id, status=attempt.status_code,
+                 reason=attempt.reason, ms=attempt.ms)
+        self._log(owner, attempt)
+        return attempt
+
+    def _take_test_turn(self, receiver: str) -> None:
+        """One token of the receiver's test bucket (kept beside its turns, under its own key)."""
+        turns, key = self._ctx.webhook_turns, "test/" + receiver
+        cost, depth = TEST_EVERY_SECONDS, TEST_EVERY_SECONDS * TEST_BURST
+        for _ in range(3):  # a lost race: another test took a token meanwhile
+            now = self._ctx.clock().timestamp()
+            full_at = turns.full_at(key)
+            try:
+                if full_at is None or full_at <= now:
+                    turns.take_from_full(key, now, cost, depth)
+                elif full_at <= now + depth - cost:
+                    turns.take(key, now, cost, depth)
+                else:
+                    wait = int(full_at - (now + depth - cost) + 0.999)
+                    raise RateLimited(f"Test events to this receiver: {TEST_BURST} in a row, then one "
+                                      f"every {TEST_EVERY_SECONDS} s; try again in {wait} s",
+                                      retry_after=max(1, wait))
+                return
+            except ConditionFailed:
+                continue
+        raise TransientError("the receiver's test events kept changing")
+
+    def _log(self, owner: str, attempt: Attempt) -> None:
+        """Best effort, always: whatever the log's store does, the caller goes on."""
+        try:
+            self._ctx.delivery_log.record(owner, attempt)
+        except Exception:  # noqa: BLE001 - the log must never fail a delivery
+            log.warning("webhook_log_not_written", event_id=attempt.webhook_id)
 
     def _defer(self, event: WebhookEvent, until: datetime, now: datetime, why: str) -> Delivery:
         self._ctx.metrics.emit({Metric.WEBHOOKS_DEFERRED: 1})
@@ -328,8 +415,8 @@ class Webhooks:
                 return datetime.fromtimestamp(turn, tz=now.tzinfo)
         return now + timedelta(seconds=hold)
 
-    def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, reason: Reason,
-                verdict: Verdict, **details) -> Delivery:
+    def _failed(self, hook: Webhook, event: WebhookEvent, job: Job, seen: "_Seen", reason: Reason,
+                verdict: Verdict, **details) -> tuple[Delivery, Attempt]:
         ctx = self._ctx
         now = ctx.clock()
         attempts = event.attempts + 1
@@ -342,12 +429,13 @@ class Webhooks:
         breaker = self._next_breaker(hook.breaker, event, verdict, now)
         if breaker != hook.breaker:
             self._save_breaker(hook.owner, breaker)
+        seen = dataclasses.replace(seen, breaker="open" if breaker.is_open(now) else "closed")
         if last:
             ctx.webhook_queue.dead_letter(dataclasses.replace(event, attempts=attempts, not_before=None))
-            return Delivery.DEAD_LETTERED
-        self._queue_again(dataclasses.replace(event, attempts=attempts,
-                                              not_before=now + timedelta(seconds=delay)), now)
-        return Delivery.RETRYING
+            return Delivery.DEAD_LETTERED, seen.made(Delivery.DEAD_LETTERED)
+        due = now + timedelta(seconds=delay)
+        self._queue_again(dataclasses.replace(event, attempts=attempts, not_before=due), now)
+        return Delivery.RETRYING, seen.made(Delivery.RETRYING, next_attempt_at=due)
 
     def _next_breaker(self, breaker: Breaker, event: WebhookEvent, verdict: Verdict,
                       now: datetime) -> Breaker:
@@ -387,6 +475,53 @@ class Webhooks:
             self._ctx.webhooks.save_breaker(owner, breaker)
         except TransientError:
             pass
+
+
+# The test event's bound per receiver: TEST_BURST at once, then one per TEST_EVERY_SECONDS.
+TEST_BURST = 3
+TEST_EVERY_SECONDS = 20
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What an attempt is becoming, for the receiver's log (Attempt): filled in as it goes."""
+
+    webhook_id: str
+    event: str
+    job_id: Optional[str]
+    attempt: int
+    at: datetime
+    started: float  # time.monotonic() when it began
+    breaker: str = "closed"
+    status_code: Optional[int] = None
+    reason: Optional[str] = None
+
+    def answered(self, status: int) -> "_Seen":
+        return dataclasses.replace(self, status_code=status)
+
+    def unanswered(self, error: BaseException) -> "_Seen":
+        return dataclasses.replace(self, reason=unanswered_reason(error))
+
+    def made(self, outcome: str, next_attempt_at: Optional[datetime] = None) -> Attempt:
+        return Attempt(at=self.at, webhook_id=self.webhook_id, event=self.event, job_id=self.job_id,
+                       attempt=self.attempt, ms=round((time.monotonic() - self.started) * 1000),
+                       outcome=str(outcome), status_code=self.status_code, reason=self.reason,
+                       breaker=self.breaker, next_attempt_at=next_attempt_at)
+
+
+# The sender's words (adapters/http_webhooks.py) as clients read them (domain UNANSWERED).
+_UNANSWERED_OF_SENDER = {"connection": "refused", "tls": "tls", "timeout": "timeout", "protocol": "protocol"}
+
+
+def unanswered_reason(error: BaseException) -> str:
+    """Why an attempt got no answer, in the words of domain/webhooks.py's UNANSWERED."""
+    if isinstance(error, webhook_urls.NameNotResolved):
+        return "dns"
+    if isinstance(error, webhook_urls.UrlRefused):
+        return "blocked"
+    if isinstance(error, DeliveryFailed):
+        return _UNANSWERED_OF_SENDER.get(error.reason, "error")
+    return "error"
 
 
 # What the service webhook may be sent: every status a job has after its upload arrived.

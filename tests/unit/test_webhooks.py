@@ -391,3 +391,106 @@ def test_a_url_stored_before_normalisation_is_sent_in_its_ascii_form(world):
     (event,) = world.ctx.webhook_queue.sent
     assert deliver(world, event) is Delivery.DELIVERED
     assert world.ctx.webhook_sender.calls[-1]["url"] == URL + "/stra%C3%9Fe"
+
+
+# -- what happened: the receiver's log and the test event (issue 52) -------------------------
+
+def test_every_attempt_is_shown_newest_first_with_its_answer_or_why_none_came(world):
+    world.webhooks.register("alice", URL)
+    job = ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    world.ctx.webhook_sender.answers = [DeliveryFailed("timeout"), 503, 200]
+    assert deliver(world, event) is Delivery.RETRYING
+    first_retry = world.ctx.clock() + timedelta(seconds=world.ctx.settings.webhook_delays[0])
+    world.ctx.clock.advance(world.ctx.settings.webhook_delays[0])
+    deliver(world, requeued(world)[0])
+    world.ctx.clock.advance(world.ctx.settings.webhook_delays[1])
+    assert deliver(world, requeued(world)[0]) is Delivery.DELIVERED
+    shown = world.webhooks.shown("alice")
+    delivered, answered_503, timed_out = shown.deliveries
+    assert (timed_out.reason, timed_out.status_code, timed_out.outcome) == ("timeout", None, "retrying")
+    assert timed_out.breaker == "open" and timed_out.next_attempt_at == first_retry
+    assert (answered_503.status_code, answered_503.reason, answered_503.attempt) == (503, None, 2)
+    assert (delivered.status_code, delivered.outcome, delivered.next_attempt_at) == (200, "delivered", None)
+    assert {a.webhook_id for a in shown.deliveries} == {event.event_id}
+    assert {(a.event, a.job_id) for a in shown.deliveries} == {("ready", job.job_id)}
+    assert world.webhooks.shown("bob").deliveries is None  # no webhook: nothing to show
+
+
+@pytest.mark.parametrize("resolve, failure, reason", [
+    (lambda host, port: [], None, "dns"),
+    (lambda host, port: ["10.0.0.7"], None, "blocked"),
+    (names, DeliveryFailed("connection"), "refused"),
+    (names, DeliveryFailed("tls"), "tls"),
+])
+def test_an_attempt_that_got_no_answer_says_why(world, resolve, failure, reason):
+    world.webhooks.register("alice", URL)
+    ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    world.ctx.resolve = resolve
+    world.ctx.webhook_sender.answers = [failure or 200]
+    assert deliver(world, event) is Delivery.RETRYING
+    (attempt,) = world.webhooks.shown("alice").deliveries
+    assert attempt.reason == reason and attempt.status_code is None
+
+
+def test_a_log_that_is_down_fails_no_delivery_and_no_get(world):
+    world.webhooks.register("alice", URL)
+    ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    world.ctx.delivery_log.down = True
+    assert deliver(world, event) is Delivery.DELIVERED
+    assert len(world.ctx.webhook_sender.calls) == 1
+    shown = world.webhooks.shown("alice")
+    assert shown.webhook.url == URL and shown.deliveries is None
+
+
+def test_the_log_is_written_after_the_receivers_slot_is_given_back(world):
+    world.webhooks.register("alice", URL)
+    ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    slots, held_while_logging = world.ctx.delivery_slots, []
+
+    class Watching(type(world.ctx.delivery_log)):
+        def record(self, receiver, attempt):
+            held_while_logging.append(sum(len(h) for h in slots.held.values()))
+            super().record(receiver, attempt)
+
+    world.ctx.delivery_log = Watching()
+    assert deliver(world, event) is Delivery.DELIVERED
+    assert held_while_logging == [0]
+
+
+def test_the_test_event_is_signed_vetted_and_answers_what_the_receiver_did(world):
+    secret = world.webhooks.register("alice", URL).webhook.secret
+    world.ctx.webhook_sender.answers = [204]
+    attempt = world.webhooks.send_test("alice")
+    (call,) = world.ctx.webhook_sender.calls
+    body = StandardWebhook(secret).verify(call["body"], call["headers"])
+    assert body["type"] == "webhook.test" and call["headers"]["webhook-id"] == attempt.webhook_id
+    assert (attempt.event, attempt.status_code, attempt.outcome, attempt.job_id) == ("webhook.test", 204, "delivered", None)
+    assert world.webhooks.shown("alice").deliveries == [attempt]
+    world.ctx.resolve = lambda host, port: ["169.254.169.254"]
+    blocked = world.webhooks.send_test("alice")
+    assert (blocked.reason, blocked.outcome) == ("blocked", "failed")
+    assert len(world.ctx.webhook_sender.calls) == 1  # never dialled
+    assert world.ctx.webhooks.hooks["alice"].breaker == Breaker()  # a test opens no breaker
+    with pytest.raises(WebhookNotFound):
+        world.webhooks.send_test("bob")
+
+
+def test_test_events_are_bounded_per_receiver(world):
+    from chalicelib.domain.errors import RateLimited
+    from chalicelib.usecases.webhooks import TEST_BURST, TEST_EVERY_SECONDS
+
+    world.webhooks.register("alice", URL)
+    world.webhooks.register("bob", URL)
+    for _ in range(TEST_BURST):
+        world.webhooks.send_test("alice")
+    with pytest.raises(RateLimited) as refused:
+        world.webhooks.send_test("alice")
+    assert 0 < refused.value.retry_after <= TEST_EVERY_SECONDS
+    world.webhooks.send_test("bob")  # another receiver's bound is its own
+    world.ctx.clock.advance(refused.value.retry_after)
+    world.webhooks.send_test("alice")
+    assert len(world.ctx.webhook_sender.calls) == TEST_BURST + 2
