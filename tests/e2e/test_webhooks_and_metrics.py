@@ -282,3 +282,53 @@ def test_an_international_url_is_stored_encoded_and_delivered(run, receivers):
     assert shown["url"] == f"{base}/%C3%ADn%C3%A8s/stra%C3%9Fe"
     upload(run, "ines")
     wait_for("ines's webhook", lambda: calls["/%C3%ADn%C3%A8s/stra%C3%9Fe"], 60)
+
+
+# -- deliveries you can see, and the test event (issue 52) -----------------------------------
+
+def shown(run, owner):
+    r = requests.get(f"{run.api}/api/v1/webhook", headers=headers(owner), timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_get_shows_each_attempt_with_the_receivers_answer_or_why_none_came(run, story):
+    job_id = story["jobs"]["alice"]["job_id"]
+    wait_for("alice's two attempts shown", lambda: len(shown(run, "alice")["deliveries"]) >= 2, 30)
+    body = shown(run, "alice")
+    assert body["breaker"] == {"state": "closed"}
+    delivered, failed = body["deliveries"]
+    assert (delivered["status_code"], delivered["outcome"], delivered["attempt"]) == (200, "delivered", 2)
+    assert (failed["status_code"], failed["outcome"], failed["attempt"]) == (500, "retrying", 1)
+    assert failed["next_attempt_at"] >= failed["at"] and "next_attempt_at" not in delivered
+    assert {(a["job_id"], a["event"]) for a in (delivered, failed)} == {(job_id, "ready")}
+    assert delivered["webhook_id"] == failed["webhook_id"] == story["calls"]["/alice"][0][1]["webhook-id"]
+    # Nobody listens at ghost's port: every attempt says so, and the last one gave up.
+    wait_for("ghost's last attempt shown", lambda: any(
+        a["outcome"] == "dead_lettered" for a in shown(run, "ghost")["deliveries"]), 90)
+    ghost = shown(run, "ghost")["deliveries"]
+    assert {a["reason"] for a in ghost} == {"refused"} and all("status_code" not in a for a in ghost)
+
+
+def test_the_test_event_reaches_the_receiver_signed_and_answers_what_it_did(run, receivers, story):
+    base, calls = receivers
+    secret = register(run, "tess", f"{base}/tess")
+    started = time.monotonic()
+    r = requests.post(f"{run.api}/api/v1/webhook/test", headers=headers("tess"), timeout=30)
+    assert r.status_code == 200, r.text
+    attempt = r.json()
+    ((received_at, headers_, body),) = calls["/tess"]
+    print(f"\ntest event: call to receiver {1000 * (received_at - started):.0f} ms, "
+          f"whole call {1000 * (time.monotonic() - started):.0f} ms")
+    assert StandardWebhook(secret).verify(body, headers_)["type"] == "webhook.test"
+    assert headers_["webhook-id"] == attempt["webhook_id"]
+    assert (attempt["event"], attempt["status_code"], attempt["outcome"]) == ("webhook.test", 200, "delivered")
+    assert shown(run, "tess")["deliveries"] == [attempt]
+    for _ in range(2):
+        assert requests.post(f"{run.api}/api/v1/webhook/test", headers=headers("tess"), timeout=30).status_code == 200
+    refused = requests.post(f"{run.api}/api/v1/webhook/test", headers=headers("tess"), timeout=30)
+    assert_problem(refused, 429, "rate_limited")
+    assert 1 <= int(refused.headers["Retry-After"]) <= 20
+    assert len(calls["/tess"]) == 3
+    nobody = requests.post(f"{run.api}/api/v1/webhook/test", headers=headers("nobody-registered"), timeout=30)
+    assert_problem(nobody, 404, "webhook_not_found")
