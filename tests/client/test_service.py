@@ -65,6 +65,9 @@ def test_the_service_webhook_from_the_sdk(runner, owner):
             assert service.service_webhook()["url"] == "http://127.0.0.1:9/hooks"
             rotated = service.rotate_service_webhook_secret()
             assert rotated["secret"] != made["secret"]
+            tried = service.test_service_webhook()  # nothing listens on port 9
+            assert (tried["event"], tried["outcome"], tried["reason"]) == ("webhook.test", "failed", "refused")
+            assert service.service_webhook()["deliveries"][0] == tried
         finally:
             service.delete_service_webhook()
         assert service.service_webhook() == {"url": None}

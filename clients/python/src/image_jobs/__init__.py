@@ -41,10 +41,12 @@ from .errors import (  # noqa: E402
     WaitTimeout,
     WaitCancelled,
     UploadStopped,
+    WebhookVerificationError,
     ERRORS_BY_CODE,
 )
 from .job import TERMINAL, Job, JobError, Rendition, Status, Variant  # noqa: E402
 from .push import Watch  # noqa: E402
+from .webhooks import verify_webhook  # noqa: E402
 
 __all__ = [
     "Client",
@@ -55,6 +57,8 @@ __all__ = [
     "TERMINAL",
     "Variant",
     "Watch",
+    "verify_webhook",
+    "WebhookVerificationError",
     "DEFAULT_URL",
     "DEFAULT_MAX_UPLOAD_BYTES",
     "DEFAULT_DIRECT_THRESHOLD",

@@ -164,8 +164,15 @@ class Client:
         return self.request("PUT", f"{API_ROOT}/service/webhook", json=body).json()
 
     def service_webhook(self) -> Dict[str, Any]:
-        """The service webhook's url and events ({"url": None} when there is none)."""
+        """The service webhook's url, events, breaker and last 20 delivery attempts
+        (`deliveries`, newest first); {"url": None} when there is none."""
         return self.request("GET", f"{API_ROOT}/service/webhook").json()
+
+    def test_service_webhook(self) -> Dict[str, Any]:
+        """Send a signed `webhook.test` event to it now: the attempt, with the receiver's
+        `status_code` or the `reason` it never answered. 3 in a row, then one per 20 s
+        (RateLimited); WebhookNotFound when none is registered."""
+        return self.request("POST", f"{API_ROOT}/service/webhook/test", retry=False).json()
 
     def delete_service_webhook(self) -> None:
         self.request("DELETE", f"{API_ROOT}/service/webhook")

@@ -18,6 +18,11 @@ class ImageJobsError(Exception):
     """Base of every error this package raises."""
 
 
+class WebhookVerificationError(ImageJobsError):
+    """verify_webhook: a webhook whose signature matches no secret, whose timestamp is out of
+    tolerance, or that lacks the Standard Webhooks headers. Answer it 4xx and drop it."""
+
+
 class ApiError(ImageJobsError):
     """The API answered with an error: RFC 9457 problem details with a stable `code`."""
 
