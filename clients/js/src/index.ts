@@ -13,5 +13,7 @@ export type { Picked } from "./variants.js";
 export { decodePlaceholder } from "./placeholder.js";
 export type { Decoded } from "./placeholder.js";
 export { guessType } from "./sniff.js";
+export { verifyWebhook, WebhookVerificationError, WEBHOOK_SECRET_PREFIX, WEBHOOK_TOLERANCE_SECONDS } from "./webhooks.js";
+export type { VerifyOptions, WebhookHeaders } from "./webhooks.js";
 export * as polling from "./polling.js";
 export * from "./errors.js";
