@@ -48,6 +48,7 @@ SHORT = {
     "time_to_know.py": (["--rounds", "1", "--concurrency", "1", "--push-jobs", "1", "--size", "800x600",
                          "--crowd", "2"], 300),
     "webhook_fairness.py": (["--good", "3"], 300),
+    "webhook_test_event.py": (["--tests", "3"], 120),
     "worker_cpu.py": (["--jobs", "2", "--runs", "1", "--size", "800x600"], 300),
 }
 JUNIT = """<?xml version="1.0"?><testsuite name="pytest" tests="1"><testcase classname="tests.x"
