@@ -494,3 +494,23 @@ def test_test_events_are_bounded_per_receiver(world):
     world.ctx.clock.advance(refused.value.retry_after)
     world.webhooks.send_test("alice")
     assert len(world.ctx.webhook_sender.calls) == TEST_BURST + 2
+
+
+def test_get_shows_the_breaker_open_until_its_window_ends_and_each_attempts_fields(world):
+    from chalicelib.http.views import webhook_shown_body
+
+    world.webhooks.register("alice", URL)
+    job = ready_job(world)
+    (event,) = world.ctx.webhook_queue.sent
+    world.ctx.webhook_sender.answers = [DeliveryFailed("tls")]
+    deliver(world, event)
+    body = webhook_shown_body(world.webhooks.shown("alice"))
+    until = world.ctx.webhooks.hooks["alice"].breaker.failing_until
+    assert body["breaker"] == {"state": "open", "until": until.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    (attempt,) = body["deliveries"]
+    assert set(attempt) == {"at", "webhook_id", "event", "job_id", "attempt", "outcome", "reason", "ms",
+                            "breaker", "next_attempt_at"}
+    assert (attempt["reason"], attempt["breaker"], attempt["job_id"]) == ("tls", "open", job.job_id)
+    world.ctx.clock.advance(world.ctx.settings.webhook_delays[0])
+    assert webhook_shown_body(world.webhooks.shown("alice"))["breaker"] == {"state": "closed"}
+    assert webhook_shown_body(world.webhooks.shown("bob")) == {"url": None}
