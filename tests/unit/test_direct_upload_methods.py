@@ -84,6 +84,7 @@ def test_a_multipart_upload_gives_every_part_and_completes_from_the_parts_stored
     job = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
     assert use_cases.ctx.objects.objects[job.original_key] == (data, "image/jpeg")
     assert use_cases.ctx.objects.uploads == {}
+    assert job.status is JobStatus.QUEUED  # the completion moved it: the file is there
     assert deliver(use_cases) == ["ready"]
     # A completion retried after a lost answer finds the job on its way.
     assert use_cases.direct_uploads.complete_upload("alice", job.job_id, None).status is JobStatus.READY
@@ -184,14 +185,42 @@ def test_a_put_original_not_as_declared_ends_failed_never_ready(use_cases, store
 
 
 def completed(use_cases, key=None):
-    """A multipart upload completed whose event has not moved the job yet: storage lists no
-    parts of it any more (S3: NoSuchUpload), and the job is still awaiting_upload."""
+    """A multipart upload completed whose completion call ended before it could queue the job
+    (its process died): storage lists no parts of it any more (S3: NoSuchUpload), and the job
+    is still awaiting_upload until storage's event, or a repeated completion, moves it."""
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    job, objects = accepted.job, use_cases.ctx.objects
+    objects.complete_multipart(job.original_key, job.multipart_upload_id,
+                               objects.list_parts(job.original_key, job.multipart_upload_id))
     assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.AWAITING_UPLOAD
     return accepted, len(data)
+
+
+def test_the_completion_queues_the_job_and_the_event_that_follows_makes_it_ready_once(use_cases):
+    """The multipart completion knows the object exists: the job reads `queued` from its
+    answer on, never `awaiting_upload` with every byte stored; storage's event then finds it
+    queued, and the worker claims it once."""
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    answer = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert answer.status is JobStatus.QUEUED
+    assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.QUEUED
+    events = use_cases.ctx.backlog.take()
+    assert len(events) == 1  # storage's own event, no second one
+    again = events + events  # delivered twice, as SQS may
+    assert [use_cases.worker.handle_object_created(e) for e in again] == ["ready", "duplicate"]
+    job = use_cases.ctx.jobs.items[accepted.job.job_id]
+    assert job.status is JobStatus.READY and job.attempt == 1
+
+
+def test_a_completion_repeated_after_one_that_died_before_queueing_queues_the_job(use_cases):
+    accepted, _ = completed(use_cases)
+    answer = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert answer.status is JobStatus.QUEUED
+    assert deliver(use_cases) == ["ready"]
 
 
 def test_the_upload_of_a_completed_multipart_upload_answers_the_job_before_its_event(use_cases):
