@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.http.auth import SERVICE_SCOPE, mint_token
-from image_jobs import Client, Forbidden, InvalidRequest
+from image_jobs import Client, Forbidden, InvalidRequest, JobNotFound
 from tests.client.conftest import token_for
 from tests.images import jpeg
 
@@ -91,3 +91,22 @@ def test_the_cli_uploads_with_metadata_and_lists(runner, owner, tmp_path):
     listed = run("list", "--json", "--status", "ready")
     assert listed.returncode == 0, listed.stderr
     assert [json.loads(line)["job_id"] for line in listed.stdout.splitlines()] == [job["job_id"]]
+
+
+def test_a_service_client_reads_waits_and_deletes_any_owners_job_by_its_id(runner, owner, tmp_path):
+    """With a service token the SDK takes the service's routes by itself (its token's scope
+    says which client it is): job(id).refresh(), wait() and delete() work, where they were
+    403 on the owner's routes; jobs() without owner= says what is missing (issue 47, 10 c)."""
+    with Client(runner.api, token_for(owner)) as user:
+        made = user.upload(jpeg())
+    with Client(runner.api, service_token()) as service:
+        assert service.service
+        job = service.job(made.job_id)
+        assert job.refresh().owner == owner
+        assert job.wait(deadline=60).ready
+        assert service.job(made.location).refresh().owner == owner  # the Location the app was given
+        with pytest.raises(ValueError, match="owner="):
+            next(service.jobs())
+        job.delete()
+        with pytest.raises(JobNotFound):
+            job.refresh()
