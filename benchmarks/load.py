@@ -69,7 +69,9 @@ def run_backend(backend: str, images: list[bytes], uploads: int, clients: int, w
                 deadline_s: float) -> dict:
     api_port, aws_port = free_port(), free_port()
     suffix = uuid.uuid4().hex[:8]
-    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), QUEUE_BACKEND=backend,
+    # Every port free (the page's and the push gateway's too): a taken one stops the runner.
+    env = dict(os.environ, API_PORT=str(api_port), AWS_PORT=str(aws_port), WEB_PORT=str(free_port()),
+               PUSH_PORT=str(free_port()), PUSH_MANAGEMENT_PORT=str(free_port()), QUEUE_BACKEND=backend,
                WORKER_CONCURRENCY=str(workers), AMQP_EXCHANGE=f"bench-{suffix}",
                AMQP_QUEUE=f"bench-{suffix}", AMQP_ROUTING_KEY=f"bench-{suffix}", PYTHONUNBUFFERED="1")
     env.pop("AWS_ENDPOINT_URL", None)

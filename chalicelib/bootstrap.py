@@ -8,6 +8,7 @@ from chalicelib.adapters import sdk_limits
 from chalicelib.adapters.botocore_clients import Clients
 from chalicelib.adapters.cloudwatch_age import QueueAgeMetric
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_keys import DynamoKeys
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
@@ -62,6 +63,20 @@ def _cloudfront(settings: Settings, clients: Clients, limits: SdkLimits, guard):
         settings.cloudfront_domain, settings.cloudfront_key_pair_id,
         lambda: secrets.get_secret_value(SecretId=settings.cloudfront_private_key_secret)["SecretString"],
         settings.renditions_prefix)
+
+
+def _edge_cache(settings: Settings, clients: Clients, limits: SdkLimits, guard):
+    """The distribution a DELETE invalidates (INVALIDATE_ON_DELETE): its own short timeouts
+    and one attempt, so that a slow CloudFront costs a DELETE at most those (a lazy client: a
+    GET makes none)."""
+    from botocore.config import Config
+
+    from chalicelib.adapters.cloudfront_invalidate import CloudFrontInvalidator
+
+    wait = min(settings.invalidation_timeout_seconds, limits.read_timeout)
+    config = Config(connect_timeout=wait, read_timeout=wait, retries={"mode": "standard", "max_attempts": 1})
+    client = clients.lazy("cloudfront", settings.endpoint_url, config, prepare=guard)
+    return CloudFrontInvalidator(client, settings.cloudfront_distribution_id, settings.renditions_prefix)
 
 
 def _job_body(job, urls, with_owner: bool = False) -> dict:
@@ -119,7 +134,9 @@ def build_use_cases(settings: Settings) -> UseCases:
         delivery_slots=DynamoDeliverySlots(table),
         webhook_turns=DynamoRateStore(table, prefix=TURN_PREFIX),
         wait_slots=DynamoWaitSlots(table),
+        keys=DynamoKeys(table),
         gauges=gauges,
+        edge_cache=_edge_cache(settings, clients, limits, guard) if settings.invalidate_on_delete else None,
     ))
     if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, table)

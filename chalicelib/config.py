@@ -97,6 +97,13 @@ class Settings:
     cloudfront_domain: str = ""
     cloudfront_key_pair_id: str = ""
     cloudfront_private_key_secret: str = ""
+    # DELIVERY=cloudfront: a DELETE also asks the distribution (its id, a stack output) to drop
+    # the job's renditions, so that URLs handed out before it stop serving (docs/contract.md
+    # "Delivery"; its price in docs/scale.md). The call waits at most
+    # invalidation_timeout_seconds, one attempt: a slow CloudFront never holds the DELETE.
+    invalidate_on_delete: bool = False
+    cloudfront_distribution_id: str = ""
+    invalidation_timeout_seconds: int = 2
     retention_seconds: int = 7 * DAY
     # Unset: worker_timeout_seconds + LEASE_MARGIN_SECONDS (__post_init__).
     lease_seconds: Optional[int] = None
@@ -290,6 +297,9 @@ class Settings:
                                                   and self.cloudfront_private_key_secret):
             raise ValueError("DELIVERY=cloudfront needs CLOUDFRONT_DOMAIN, CLOUDFRONT_KEY_PAIR_ID and "
                              "CLOUDFRONT_PRIVATE_KEY_SECRET (stack outputs: python -m infra.stage_config)")
+        if self.invalidate_on_delete and not (self.delivery == "cloudfront" and self.cloudfront_distribution_id):
+            raise ValueError("INVALIDATE_ON_DELETE=1 needs DELIVERY=cloudfront and "
+                             "CLOUDFRONT_DISTRIBUTION_ID (a stack output: python -m infra.stage_config)")
         if self.url_window_seconds < 1 or self.url_ttl_seconds < self.url_window_seconds:
             raise ValueError(f"URL_TTL_SECONDS ({self.url_ttl_seconds}) must be at least "
                              f"URL_WINDOW_SECONDS ({self.url_window_seconds}), which must be at least 1: "

@@ -86,6 +86,17 @@ class ObjectStore(Protocol):
         ...
 
 
+class EdgeCache(Protocol):
+    """The CDN in front of the renditions (DELIVERY=cloudfront), which keeps each one it has
+    served for its Cache-Control's max-age."""
+
+    def invalidate(self, key_prefix: str) -> None:
+        """Ask the CDN to drop every object under key_prefix that it holds (it takes a while
+        to reach every edge). The same prefix asked again is the same request, not a second
+        one. Raises TransientError when the CDN did not take it (refused, slow, unreachable)."""
+        ...
+
+
 class BacklogGauge(Protocol):
     def depth(self) -> int:
         """Events waiting in the queue (approximately)."""
@@ -167,7 +178,8 @@ class JobStore(Protocol):
         """The next `limit` keys of the owner's jobs, newest first, from the owner index (owner,
         then created_at): those after `after`, created within the bounds given (inclusive: the
         caller applies its own), each job then read whole and strongly consistent. Never
-        another owner's job; never a scan."""
+        another owner's job; never a scan. Precondition: the bounds, when both are given, are
+        not crossed (DynamoDB refuses such a range)."""
         ...
 
     # -- the API and the storage events: moves named by the status they leave -------------
@@ -220,6 +232,14 @@ class JobStore(Protocol):
         """Unconditional: two scans at once may move it back a little, which costs only
         a page listed twice."""
         ...
+
+# -- the deployment's own secrets (chalicelib/usecases/listing.py's page tokens) -------------
+class Keys(Protocol):
+    def key(self, name: str) -> bytes:
+        """The secret named `name`: the same bytes for every process of the deployment, for
+        good; made at random by whichever asks first. TransientError when unavailable."""
+        ...
+
 
 # -- the per-owner request rate (chalicelib/usecases/admission.py) --------------------------
 class RateStore(Protocol):

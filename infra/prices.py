@@ -35,6 +35,10 @@ API_GATEWAY_WS_CONNECTION_MINUTE = 0.25 / 1e6
 LAMBDA_LOGS_GB: Tiers = ((10e3, 0.50), (20e3, 0.25), (20e3, 0.10), (None, 0.05))  # GB ingested
 COGNITO_LITE_MAU: Tiers = ((10e3, 0.0), (90e3, 0.0055), (900e3, 0.0046), (9e6, 0.00325), (None, 0.0025))
 ALARM_MONTH = 0.10
+# CloudFront invalidations (INVALIDATE_ON_DELETE): per path, a wildcard path counting as one,
+# past the first 1,000 paths a month of the account (all its distributions together).
+CLOUDFRONT_INVALIDATION_PATH = 0.005
+CLOUDFRONT_FREE_INVALIDATION_PATHS = 1000
 
 # CloudWatch Logs counts 26 bytes of overhead per event; Lambda writes three lines of its own
 # (START, END, REPORT) for every invocation.
@@ -297,3 +301,10 @@ def list_report() -> str:
             f"a page of 20: {page:g} RRU (${page * DYNAMO_READ_UNIT * 1e6:.2f} per million pages); "
             f"one owner's partition takes {cap.DYNAMO_PARTITION_WCU:,} writes/s, far above any owner's "
             f"request rate ({Settings().owner_requests_per_second:g}/s)")
+
+
+def invalidation_cost(deletes_a_month: float, paths_per_delete: int = 1) -> float:
+    """What INVALIDATE_ON_DELETE costs a month: one wildcard path per DELETE of a ready job
+    (chalicelib/adapters/cloudfront_invalidate.py), past the account's free paths."""
+    paths = deletes_a_month * paths_per_delete
+    return max(0.0, paths - CLOUDFRONT_FREE_INVALIDATION_PATHS) * CLOUDFRONT_INVALIDATION_PATH

@@ -112,6 +112,8 @@ def environment_for(outputs: Mapping[str, str], stage_config: Mapping | None = N
                     env_name("cloudfront_domain"): outputs["RenditionsDomain"],
                     env_name("cloudfront_key_pair_id"): outputs["RenditionsKeyPairId"],
                     env_name("cloudfront_private_key_secret"): outputs["RenditionsSigningKeyArn"]})
+        if outputs.get("RenditionsDistributionId"):  # a stack deployed before it has none
+            env[env_name("cloudfront_distribution_id")] = outputs["RenditionsDistributionId"]
     functions = (stage_config or {}).get("lambda_functions", {})
     for function, field in FUNCTION_TIMEOUTS.items():
         timeout = functions.get(function, {}).get("lambda_timeout", (stage_config or {}).get("lambda_timeout"))
@@ -199,6 +201,15 @@ def stage_policy(outputs: Mapping[str, str], settings: Settings, app_name: str, 
             # DELIVERY=cloudfront: the URL signing key, read once per warm function; this secret only.
             "Action": ["secretsmanager:GetSecretValue"],
             "Resource": [outputs["RenditionsSigningKeyArn"]],
+        })
+    if settings.invalidate_on_delete:
+        push.append({
+            "Sid": "RenditionsInvalidation",
+            "Effect": "Allow",
+            # A DELETE's invalidation of the job's renditions (INVALIDATE_ON_DELETE), on the
+            # stage's distribution only; CloudFront's ARNs have no region.
+            "Action": ["cloudfront:CreateInvalidation"],
+            "Resource": [f"arn:{partition}:cloudfront::{account}:distribution/{settings.cloudfront_distribution_id}"],
         })
     if websocket_api:
         api_id, api_stage = websocket_api

@@ -7,7 +7,8 @@ LOCAL_COMPONENTS of api,web,worker,sweeper,bridge,webhooks,push, PUSH_PORT,
 PUSH_MANAGEMENT_PORT, WORKER_CONCURRENCY,
 WEBHOOK_CONCURRENCY, AMQP_BRIDGE, LOG_FILE, STORAGE (rgw: Ceph's RADOS Gateway, local/rgw.py),
 RGW_PORT), and the service's are chalicelib/config.py's Settings (QUEUE_BACKEND, AUTH_JWT_SECRET,
-WEBHOOK_ALLOW_LOOPBACK, ...).
+WEBHOOK_ALLOW_LOOPBACK, ...). A port it wants that is taken: one line on stderr, exit 2
+(local/ports.py).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import sys
 import threading
 import time
 import uuid
+
+from local.ports import PortTaken, binding, ensure_free, refusal, wanted
 
 HOST = "127.0.0.1"
 # Longer than `make localstack` waits for its own start (wait_ready), which stops it past that.
@@ -56,11 +59,25 @@ def main() -> int:
     if not bridge_wanted:
         components.discard("bridge")
     concurrency = _concurrency(runner, settings, log)
+    ports = wanted(runner, components, _serves_page(components, settings))
+    refused = refusal(HOST, ports)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
 
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    return _serve(runner, settings, components, bridge_wanted, concurrency, stopping, log)
+    try:
+        return _serve(runner, settings, components, bridge_wanted, concurrency, stopping, log)
+    except PortTaken as error:  # taken after the check above, while the others started
+        print(next(port.taken() for port in ports if port.number == error.port), file=sys.stderr)
+        return 2
+
+
+def _serves_page(components: set[str], settings) -> bool:
+    """The page needs the API, and hands out dev tokens (jwt)."""
+    return {"web", "api"} <= components and settings.auth_mode == "jwt"
 
 
 def _set_environment(runner) -> str | None:
@@ -151,15 +168,14 @@ def _serve(runner, settings, components: set[str], bridge_wanted: bool, concurre
         running += _start_consumers(runner, settings, application, components, clients["sqs"], stack,
                                     concurrency, log)
         if "sweeper" in components:
-            _start_sweeps(settings, application, stopping, log)
+            running.append(_start_sweeps(settings, application, stopping, log))
         if api is not None:
-            services.wait_for_port(HOST, runner.api_port, timeout=60, process=api)
+            _wait_for_api(runner, api)
             if settings.auth_mode == "jwt":
                 services.warm_up(f"http://{HOST}:{runner.api_port}", settings.jwt_secret)
-        if "web" in components and api is not None and settings.auth_mode == "jwt":
-            page = _start_page(settings, runner, log)
-            if page is not None:
-                running.append(page)
+        if _serves_page(components, settings):
+            page = _start_page(settings, runner)
+            running.append(page)
         _say_ready(runner, settings, components, concurrency, api, page)
         return _watch(stopping, api, moto, running[0] if rgw else None, log)
     finally:
@@ -227,11 +243,37 @@ def _start_consumers(runner, settings, application, components: set[str], sqs, s
     return started
 
 
-def _start_sweeps(settings, application, stopping: threading.Event, log) -> None:
-    for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
-                              (application.sweep_orphans, settings.orphan_scan_interval_seconds)):
-        threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
-                         args=(handler, interval, stopping, log)).start()
+class _Sweeps:
+    """The scheduled sweeps' threads; stop() waits for a sweep under way, so that none is cut
+    off by the services it uses stopping."""
+
+    def __init__(self, threads: list[threading.Thread], stopping: threading.Event):
+        self._threads, self._stopping = threads, stopping
+
+    def stop(self) -> None:
+        self._stopping.set()  # set by a signal, but not when the run ends on a failure
+        for thread in self._threads:
+            thread.join()
+
+
+def _start_sweeps(settings, application, stopping: threading.Event, log) -> _Sweeps:
+    threads = [threading.Thread(target=_sweep_forever, name=f"sweeper-{interval}", daemon=True,
+                                args=(handler, interval, stopping, log))
+               for handler, interval in ((application.sweep, settings.sweep_interval_seconds),
+                                         (application.sweep_orphans, settings.orphan_scan_interval_seconds))]
+    for thread in threads:
+        thread.start()
+    return _Sweeps(threads, stopping)
+
+
+def _wait_for_api(runner, api) -> None:
+    from local import services
+
+    try:
+        services.wait_for_port(HOST, runner.api_port, timeout=60, process=api)
+    except RuntimeError:
+        ensure_free(HOST, runner.api_port)  # PortTaken: taken since the check
+        raise
 
 
 def _say_ready(runner, settings, components: set[str], concurrency: int, api, page) -> None:
@@ -346,20 +388,15 @@ def storage_consumer(settings, application, sqs, stack, concurrency: int):
                      timeout_ms=settings.worker_timeout_seconds * 1000)
 
 
-def _start_page(settings, runner, log):
-    """The page is a convenience: a taken port is a warning, not a reason to stop."""
+def _start_page(settings, runner):
     from local.web import PageServer
 
-    port = runner.web_port
-    try:
-        page = PageServer(HOST, port, f"http://{HOST}:{runner.api_port}/api/v1", settings.presign_endpoint_url,
-                          settings.jwt_secret, runner.web_subject, settings.max_upload_bytes,
-                          settings.multipart_min_bytes, tuple(fmt.value for fmt in settings.enabled_formats),
+    with binding(runner.web_port):
+        page = PageServer(HOST, runner.web_port, f"http://{HOST}:{runner.api_port}/api/v1",
+                          settings.presign_endpoint_url, settings.jwt_secret, runner.web_subject,
+                          settings.max_upload_bytes, settings.multipart_min_bytes,
+                          tuple(fmt.value for fmt in settings.enabled_formats),
                           push_url=settings.push_url or None)
-    except OSError as error:
-        log.warning("web_page_not_started", port=port, error=error.strerror,
-                    hint="set WEB_PORT to a free port")
-        return None
     page.start()
     return page
 

@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import secrets
+import socket
 import threading
 import time
 from http import HTTPStatus
@@ -28,6 +29,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from chalicelib.runtime.logs import get_logger
+from local.ports import binding
 
 log = get_logger("push_gateway")
 STAGE = "local"
@@ -57,7 +59,15 @@ class PushGateway:
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._stop: Optional[asyncio.Future] = None
-        self._management = ThreadingHTTPServer((host, management_port), _management_handler(self))
+        # Both ports bound here, so that a taken one fails the caller at once (PortTaken).
+        with binding(port):
+            self._socket = socket.create_server((host, port))
+        try:
+            with binding(management_port):
+                self._management = ThreadingHTTPServer((host, management_port), _management_handler(self))
+        except BaseException:
+            self._socket.close()
+            raise
         self._management.daemon_threads = True
 
     @property
@@ -86,7 +96,7 @@ class PushGateway:
 
     async def _serve(self) -> None:
         self._stop = self._loop.create_future()
-        async with serve(self._handle, self.host, self.port, process_request=self._on_connect,
+        async with serve(self._handle, sock=self._socket, process_request=self._on_connect,
                          select_subprotocol=self._subprotocol, ping_interval=None):
             self._started.set()
             await self._stop

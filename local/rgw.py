@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from local.services import stop, wait_for_port
+from local.services import spawn, stop, wait_for_port
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw")
 COMMANDS = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph")
@@ -143,11 +144,12 @@ class RgwCluster:
         return done.stdout
 
     def _daemon(self, name: str, *command: str) -> None:
-        # -f: in the foreground, a child of ours (logs go to the state directory).
-        self.daemons[name] = subprocess.Popen(
-            [command[0], "-f", "-c", str(self.conf), *command[1:]],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.directory,
-            preexec_fn=_die_with_parent)
+        # -f: in the foreground, a child of ours (logs go to the state directory). Killed
+        # with its parent by SIGKILL, because a gateway told to stop after its monitor has
+        # gone waits for the monitor; its state is throw-away (only the directory stays).
+        self.daemons[name] = spawn([command[0], "-f", "-c", str(self.conf), *command[1:]],
+                                   death_signal=signal.SIGKILL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, cwd=self.directory)
 
     def start(self) -> "RgwCluster":
         if not installed():
@@ -197,17 +199,6 @@ class RgwCluster:
         for name in ("rgw", "osd", "mon"):
             stop(self.daemons.pop(name, None))
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def _die_with_parent() -> None:
-    """In the daemon before it starts: killed when its parent dies, even of SIGKILL, so that a
-    killed runner leaves no cluster behind (Linux's PR_SET_PDEATHSIG). SIGKILL, because a
-    gateway told to stop after its monitor has gone waits for the monitor; its state is
-    throw-away (only the temporary directory stays)."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
 
 
 def main(argv: list[str]) -> int:

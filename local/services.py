@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,10 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
+from local.ports import ensure_free
+
 ROOT = Path(__file__).resolve().parent.parent
+PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 
 
 def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -28,23 +32,32 @@ def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Pope
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
 
 
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex((host, port)) == 0
+def spawn(args: list[str], death_signal: int = signal.SIGTERM, **popen) -> subprocess.Popen:
+    """A service the runner starts and stops itself. In a process group of its own: a signal
+    to the runner's group (Ctrl-C in a terminal, a supervisor's SIGTERM) reaches the runner
+    alone, which stops its consumers before the services they are using. And sent
+    `death_signal` when the thread that started it ends, even of SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so that a killed runner leaves no service holding its port."""
+    return subprocess.Popen(args, stdin=subprocess.DEVNULL, process_group=0,
+                            preexec_fn=_dies_with_parent(death_signal), **popen)
+
+
+def _dies_with_parent(death_signal: int):
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    # Looked up here: between fork and exec the child must load nothing.
+    prctl = ctypes.CDLL(None).prctl
+    return lambda: prctl(PR_SET_PDEATHSIG, death_signal)
 
 
 def start_moto(host: str, port: int) -> subprocess.Popen:
     """moto's server holding S3, SQS and DynamoDB in memory, like LocalStack on one port."""
-    if port_in_use(host, port):
-        raise RuntimeError(
-            f"port {port} is taken: stop what holds it, set AWS_PORT, or set EMBEDDED_AWS=0 "
-            "to use the service already there (LocalStack, say)"
-        )
+    ensure_free(host, port)
     # local.moto_server: moto's server with the bucket's CORS rules in force, as in S3.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "local.moto_server", "-H", host, "-p", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    process = spawn([sys.executable, "-m", "local.moto_server", "-H", host, "-p", str(port)],
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_port(host, port, timeout=30, process=process)
     return process
 
@@ -52,14 +65,10 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
 def start_api(host: str, port: int, env: dict[str, str], pipe: bool = False) -> subprocess.Popen:
     """`chalice local` serving app.py, as the README promises; no reloader child. pipe: its
     output (stdout and stderr) comes to the caller, who passes it on (relay)."""
-    if port_in_use(host, port):
-        raise RuntimeError(f"port {port} is taken: set API_PORT to a free one")
+    ensure_free(host, port)
     output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) if pipe else {}
-    return subprocess.Popen(
-        [sys.executable, "-m", "local.chalice_local", "local", "--no-autoreload", "--stage", "local",
-         "--host", host, "--port", str(port)],
-        cwd=ROOT, env=env, **output,
-    )
+    return spawn([sys.executable, "-m", "local.chalice_local", "local", "--no-autoreload", "--stage", "local",
+                  "--host", host, "--port", str(port)], cwd=ROOT, env=env, **output)
 
 
 def relay(process: subprocess.Popen, write) -> None:

@@ -194,16 +194,23 @@ class FakeObjectStore:
         # Storage's object-created notification: called with the key after each put.
         self.on_created = on_created
         self.uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
+        self.upload_started: dict[str, datetime] = {}
         self.next_upload = 0
 
-    def put(self, key: str, data: bytes, content_type: str, cache_control: Optional[str] = None) -> None:
+    def put(self, key: str, data: bytes, content_type: str, cache_control: Optional[str] = None,
+            began: Optional[datetime] = None) -> None:
+        """began: when the write began, which S3 stamps as Last-Modified (a multipart
+        upload's initiation; a long PUT's start); default now."""
         if self.down:
             raise TransientError("storage unavailable")
         self.objects[key] = (data, content_type)
         self.cache_controls[key] = cache_control
-        self.modified[key] = self.clock() if self.clock is not None else datetime.now(timezone.utc)
+        self.modified[key] = began or self._now()
         if self.on_created is not None:
             self.on_created(key)
+
+    def _now(self) -> datetime:
+        return self.clock() if self.clock is not None else datetime.now(timezone.utc)
 
     def head(self, key: str) -> Optional[StoredObject]:
         if self.down:
@@ -254,6 +261,7 @@ class FakeObjectStore:
         self.next_upload += 1
         upload_id = f"upload-{self.next_upload}"
         self.uploads[upload_id] = (key, content_type, {})
+        self.upload_started[upload_id] = self._now()
         return upload_id
 
     def presign_part(self, key: str, upload_id: str, number: int, size: int, expires_in: int) -> str:
@@ -284,7 +292,9 @@ class FakeObjectStore:
                 or any(p.number not in held or _etag(held[p.number]) != p.etag for p in parts)):
             raise InvalidRequest("The parts are not the ones storage holds")
         del self.uploads[upload_id]
-        self.put(key, b"".join(held[n] for n in numbers), content_type)
+        # As S3: "for multipart uploads, the object creation date is the date of initiation".
+        self.put(key, b"".join(held[n] for n in numbers), content_type,
+                 began=self.upload_started.pop(upload_id))
 
     def abort_multipart(self, key: str, upload_id: str) -> None:
         if self.down:
@@ -310,6 +320,21 @@ class FakePublisher:
 
     def publish_object_created(self, created: ObjectCreated) -> None:
         self.sent.append(created)
+
+
+class FakeEdgeCache:
+    """EdgeCache: the prefixes asked for, with what storage still held under each when asked
+    (`objects`: the FakeObjectStore); `down` refuses, as a slow or throttled CloudFront."""
+
+    def __init__(self, objects: FakeObjectStore):
+        self._objects = objects
+        self.asked: list[tuple[str, list[str]]] = []
+        self.down = False
+
+    def invalidate(self, key_prefix: str) -> None:
+        if self.down:
+            raise TransientError("CloudFront did not take the invalidation: timeout")
+        self.asked.append((key_prefix, sorted(k for k in self._objects.objects if k.startswith(key_prefix))))
 
 
 class QuietBacklog:
@@ -412,6 +437,18 @@ class FakeWebhookStore:
             self._check()
             if owner in self.hooks:
                 self.hooks[owner] = dataclasses.replace(self.hooks[owner], breaker=breaker)
+
+
+class FakeKeys:
+    """Each secret made at random on first use, kept by this instance (one deployment)."""
+
+    def __init__(self):
+        self.made: dict[str, bytes] = {}
+
+    def key(self, name: str) -> bytes:
+        import secrets
+
+        return self.made.setdefault(name, secrets.token_bytes(32))
 
 
 class FakeRateStore:
@@ -659,5 +696,6 @@ def fake_context(**given) -> "Context":
     ports = dict(job_body=views.job_body, push_body=views.push_body, publisher=FakePublisher(),
                  backlog=QuietBacklog(), rates=FakeRateStore(), metrics=ListMetrics(given["settings"].metrics_service),
                  webhooks=FakeWebhookStore(), webhook_queue=FakeWebhookQueue(), webhook_sender=FakeSender(),
-                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots())
+                 delivery_slots=FakeDeliverySlots(), webhook_turns=FakeRateStore(), wait_slots=FakeWaitSlots(),
+                 keys=FakeKeys())
     return Context(**{**ports, **given})

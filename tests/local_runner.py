@@ -44,15 +44,18 @@ class Proc:
             return False
 
 
-def start_local(env: dict[str, str], what: str = "python -m local", timeout: float = 120) -> Proc:
+def start_local(env: dict[str, str], what: str = "python -m local", timeout: float = 120,
+                own_group: bool = False) -> Proc:
     """Start the runner with exactly `env` and wait for its ready line; fail loudly if it
-    exits or stays silent. Its output is kept (and the pipe drained) for the test to read."""
+    exits or stays silent. Its output is kept (and the pipe drained) for the test to read.
+    own_group: in a process group of its own, as a terminal or a supervisor starts it."""
     # Each runner keeps its log apart: the default, .local/runner.log, is the user's; and its
     # ports: the defaults (8001, 8002, 8080) would clash with a runner beside it.
     env = {"LOG_FILE": str(Path(tempfile.mkdtemp(prefix="image-jobs-run-")) / "runner.log"),
            "WEB_PORT": str(free_port()), **push_ports(), **env}
     process = subprocess.Popen([sys.executable, "-m", "local"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               process_group=0 if own_group else None)
     proc = Proc(process)
     ready = threading.Event()
 

@@ -1,8 +1,9 @@
 """The one DynamoDB table every store keeps its items in, through PynamoDB: where it is, how
 long a call may take, the item models bound to it, and what its refusals mean.
 
-Jobs, idempotency records, owners' quota places, rates, wait and delivery slots, webhooks and
-push connections are all items of this table, told apart by their key's prefix.
+Jobs, idempotency records, owners' quota places, rates, wait and delivery slots, webhooks,
+push connections and the deployment's own keys are all items of this table, told apart by
+their key's prefix.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Phone image caches (Kingfisher, Nuke, SDWebImage, Coil, Glide, expo-image) key b
 URL unless the app gives a key: a URL signed anew on every read is a miss every time. So a
 rendition's URL is signed at the start of the window the read falls in (one URL per window),
 and every rendition and variant carries a cache key that names its bytes whatever the URL.
+No URL outlives its job: the last windows' URLs end at the job's expires_at.
 """
 from __future__ import annotations
 
@@ -36,6 +37,18 @@ class UrlWindow:
 
     def expires_at(self, now: datetime) -> datetime:
         return self.signed_at(now) + timedelta(seconds=self.expires_in)
+
+    def lifetime(self, now: datetime, end: datetime) -> tuple[datetime, int]:
+        """(signed_at, seconds) of a URL handed out at `now` for an object that lives until
+        `end` (its job's expires_at): the window's, cut at `end` so that no URL outlives
+        the object's job. Whole seconds (what a signature holds), never past `end`; the same
+        for every read in a window, since `end` is the job's. Read in `end`'s last second,
+        the URL may have ended already: it still ends at `end`'s whole second."""
+        signed_at = self.signed_at(now)
+        seconds = min(self.expires_in, int((end - signed_at).total_seconds()))
+        if seconds < 1:  # `end` falls in the window's first second: a signature lasts one at least
+            return signed_at - timedelta(seconds=1), 1
+        return signed_at, seconds
 
 
 def cache_key(object_key: str) -> str:

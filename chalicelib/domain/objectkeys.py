@@ -24,10 +24,14 @@ class ObjectKeys:
     def original(self, job_id: str) -> str:
         return f"{self.originals_prefix}{job_id}"
 
+    def job_renditions(self, job_id: str) -> str:
+        """The prefix of every rendition of the job, every attempt's."""
+        return f"{self.renditions_prefix}{job_id}/"
+
     def rendition(self, job_id: str, attempt: int, name: RenditionName,
                   fmt: RenditionFormat = RenditionFormat.JPEG) -> str:
         """Fenced per attempt: a stale attempt can only ever write or delete its own."""
-        return f"{self.renditions_prefix}{job_id}/{attempt}/{name}.{fmt.extension}"
+        return f"{self.job_renditions(job_id)}{attempt}/{name}.{fmt.extension}"
 
     def renditions(self, job_id: str, attempt: int, names: Iterable[RenditionName],
                    formats: Iterable[RenditionFormat] = ()) -> list[str]:

@@ -42,5 +42,7 @@ class ScanPoint:
 @dataclass(frozen=True)
 class StoredObject:
     size: int
-    last_modified: datetime  # when the write completed; storage notifies after it
+    # When the write began (S3: a multipart object's is its upload's initiation), not when it
+    # ended: storage notifies after the end (chalicelib/usecases/sweeper.py, _arrived_by).
+    last_modified: datetime
     cache_control: Optional[str] = None  # as stored with it (chalicelib/domain/delivery.py)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from chalicelib.domain import sniff
@@ -224,8 +225,8 @@ def list_query(params, with_owner: bool = False):
                 raise InvalidRequest(f"Unknown status '{name[:40]}'") from None
     query = ListQuery(page_size=int(size) if size is not None else DEFAULT_PAGE_SIZE,
                       page_token=one("page_token"), statuses=frozenset(statuses),
-                      created_after=_time("created_after", one("created_after")),
-                      created_before=_time("created_before", one("created_before")))
+                      created_after=_time("created_after", one("created_after"), upper=False),
+                      created_before=_time("created_before", one("created_before"), upper=True))
     if not with_owner:
         return query
     owner = one("owner")
@@ -238,16 +239,50 @@ def list_query(params, with_owner: bool = False):
     return query, owner
 
 
-def _time(name: str, value):
-    """RFC 3339 with a zone (`Z` or an offset); None when absent."""
-    from datetime import datetime
+# RFC 3339's date-time (its section 5.6) and nothing else: no ISO 8601 basic form, week or
+# ordinal dates, omitted seconds or zone. "T" and "Z" may be lower case (5.6's note); the
+# fraction has any number of digits (.NET writes 7, Go and Java up to 9).
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
+                      r"(?:[Zz]|([+-])(\d{2}):(\d{2}))", re.ASCII)
+_MICROSECOND = timedelta(microseconds=1)
+_GREGORIAN_CYCLE = timedelta(days=146_097)  # 400 years
 
+
+def _time(name: str, value: Optional[str], upper: bool) -> Optional[datetime]:
+    """A bound of the list's times, None when absent, in UTC and rounded to the microsecond a
+    job's created_at has: a lower bound down, an `upper` one up, so that an exclusive bound
+    leaves out exactly the jobs its text does. A leap second (:60) is the end of its minute.
+    400 when malformed, and when outside the times the store can hold (years 1-9999 in UTC)."""
     if value is None:
         return None
+    malformed = InvalidRequest(f"'{name}' must be an RFC 3339 time with a zone, e.g. 2026-07-15T10:00:00Z")
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        raise malformed
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    digits, sign, offset_hours, offset_minutes = match.group(7, 8, 9, 10)
+    digits = digits or ""
+    micro, finer = int(digits[:6].ljust(6, "0")), digits[6:].strip("0") != ""
+    if second == 60:
+        second, micro, finer = 59, 999_999, True
+    if sign and (int(offset_hours) > 23 or int(offset_minutes) > 59):
+        raise malformed
+    zone = timezone.utc if not sign else timezone(
+        (1 if sign == "+" else -1) * timedelta(hours=int(offset_hours), minutes=int(offset_minutes)))
+    out_of_range = InvalidRequest(f"'{name}' is outside the times a job can have, "
+                                  f"0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z")
+    # Year 0 has no datetime, but with an offset its last hours are year 1 in UTC: it is
+    # taken as year 400, whose calendar is the same, and moved back after.
+    shift = _GREGORIAN_CYCLE if year == 0 else timedelta(0)
     try:
-        parsed = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None or "T" not in value.upper():
-        raise InvalidRequest(f"'{name}' must be an RFC 3339 time with a zone, e.g. 2026-07-15T10:00:00Z")
-    return parsed
+        local = datetime(year or 400, month, day, hour, minute, second, micro, zone)
+    except ValueError:  # month 13, February 30, hour 24, ...
+        raise malformed from None
+    try:
+        at = local.astimezone(timezone.utc) - shift
+        # The time the text names lies between `at` and the next microsecond, which must
+        # exist too.
+        later = at + _MICROSECOND if finer else at
+    except OverflowError:
+        raise out_of_range from None
+    return later if upper else at

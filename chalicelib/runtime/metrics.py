@@ -55,6 +55,7 @@ class Metric(StrEnum):
     PUSH_GONE = "PushGone"                  # connections found closed by a send, and forgotten
     PUSH_FAILURES = "PushFailures"          # changes not sent: gateway or table down, fan-out full
     PUSH_LATENCY = "PushLatency"            # the status change's write -> handed to the gateway
+    EDGE_INVALIDATIONS_FAILED = "EdgeInvalidationsFailed"  # a DELETE's CDN invalidation not taken
     QUEUE_DEPTH = "QueueDepth"              # by Queue
     DEAD_LETTERS = "DeadLetters"            # messages in a dead-letter queue, by Queue
 

@@ -16,9 +16,11 @@ from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.ports import (
     BacklogGauge,
     DeliverySlots,
+    EdgeCache,
     EventPublisher,
     JobStore,
     JobChanges,
+    Keys,
     ObjectStore,
     PushConnections,
     PushSender,
@@ -67,6 +69,8 @@ class Context:
     webhook_turns: RateStore
     # Held requests per owner (Prefer: wait).
     wait_slots: WaitSlots
+    # The deployment's own secrets (the key of the list's page tokens).
+    keys: Keys
     clock: Callable[[], datetime] = utcnow
     new_id: Callable[[], str] = new_job_id
     resolve: Resolver = system_resolver
@@ -74,6 +78,8 @@ class Context:
     push_connections: Optional[PushConnections] = None
     push_sender: Optional[PushSender] = None
     job_changes: Optional[JobChanges] = None  # the table's stream, read by push_job_changes
+    # The CDN a DELETE invalidates (INVALIDATE_ON_DELETE): None when it is not asked to.
+    edge_cache: Optional[EdgeCache] = None
     # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
     gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
 

@@ -2,18 +2,24 @@
 list"). Pages come from the owner index (JobStore.owned); the status and expiry filters
 apply to the jobs read, so a page is filled from a few reads of the index at most.
 
-The page token is opaque to clients, not secret: base64url of the place reached and a
-digest binding it to the caller, the owner and the filter. Another caller's or another
-filter's token is refused; a token forged by hand can only place the caller within the
-one owner's jobs the query is bound to anyway, so it grants nothing.
+The page token is opaque to clients: base64url of the place reached (the last job's
+created_at and id) and an HMAC of that place, the caller, the owner and the filter under a
+key of the deployment (ctx.keys), so a token this service did not give to this caller for
+this filter, or one altered, is refused before anything in it is read. Tokens of the first
+shape (an unkeyed digest anyone could compute) are refused with a word to start again.
 """
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import hmac
 import json
+import re
+import struct
+import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from chalicelib.domain.errors import InvalidRequest
@@ -27,6 +33,16 @@ MAX_PAGE_SIZE = 100
 # Reads of the index one page may take to fill itself when filters leave jobs out; then it
 # answers what it has, with a token to go on (a page may be short, even empty).
 MAX_READS_PER_PAGE = 5
+# The deployment's secret that signs page tokens (ctx.keys).
+TOKEN_KEY = "page-token"
+# A token: this shape's number, created_at in microseconds since the epoch, the job id's 16
+# bytes, then the MAC's first 16 bytes. Shape 1 was base64url of JSON, so its first byte
+# is "{".
+_SHAPE = 2
+_PLACE = struct.Struct(">Bq16s")
+_MAC_BYTES = 16
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -43,11 +59,19 @@ class ListQuery:
                 and (self.created_after is None or job.created_at > self.created_after)
                 and (self.created_before is None or job.created_at < self.created_before))
 
-    def filter_text(self) -> str:
-        """The filter, canonical: what a page token is bound to besides the caller."""
-        return "\n".join([",".join(sorted(s.value for s in self.statuses)),
-                          self.created_after.isoformat() if self.created_after else "",
-                          self.created_before.isoformat() if self.created_before else ""])
+    def empty(self) -> bool:
+        """Whether the times leave no room for any job (both bounds are exclusive)."""
+        return (self.created_after is not None and self.created_before is not None
+                and self.created_after >= self.created_before)
+
+    def filter_text(self) -> list:
+        """The filter, canonical: what a page token is bound to besides the caller. Times in
+        UTC, so one instant written with another offset is the same filter."""
+        return [sorted(s.value for s in self.statuses), _utc(self.created_after), _utc(self.created_before)]
+
+
+def _utc(at: Optional[datetime]) -> str:
+    return at.astimezone(timezone.utc).isoformat(timespec="microseconds") if at else ""
 
 
 @dataclass(frozen=True)
@@ -64,8 +88,10 @@ class ListJobs:
         """`caller` names who asks (a user, or the service principal), `owner` whose jobs."""
         if not 1 <= query.page_size <= MAX_PAGE_SIZE:
             raise InvalidRequest(f"page_size must be 1-{MAX_PAGE_SIZE}")
-        binding = _binding(caller, owner, query)
-        cursor = None if query.page_token is None else _decode(query.page_token, binding)
+        tokens = _Tokens(lambda: self._ctx.keys.key(TOKEN_KEY), caller, owner, query)
+        cursor = None if query.page_token is None else tokens.read(query.page_token)
+        if query.empty():  # DynamoDB refuses a range whose start is past its end
+            return JobsPage([], None)
         now = self._ctx.clock()
         found: list[Job] = []
         for _ in range(MAX_READS_PER_PAGE):
@@ -77,34 +103,64 @@ class ListJobs:
                 if len(found) == query.page_size:
                     more = read.more or index < len(read.jobs) - 1
                     at = ListCursor(job.created_at, job.job_id)
-                    return JobsPage(found, _encode(at, binding) if more else None)
+                    return JobsPage(found, tokens.make(at) if more else None)
             if not read.more or read.last is None:
                 return JobsPage(found, None)
             cursor = read.last
-        return JobsPage(found, _encode(cursor, binding))
+        return JobsPage(found, tokens.make(cursor))
 
 
-def _binding(caller: str, owner: str, query: ListQuery) -> str:
-    text = f"{caller}\n{owner}\n{query.filter_text()}"  # page_size may change between pages
-    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).decode().rstrip("=")
+class _Tokens:
+    """Page tokens of one list: one caller, one owner, one filter. The key is asked for only
+    when a token is made or read."""
+
+    def __init__(self, key, caller: str, owner: str, query: ListQuery):
+        self._key = key
+        # page_size is left out: it may change between pages.
+        self._binding = json.dumps([caller, owner, query.filter_text()], separators=(",", ":")).encode()
+
+    def _mac(self, place: bytes) -> bytes:
+        return hmac.new(self._key(), self._binding + place, hashlib.sha256).digest()[:_MAC_BYTES]
+
+    def make(self, cursor: ListCursor) -> str:
+        micros = (cursor.created_at - _EPOCH) // timedelta(microseconds=1)
+        place = _PLACE.pack(_SHAPE, micros, uuid.UUID(cursor.job_id).bytes)
+        return base64.urlsafe_b64encode(place + self._mac(place)).decode().rstrip("=")
+
+    def read(self, token: str) -> ListCursor:
+        raw = _unbase64(token)
+        if raw[:1] == b"{":
+            raise InvalidRequest("page_token is of an older shape this list no longer takes: "
+                                 "list again from the first page, without page_token")
+        place, mac = raw[:_PLACE.size], raw[_PLACE.size:]
+        if len(raw) != _PLACE.size + _MAC_BYTES or place[0] != _SHAPE \
+                or not hmac.compare_digest(mac, self._mac(place)):
+            raise _refused()
+        _, micros, id_bytes = _PLACE.unpack(place)
+        # Signed by this service, so a place it made; checked all the same.
+        job_id = str(uuid.UUID(bytes=id_bytes))
+        try:
+            created_at = _EPOCH + timedelta(microseconds=micros)
+        except OverflowError:
+            raise _refused() from None
+        if not is_job_id(job_id):
+            raise _refused()
+        return ListCursor(created_at, job_id)
 
 
-def _encode(cursor: ListCursor, binding: str) -> str:
-    data = json.dumps({"t": cursor.created_at.isoformat(), "j": cursor.job_id, "b": binding},
-                      separators=(",", ":"))
-    return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
-
-
-def _decode(token: str, binding: str) -> ListCursor:
-    refused = InvalidRequest("page_token is not one this list gave to this caller with this filter")
+def _unbase64(token: str) -> bytes:
+    """The bytes of a token exactly as make() writes it: base64url without padding, nothing
+    around it (base64's decoder would skip stray characters)."""
+    if not _TOKEN_CHARS.fullmatch(token):
+        raise _refused()
     try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        created_at = datetime.fromisoformat(data["t"])
-        job_id = data["j"]
-        ok = data["b"] == binding and isinstance(job_id, str) and is_job_id(job_id) \
-            and created_at.tzinfo is not None
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
-        raise refused from None
-    if not ok:
-        raise refused
-    return ListCursor(created_at, job_id)
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        raise _refused() from None
+    if base64.urlsafe_b64encode(raw).decode().rstrip("=") != token:
+        raise _refused()
+    return raw
+
+
+def _refused() -> InvalidRequest:
+    return InvalidRequest("page_token is not one this list gave to this caller with this filter")

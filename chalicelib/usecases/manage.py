@@ -1,11 +1,13 @@
 """An owner's jobs: read one (with fresh URLs), cancel it, delete it."""
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Optional
 
 from chalicelib.domain.errors import ConditionFailed, JobFinished, TransientError
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.runtime.logs import get_logger
+from chalicelib.runtime.metrics import Metric
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.results import Urls
@@ -30,19 +32,19 @@ class ManageJobs:
 
     def urls(self, job: Job) -> Optional[Urls]:
         """Presigned from the stored keys (a stored URL would expire while the job stays
-        ready), at the start of the read's window: the same URLs on every read in it."""
+        ready), at the start of the read's window: the same URLs on every read in it. None
+        expire after the job (UrlWindow.lifetime)."""
         if job.status is not JobStatus.READY or not job.renditions:
             return None
         ctx = self._ctx
-        window, now = ctx.url_window, ctx.clock()
-        signed_at, ttl = window.signed_at(now), window.expires_in
+        signed_at, ttl = ctx.url_window.lifetime(ctx.clock(), job.expires_at)
 
         def sign(key: str) -> str:
             return ctx.objects.presign_get(key, ttl, signed_at)
 
         return Urls(
             by_name={name: sign(r.key) for name, r in job.renditions.items()},
-            expires_at=window.expires_at(now),
+            expires_at=signed_at + timedelta(seconds=ttl),
             variants={(name, fmt): sign(v.key) for name, r in job.renditions.items() for fmt, v in r.variants.items()},
         )
 
@@ -78,3 +80,22 @@ class ManageJobs:
                 job = lifecycle.owned(self._ctx, owner, job_id)
         lifecycle.remove(ctx, job)
         log.info("job_deleted", job_id=job_id)
+        if job.status is JobStatus.READY:  # the only status whose URLs were ever handed out
+            self._invalidate(job)
+
+    def _invalidate(self, job: Job) -> None:
+        """Ask the CDN to drop the job's renditions, which it would otherwise serve to the
+        URLs handed out before the DELETE until they expire. After the objects are gone, so
+        that a request meanwhile finds none to cache again. Best effort, and never the
+        DELETE's answer: the call waits at most INVALIDATION_TIMEOUT_SECONDS; a CDN that is
+        slow or refuses leaves those URLs serving until their urls_expire_at, as without it."""
+        ctx = self._ctx
+        if ctx.edge_cache is None:
+            return
+        try:
+            ctx.edge_cache.invalidate(ctx.object_keys.job_renditions(job.job_id))
+        except TransientError as error:
+            log.warning("edge_invalidation_failed", job_id=job.job_id, reason=str(error))
+            ctx.metrics.emit({Metric.EDGE_INVALIDATIONS_FAILED: 1})
+            return
+        log.info("edge_invalidated", job_id=job.job_id)

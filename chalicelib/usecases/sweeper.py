@@ -19,6 +19,7 @@ from typing import Callable, Optional, Sequence
 from chalicelib.domain.errors import ConditionFailed, TransientError
 from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.jobs import DUE_SHARDS, Job, JobStatus
+from chalicelib.domain.storage import StoredObject
 from chalicelib.domain.vocabulary import ErrorCode, SweepOutcome
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
@@ -181,7 +182,7 @@ class Sweeper:
         # The file arrived but no event moved the job: queue it as the event would have,
         # and send the event again if it is known lost.
         queued = job.queued(now, ctx.queue_timeout)
-        if drained.lost(stored.last_modified):
+        if drained.lost(self._arrived_by(job, stored, now)):
             self._publish(job)
             queued = queued.resent(now, ctx.queue_timeout)
         try:
@@ -193,6 +194,18 @@ class Sweeper:
         log.info("upload_found", job_id=job.job_id, redriven=queued.resends > job.resends)
         announce.job_moved(ctx, queued)
         return SweepOutcome.UPLOAD_FOUND
+
+    def _arrived_by(self, job: Job, stored: StoredObject, now: datetime) -> datetime:
+        """The latest moment the file can have arrived, so its event been sent. Not
+        Last-Modified alone: S3 stamps it when the write began ("the object creation date";
+        for a multipart upload, "the date of initiation of the multipart upload"), not when
+        it ended. A multipart upload may be completed until the abort above, however long
+        after its initiation: its event is never judged lost at this look, and the queued
+        job's own look (queue_timeout after this write) re-sends it if it is. A single POST
+        or PUT began by its deadline and took at most the grace (at the planned uplink)."""
+        if job.multipart_upload_id is not None:
+            return now
+        return min(now, stored.last_modified + self._ctx.upload_grace)
 
     def _expired(self, jobs: list[Job], now: datetime) -> Counter:
         """A batch at once (docs/scale.md 6.2): one DeleteObjects for all their objects, the

@@ -26,6 +26,7 @@ import pytest
 from chalice.app import DynamoDBEventConfig, SQSEventConfig
 
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore
+from chalicelib.adapters.dynamo_keys import DynamoKeys
 from chalicelib.adapters.dynamo_rates import DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
 from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
@@ -43,13 +44,13 @@ ADAPTERS = ROOT / "chalicelib" / "adapters"
 # Adapter module -> the AWS service of the boto3 client bootstrap.py hands it.
 BOTO3_ADAPTERS = {"s3_store.py": "s3", "sqs_queue.py": "sqs", "sqs_webhooks.py": "sqs",
                   "sqs_depth.py": "sqs", "cloudwatch_age.py": "cloudwatch",
-                  "apigw_push.py": "apigatewaymanagementapi"}
+                  "apigw_push.py": "apigatewaymanagementapi", "cloudfront_invalidate.py": "cloudfront"}
 # SQS adapter module -> the stack outputs of the queues bootstrap.py points it at.
 SQS_QUEUES = {"sqs_queue.py": ("EventsQueueArn",), "sqs_webhooks.py": ("WebhookQueueArn",),
               "sqs_depth.py": ("DeadLetterQueueArn", "WebhookDeadLetterQueueArn", "WebhookQueueArn")}
 # Queues a module only sends to (an event's last attempt goes to the dead letters itself).
 SQS_SENDS_TO = {"sqs_webhooks.py": ("WebhookDeadLetterQueueArn",)}
-PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py",
+PYNAMODB_ADAPTERS = {"dynamo_jobs.py", "dynamo_webhooks.py", "dynamo_rates.py", "dynamo_waits.py", "dynamo_keys.py",
                      "dynamo_push.py", "dynamo_table.py"}
 # Make clients, configure them (timeouts, the time budget's hook) or sign URLs locally (a ready job's
 # GET URLs), but call no operation.
@@ -109,7 +110,7 @@ def test_only_adapters_and_the_composition_root_touch_an_sdk():
     # The composition root, the client factory and the hooks build or configure clients but
     # call no operation themselves.
     operations = set()
-    for service in ("s3", "sqs", "dynamodb", "cloudwatch", "apigatewaymanagementapi"):
+    for service in ("s3", "sqs", "dynamodb", "cloudwatch", "apigatewaymanagementapi", "cloudfront"):
         client = boto3.session.Session(region_name="us-east-1").client(service)
         operations |= set(client.meta.method_to_api_mapping)
     for path in builders:
@@ -183,7 +184,7 @@ def recorded_dynamodb_calls(stack, monkeypatch):
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
     for cls, run in ((DynamoJobStore, exercise), (DynamoWebhookStore, exercise_webhooks),
-                     (DynamoRateStore, exercise_rates)):
+                     (DynamoRateStore, exercise_rates), (DynamoKeys, exercise_keys)):
         exercised = run(cls(DynamoTable(settings.table, settings.region, settings.endpoint_url)))
         public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
                   if not name.startswith("_")}
@@ -200,6 +201,11 @@ def exercise_rates(store: DynamoRateStore) -> set[str]:
     assert store.full_at("alice") == pytest.approx(now + 0.2)
     assert store.full_at("bob") is None
     return {"take_from_full", "take", "full_at"}
+
+
+def exercise_keys(store: DynamoKeys) -> set[str]:
+    assert store.key("page-token") == store.key("page-token")  # read, made, read; then known
+    return {"key"}
 
 
 def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
@@ -309,8 +315,14 @@ def app_of_the_stage(outputs, monkeypatch):
     return module.app
 
 
-def required_permissions(outputs, test_table, dynamodb_calls, application) -> set[tuple[str, str]]:
-    settings = Settings()
+# A stage that delivers through the distribution and invalidates it on DELETE.
+INVALIDATING = Settings(delivery="cloudfront", cloudfront_domain="d111111abcdef8.cloudfront.net",
+                        cloudfront_key_pair_id="K2JCJMDEHXQW5F", cloudfront_private_key_secret="arn:secret",
+                        invalidate_on_delete=True, cloudfront_distribution_id="E2QWRUHAPOMQZL")
+
+
+def required_permissions(outputs, test_table, dynamodb_calls, application,
+                         settings: Settings = Settings()) -> set[tuple[str, str]]:
     region, account = outputs["JobsTableArn"].split(":")[3:5]
     api_id, api_stage = WEBSOCKET_API
     bucket = outputs["ImagesBucketArn"]
@@ -324,6 +336,9 @@ def required_permissions(outputs, test_table, dynamodb_calls, application) -> se
                 needed |= {(action, outputs[queue]) for queue in SQS_SENDS_TO.get(module, ())}
         elif service == "cloudwatch":
             needed.add((action, "*"))  # reading metrics has no resource-level permissions
+        elif service == "cloudfront":  # only a stage that invalidates, on its distribution
+            if settings.invalidate_on_delete:
+                needed.add((action, f"arn:aws:cloudfront::{account}:distribution/{settings.cloudfront_distribution_id}"))
         elif service == "apigatewaymanagementapi":  # the API's @connections, POST for a send
             needed.add(("execute-api:ManageConnections",
                         f"arn:aws:execute-api:{region}:{account}:{api_id}/{api_stage}/POST/@connections/*"))
@@ -365,10 +380,13 @@ def granted(policy: dict) -> set[tuple[str, str]]:
     return pairs
 
 
-def test_the_stage_policy_allows_exactly_what_the_code_calls(recorded_dynamodb_calls, outputs, monkeypatch):
+@pytest.mark.parametrize("stage_settings", [Settings(), INVALIDATING], ids=["s3", "cloudfront_invalidating"])
+def test_the_stage_policy_allows_exactly_what_the_code_calls(recorded_dynamodb_calls, outputs, monkeypatch,
+                                                            stage_settings):
     settings, calls = recorded_dynamodb_calls
-    policy = stage_policy(outputs, Settings(), "image-jobs", "dev", WEBSOCKET_API)
-    needed = required_permissions(outputs, settings.table, calls, app_of_the_stage(outputs, monkeypatch))
+    policy = stage_policy(outputs, stage_settings, "image-jobs", "dev", WEBSOCKET_API)
+    needed = required_permissions(outputs, settings.table, calls, app_of_the_stage(outputs, monkeypatch),
+                                  stage_settings)
     allowed = {(a, r) for a, r in granted(policy) if not a.startswith("logs:")}
     assert needed - allowed == set(), "the code makes calls the policy denies"
     assert allowed - needed == set(), "the policy allows calls the code never makes"

@@ -244,3 +244,29 @@ def test_a_stack_with_the_renditions_distribution_delivers_through_it_and_may_re
              if any(a.startswith("secretsmanager:") for a in st["Action"])]
     assert reads == [{"Sid": "RenditionsSigningKey", "Effect": "Allow",
                       "Action": ["secretsmanager:GetSecretValue"], "Resource": [secret]}]
+
+
+def test_a_stage_that_invalidates_on_delete_may_invalidate_its_distribution_only(tmp_path, outputs):
+    """INVALIDATE_ON_DELETE=1 in the stage's variables: the distribution's id comes from the
+    stack, and the policy grants CreateInvalidation on that distribution; without the setting,
+    no CloudFront call at all."""
+    cdn = {**outputs, "RenditionsDomain": "d111111abcdef8.cloudfront.net", "RenditionsKeyPairId": "K2JCJMDEHXQW5F",
+           "RenditionsSigningKeyArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:k",
+           "RenditionsDistributionId": "E2QWRUHAPOMQZL"}
+
+    def cloudfront_statements(project):
+        _, policy_path = write_stage(project, "dev", cdn)
+        return [st for st in json.loads(policy_path.read_text())["Statement"]
+                if any(a.startswith("cloudfront:") for a in st["Action"])]
+
+    assert cloudfront_statements(copy_project(tmp_path / "p")) == []
+    project = copy_project(tmp_path / "q")
+    config_path = project / ".chalice" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["stages"]["dev"].setdefault("environment_variables", {})[env_name("invalidate_on_delete")] = "1"
+    config_path.write_text(json.dumps(config))
+    assert cloudfront_statements(project) == [{
+        "Sid": "RenditionsInvalidation", "Effect": "Allow", "Action": ["cloudfront:CreateInvalidation"],
+        "Resource": ["arn:aws:cloudfront::123456789012:distribution/E2QWRUHAPOMQZL"]}]
+    env = json.loads(config_path.read_text())["stages"]["dev"]["environment_variables"]
+    assert Settings.from_environ({**env, "AUTH_JWT_SECRET": "s"}).cloudfront_distribution_id == "E2QWRUHAPOMQZL"

@@ -124,7 +124,7 @@ def test_outputs_give_the_app_everything_it_reads(outputs):
     # The recorded outputs the deploy tests use are those of this template (a stack without
     # the renditions distribution, whose outputs are conditional: RenditionsPublicKeyPem).
     cdn = {k for k, v in load_template()["Outputs"].items() if v.get("Condition") == "HasCdn"}
-    assert cdn == {"RenditionsDomain", "RenditionsKeyPairId", "RenditionsSigningKeyArn"}
+    assert cdn == {"RenditionsDomain", "RenditionsKeyPairId", "RenditionsSigningKeyArn", "RenditionsDistributionId"}
     assert set(outputs) == template_outputs - cdn
     for key in ("UserPoolId", "UserPoolClientId", "EventsQueueUrl", "DeadLetterQueueUrl", "AlarmTopicArn"):
         assert key in template_outputs  # what docs/deploy.md's commands use

@@ -128,3 +128,25 @@ def test_a_url_handed_out_at_its_windows_end_still_works_a_window_later(runner, 
     for url in late.by_name.values():
         status = requests.get(url, timeout=10).status_code
         assert status == (403 if runner.strict else 200), (runner.backend, status)
+
+
+def test_a_url_ends_with_its_job_where_storage_checks_it(runner, ready):
+    """Issue 47, item 4: the signature itself ends at the job's expires_at, not only what
+    urls_expire_at claims. A job whose end has just passed gets URLs that storage refuses
+    (LocalStack, the RADOS Gateway), where the same read of a job ending later gets working
+    ones; moto checks no expiry."""
+    import dataclasses
+
+    job = DynamoJobStore(DynamoTable(Settings().table, "us-east-1", runner.aws)).get(ready.rsplit("/", 1)[1])
+    now = int(time.time())
+    window = next(w for w in range(3600, 6000) if now % w > 60)  # the job's end well inside the window
+    service = service_at(runner, now, window)
+    ended = dataclasses.replace(job, expires_at=EPOCH + timedelta(seconds=now - 3, microseconds=500_000))
+    cut = ManageJobs.urls(service, ended)
+    assert int((cut.expires_at - EPOCH).total_seconds()) == now - 3
+    for url in cut.by_name.values():
+        status = requests.get(url, timeout=10).status_code
+        assert status == (403 if runner.strict else 200), (runner.backend, status)
+    live = ManageJobs.urls(service, dataclasses.replace(job, expires_at=EPOCH + timedelta(seconds=now + 3600)))
+    for url in live.by_name.values():
+        assert requests.get(url, timeout=10).status_code == 200

@@ -99,3 +99,27 @@ def test_the_store_hands_out_cloudfront_urls_and_the_stage_needs_all_three_setti
         Settings.from_environ({"DELIVERY": "cloudfront", "CLOUDFRONT_DOMAIN": DOMAIN, "LOCAL_RUNNER": "1"})
     with pytest.raises(ValueError, match="DELIVERY"):
         Settings.from_environ({"DELIVERY": "cdn", "LOCAL_RUNNER": "1"})
+
+
+def test_a_url_handed_out_near_the_jobs_end_verifies_only_until_its_end(keys):
+    """The distribution caches the object for the retention: the URL's own expiry is all that
+    keeps it from serving past the job. Cut at expires_at (issue 47, item 4), and the same
+    URL for both windows that end past it."""
+    import dataclasses
+
+    from chalicelib.usecases.manage import ManageJobs
+    from tests.unit.test_delivery import make_use_cases, ready_job
+
+    pem, public = keys
+    use_cases = make_use_cases()
+    job = ready_job(use_cases)
+    manage = ManageJobs(dataclasses.replace(use_cases.ctx, objects=S3Store(None, "bucket", get_presigner=presigner(pem))))
+    ends = []
+    for before in (timedelta(minutes=70), timedelta(minutes=30), timedelta(seconds=5)):
+        use_cases.ctx.clock.now = job.expires_at - before
+        urls = manage.urls(job)
+        ends.append((verify(urls.by_name["display"], public)[1], urls.expires_at, urls.by_name["display"]))
+    cut = int(job.expires_at.timestamp())
+    assert [expires for expires, _, _ in ends] == [cut] * 3
+    assert all(claimed == datetime.fromtimestamp(cut, timezone.utc) for _, claimed, _ in ends)
+    assert len({url for _, _, url in ends}) == 1  # CloudFront's URL holds the expiry alone

@@ -12,8 +12,9 @@ from chalicelib.domain.events import ObjectCreated
 from chalicelib.domain.objectkeys import ObjectKeys
 from chalicelib.domain.renditions import RenditionFormat, RenditionName
 from chalicelib.http import prefer, views
+from chalicelib.http.views import rfc3339
 from chalicelib.usecases import UseCases
-from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
+from tests.fakes import Clock, FakeEdgeCache, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
 # A production-like clock: microseconds, mid-window.
@@ -71,6 +72,33 @@ def test_two_reads_in_a_window_give_the_same_urls_and_the_next_window_new_ones()
     later = body(use_cases, job)
     assert not set(all_urls(later)) & set(all_urls(first))
     assert later["urls_expire_at"] == "2026-07-15T13:00:00Z"
+
+
+def test_no_url_outlives_its_job_and_the_last_windows_still_give_one_url_each():
+    """URLs are cut at the job's expires_at (issue 47, item 4): a read just before the job
+    expires hands out nothing that claims, or is signed for, more; the same URLs on every
+    read of a window still, near the end too."""
+    use_cases = make_use_cases()
+    job = ready_job(use_cases)
+    clock = use_cases.ctx.clock
+    clock.now = job.expires_at - timedelta(minutes=90)  # 08:47:42 on the last day
+    b = body(use_cases, job)
+    assert b["urls_expire_at"] == rfc3339(job.expires_at.replace(minute=0, second=0, microsecond=0))  # 10:00, uncut
+    cut = rfc3339(job.expires_at.replace(microsecond=0))  # 10:17:42
+    reads = {}
+    for minutes in (30, 20, 1 / 60):  # 09:47:42 and 09:57:42 (one window), 10:17:41 (the last)
+        clock.now = job.expires_at - timedelta(minutes=minutes)
+        b = body(use_cases, job)
+        assert b["urls_expire_at"] == cut
+        reads[minutes] = all_urls(b)
+    assert reads[30] == reads[20] and reads[1 / 60] != reads[30]
+    # Signed for what is left from the window's start: 10:00 to 10:17:42.
+    assert {url.split("expires=")[1].split("&")[0] for url in reads[1 / 60]} == {"1062"}
+    clock.now = job.expires_at.replace(microsecond=0)  # 10:17:42.000, the job ends at .123
+    assert body(use_cases, job)["urls_expire_at"] == cut  # ended already, and says so: never later
+    window = UrlWindow(3600, 3600)  # a job ending in its window's first second still gets a signature
+    end = datetime(2026, 7, 22, 10, 0, 0, 500000, tzinfo=timezone.utc)
+    assert window.lifetime(end - timedelta(microseconds=1), end) == (end.replace(microsecond=0) - timedelta(seconds=1), 1)
 
 
 def test_the_etag_does_not_change_with_the_window():
@@ -134,3 +162,39 @@ def test_a_window_the_urls_cannot_outlive_is_refused_at_start(window, ttl):
     with pytest.raises(ValueError, match="URL_"):
         Settings.from_environ({"URL_WINDOW_SECONDS": str(window), "URL_TTL_SECONDS": str(ttl),
                                "LOCAL_RUNNER": "1"})
+
+
+# -- INVALIDATE_ON_DELETE: the CDN's copies of a deleted job (issue 47, item 4) -----------------
+
+
+def with_edge(**settings):
+    use_cases = make_use_cases(**settings)
+    use_cases.ctx.edge_cache = FakeEdgeCache(use_cases.ctx.objects)
+    return use_cases
+
+
+def test_a_delete_of_a_ready_job_asks_the_cdn_to_drop_its_renditions_once_they_are_gone():
+    use_cases = with_edge()
+    job = ready_job(use_cases)
+    use_cases.manage.delete("alice", job.job_id)
+    # The job's one prefix, every attempt's renditions under it, asked after the objects went:
+    # a request meanwhile finds nothing to cache again.
+    assert use_cases.ctx.edge_cache.asked == [(f"renditions/{job.job_id}/", [])]
+
+
+def test_a_delete_answers_when_the_cdn_does_not_take_the_invalidation():
+    use_cases = with_edge()
+    job = ready_job(use_cases)
+    use_cases.ctx.edge_cache.down = True
+    use_cases.manage.delete("alice", job.job_id)  # no error: the DELETE is done
+    assert use_cases.ctx.jobs.get(job.job_id) is None
+    assert use_cases.ctx.metrics.total("EdgeInvalidationsFailed") == 1
+
+
+def test_a_job_whose_urls_were_never_handed_out_costs_no_invalidation():
+    use_cases = with_edge()
+    queued = use_cases.uploads.accept_upload("alice", jpeg(900, 600), None).job
+    use_cases.manage.delete("alice", queued.job_id)  # never ready: no URL of it exists
+    cancelled = use_cases.manage.cancel("alice", use_cases.uploads.accept_upload("alice", jpeg(), None).job.job_id)
+    use_cases.manage.delete("alice", cancelled.job_id)
+    assert use_cases.ctx.edge_cache.asked == []

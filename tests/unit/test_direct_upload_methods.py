@@ -307,3 +307,58 @@ def test_a_completion_racing_the_sweep_never_leaves_an_original_for_a_failed_job
     stored = job.original_key in ctx.objects.objects
     assert (job.status, stored) in {(JobStatus.FAILED, False), (JobStatus.QUEUED, True)}, (answers, job.status)
     assert answers == ["invalid_request"]  # "The upload was aborted": the client is told
+
+
+# -- an upload completed at its deadline is not judged lost (issue 47, item 11) ----------------
+
+
+def sweep_after_grace(use_cases, job):
+    """The sweep's first look at the job, its event still waiting in the queue."""
+    use_cases.ctx.clock.now = job.upload_expires_at + use_cases.ctx.upload_grace
+    return use_cases.sweeper.sweep()
+
+
+def test_a_multipart_upload_completed_at_its_deadline_gets_no_duplicate_event(use_cases):
+    """S3 stamps a multipart object's Last-Modified with the upload's initiation (the fake
+    does too), hours before the completion whose event is still waiting: not lost."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    ctx.clock.now = accepted.job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
+    put_parts(use_cases, accepted.upload, data)
+    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert ctx.objects.head(accepted.job.original_key).last_modified == accepted.job.created_at
+    assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
+    job = ctx.jobs.items[accepted.job.job_id]
+    assert job.status is JobStatus.QUEUED and job.resends == 0
+    assert len(ctx.backlog.sent) == 1  # its own event, no duplicate
+    assert deliver(use_cases) == ["ready"]
+
+
+def test_a_lost_multipart_event_is_sent_again_by_the_queued_jobs_look(use_cases):
+    """The other side: an event that is lost is re-sent, one queue timeout later."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    ctx.backlog.take()  # delivered, but never run: lost
+    assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
+    assert ctx.jobs.items[accepted.job.job_id].resends == 0
+    ctx.clock.advance(ctx.settings.queue_timeout_seconds)
+    assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
+    assert deliver(use_cases) == ["ready"]
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_a_single_request_begun_at_its_deadline_gets_no_duplicate_event(use_cases, method):
+    """A store that stamps a request's start (as S3 may: "the object creation date"): a PUT
+    begun at the deadline arrives at the end of the grace, its event still waiting."""
+    ctx = use_cases.ctx
+    data = jpeg()
+    job = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method=method).job
+    ctx.clock.now = job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
+    ctx.objects.put(job.original_key, data, "image/jpeg", began=job.upload_expires_at)
+    assert sweep_after_grace(use_cases, job)[SweepOutcome.UPLOAD_FOUND] == 1
+    assert ctx.jobs.items[job.job_id].resends == 0 and len(ctx.backlog.sent) == 1
+    assert deliver(use_cases) == ["ready"]

@@ -4,12 +4,15 @@ with the error frame API Gateway sends, runs no handler, and keeps the connectio
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
+import pytest
 import requests
 from websockets.sync.client import connect
 
+from local.ports import PortTaken, ensure_free
 from local.push_gateway import PushGateway
 from tests.conftest import free_port
 
@@ -49,3 +52,15 @@ def test_a_clients_messages_run_nothing_and_are_answered_as_api_gateway_answers_
         assert runs == {"$connect": 1, "$disconnect": 1}
     finally:
         gateway.stop()
+
+
+@pytest.mark.parametrize("taken", ["websocket", "management"])
+def test_a_taken_port_fails_the_gateway_at_once_naming_it_and_leaves_the_other_free(taken):
+    """Bound as it is made, not later in its loop: the runner names the port and its setting."""
+    ports = {"websocket": free_port(), "management": free_port()}
+    with socket.create_server(("127.0.0.1", ports[taken])):
+        with pytest.raises(PortTaken) as raised:
+            PushGateway("127.0.0.1", ports["websocket"], ports["management"], print, print)
+    assert raised.value.port == ports[taken]
+    for port in ports.values():
+        ensure_free("127.0.0.1", port)
