@@ -191,11 +191,16 @@ def completed(use_cases, key=None):
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    job, objects = accepted.job, use_cases.ctx.objects
+    completed_in_storage(use_cases, accepted.job)
+    return accepted, len(data)
+
+
+def completed_in_storage(use_cases, job):
+    """Storage completes the upload; the completion call dies before it can queue the job."""
+    objects = use_cases.ctx.objects
     objects.complete_multipart(job.original_key, job.multipart_upload_id,
                                objects.list_parts(job.original_key, job.multipart_upload_id))
-    assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.AWAITING_UPLOAD
-    return accepted, len(data)
+    assert use_cases.ctx.jobs.items[job.job_id].status is JobStatus.AWAITING_UPLOAD
 
 
 def test_the_completion_queues_the_job_and_the_event_that_follows_makes_it_ready_once(use_cases):
@@ -320,13 +325,14 @@ def sweep_after_grace(use_cases, job):
 
 def test_a_multipart_upload_completed_at_its_deadline_gets_no_duplicate_event(use_cases):
     """S3 stamps a multipart object's Last-Modified with the upload's initiation (the fake
-    does too), hours before the completion whose event is still waiting: not lost."""
+    does too), hours before the completion whose event is still waiting: not lost. (The
+    completion queues the job itself; here its call died first, as the sweep sees it.)"""
     ctx = use_cases.ctx
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     ctx.clock.now = accepted.job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    completed_in_storage(use_cases, accepted.job)
     assert ctx.objects.head(accepted.job.original_key).last_modified == accepted.job.created_at
     assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
     job = ctx.jobs.items[accepted.job.job_id]
@@ -341,12 +347,29 @@ def test_a_lost_multipart_event_is_sent_again_by_the_queued_jobs_look(use_cases)
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    completed_in_storage(use_cases, accepted.job)
     ctx.backlog.take()  # delivered, but never run: lost
     assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
     assert ctx.jobs.items[accepted.job.job_id].resends == 0
     ctx.clock.advance(ctx.settings.queue_timeout_seconds)
     assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
+    assert deliver(use_cases) == ["ready"]
+
+
+def test_a_multipart_upload_the_completion_queued_at_its_deadline_gets_no_duplicate_event(use_cases):
+    """The completion queued the job a second before the deadline's grace ended: the queued
+    job's look measures from that write, not from Last-Modified (the upload's initiation)."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    ctx.clock.now = accepted.job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
+    put_parts(use_cases, accepted.upload, data)
+    assert use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None).status is JobStatus.QUEUED
+    ctx.clock.advance(ctx.settings.queue_timeout_seconds)  # the queued job's look, its event still waiting
+    report = use_cases.sweeper.sweep()
+    assert report[SweepOutcome.WAITING] == 1 and SweepOutcome.RESENT not in report
+    assert ctx.jobs.items[accepted.job.job_id].resends == 0
+    assert len(ctx.backlog.sent) == 1  # its own event, no duplicate
     assert deliver(use_cases) == ["ready"]
 
 
