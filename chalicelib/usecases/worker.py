@@ -123,7 +123,7 @@ class Worker:
             pass
         current = ctx.jobs.get(job_id)
         if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
-            current = self._mark_arrived(current)  # a direct upload's bytes arrived: queue it
+            current = lifecycle.mark_arrived(ctx, current)  # a direct upload's bytes arrived: queue it
             if current.status is JobStatus.QUEUED:
                 try:
                     return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -136,17 +136,6 @@ class Worker:
             log.info("event_duplicate", job_id=job_id, status=current.status.value)
             return Outcome.DUPLICATE
         return self._unclaimable(current)
-
-    def _mark_arrived(self, job: Job) -> Job:
-        ctx = self._ctx
-        try:
-            queued = job.queued(ctx.clock(), ctx.queue_timeout)
-            ctx.jobs.move(queued, JobStatus.AWAITING_UPLOAD)
-            log.info("upload_arrived", job_id=job.job_id)
-            announce.job_moved(ctx, queued)
-            return queued
-        except ConditionFailed:
-            return ctx.jobs.get(job.job_id) or job
 
     def _unclaimable(self, current: Job) -> Outcome:
         """A queued or processing job whose claim lost, read by the claim rule (Job.claimable):
