@@ -252,9 +252,17 @@ export class Client {
     return jsonObject(await this.request("PUT", `${API_ROOT}/service/webhook`, { json: { url, ...(events ? { events: [...events] } : {}) } }));
   }
 
-  /** The service webhook's `url` and `events` (`{url: null}` when there is none). */
+  /** The service webhook's `url`, `events`, `breaker` and last 20 delivery attempts
+   * (`deliveries`, newest first); `{url: null}` when there is none. */
   async serviceWebhook(): Promise<Record<string, unknown>> {
     return jsonObject(await this.request("GET", `${API_ROOT}/service/webhook`));
+  }
+
+  /** Send a signed `webhook.test` event to the service webhook now: the attempt, with the
+   * receiver's `status_code` or the `reason` it never answered. 3 in a row, then one per 20 s
+   * (RateLimited, never retried here); WebhookNotFound when none is registered. */
+  async testServiceWebhook(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("POST", `${API_ROOT}/service/webhook/test`, { retry: false }));
   }
 
   async deleteServiceWebhook(): Promise<void> {

@@ -110,3 +110,17 @@ test("the service webhook's four calls", async () => {
     ["POST", "/api/v1/service/webhook/rotate-secret"], ["DELETE", "/api/v1/service/webhook"]]);
   assert.deepEqual(JSON.parse(requests[0].body), { url: "https://b.test/h", events: ["ready"] });
 });
+
+test("the service webhook's test event answers the attempt, and its bound is not retried", async () => {
+  const attempt = { at: "2026-12-06T04:00:00Z", webhook_id: "msg_1", event: "webhook.test", attempt: 1,
+    outcome: "delivered", status_code: 204, ms: 12, breaker: "closed" };
+  const { fetch, requests } = scriptedFetch([
+    { body: attempt },
+    { status: 429, headers: { "Retry-After": "20", "Content-Type": "application/problem+json" }, body: { code: "rate_limited" } },
+  ]);
+  const c = client(fetch, { token: SERVICE_TOKEN });
+  assert.deepEqual(await c.testServiceWebhook(), attempt);
+  await assert.rejects(c.testServiceWebhook(), (e) => e instanceof sdk.RateLimited && e.retryAfter === 20);
+  assert.deepEqual(requests.map((r) => [r.method, r.url.replace(BASE, "")]), [
+    ["POST", "/api/v1/service/webhook/test"], ["POST", "/api/v1/service/webhook/test"]]);
+});
