@@ -39,6 +39,8 @@ from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFor
 from chalicelib.domain.jobs import Placeholder
 from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
+from chalicelib.domain.source import Source
+from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
 from chalicelib.imaging.placeholder import make_placeholder
@@ -87,6 +89,7 @@ class ImageInfo:
     content_type: str
     width: int
     height: int
+    source: Source
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,21 @@ def inspect(data: bytes, max_pixels: int, limits: DecodeLimits = DecodeLimits())
     The decode limits are checked from the structure too (ImageTooComplex)."""
     im, content_type = _open(data, max_pixels, limits)
     with im:
-        return ImageInfo(content_type, im.width, im.height)
+        return ImageInfo(content_type, im.width, im.height, read_facts(im, content_type, len(data)))
+
+
+def facts_of(data: bytes) -> Source | None:
+    """The original's facts (chalicelib/imaging/facts.py) from its header, or None when it is
+    no image of an allowed type or its header cannot be read. No limit is checked: a job that
+    fails on one (too many pixels, say) still says what it was sent."""
+    content_type = sniff(data)
+    if content_type not in ALLOWED_TYPES:
+        return None
+    try:
+        with _decoding(), Image.open(io.BytesIO(data), formats=[PIL_FORMATS[content_type]]) as im:
+            return read_facts(im, content_type, len(data))
+    except (ImageTooLarge, InvalidImage):
+        return None
 
 
 @contextmanager
