@@ -133,6 +133,7 @@ ADOBE_PRIMARIES = ((0.6097, 0.3111, 0.0195), (0.2053, 0.6257, 0.0609), (0.1492, 
 
 # Display P3's primaries adapted to D50, as in Apple's "Display P3" profile.
 P3_PRIMARIES = ((0.5151, 0.2412, -0.0011), (0.2920, 0.6922, 0.0419), (0.1571, 0.0666, 0.7841))
+DISPLAY_P3_PROFILE = rgb_icc_profile("Display P3", *P3_PRIMARIES)
 
 
 @functools.lru_cache(maxsize=None)

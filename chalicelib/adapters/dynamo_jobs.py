@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from pynamodb.attributes import (
     Attribute,
+    BooleanAttribute,
     MapAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -37,6 +38,7 @@ from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, Quota
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.source import ColorSpace, Source
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.domain.listing import ListCursor, OwnedPage
@@ -57,7 +59,7 @@ DUE_INDEX = "sweep_sharded"
 OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
-                      "metadata"})
+                      "metadata", "source"})
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -80,6 +82,29 @@ class RenditionAttribute(MapAttribute):
 class PlaceholderAttribute(MapAttribute):
     blurhash = UnicodeAttribute()
     average_color = UnicodeAttribute()
+
+
+class SourceAttribute(MapAttribute):
+    """The original's facts (chalicelib/domain/source.py), one attribute each."""
+
+    width = NumberAttribute()
+    height = NumberAttribute()
+    format = UnicodeAttribute()
+    bytes = NumberAttribute()
+    captured_at = UnicodeAttribute(null=True)
+    color_space = UnicodeAttribute()
+    has_alpha = BooleanAttribute()
+
+    @classmethod
+    def of(cls, source: Optional[Source]) -> Optional["SourceAttribute"]:
+        if source is None:
+            return None
+        return cls(**{**dataclasses.asdict(source), "color_space": source.color_space.value})
+
+    def to_source(self) -> Source:
+        return Source(width=int(self.width), height=int(self.height), format=self.format,
+                      bytes=int(self.bytes), captured_at=self.captured_at,
+                      color_space=ColorSpace(self.color_space), has_alpha=bool(self.has_alpha))
 
 
 # Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
@@ -157,6 +182,8 @@ class JobItem(Model):
     sizes = UnicodeAttribute(null=True)
     # The app's metadata as JSON text, in the order given; absent without (and on old items).
     metadata = UnicodeAttribute(null=True)
+    # The original's facts once read; absent before (and on items from before shape 4).
+    source = SourceAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -228,6 +255,7 @@ class DynamoJobStore:
             placeholder=None if job.placeholder is None else PlaceholderAttribute(
                 blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
             metadata=job_metadata.to_text(job.metadata),
+            source=SourceAttribute.of(job.source),
             **values,
         )
 
@@ -244,6 +272,7 @@ class DynamoJobStore:
             placeholder=None if item.placeholder is None else Placeholder(
                 item.placeholder.blurhash, item.placeholder.average_color),
             metadata=job_metadata.from_text(item.metadata),
+            source=None if item.source is None else item.source.to_source(),
             **values,
         )
 

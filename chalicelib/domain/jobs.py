@@ -10,6 +10,7 @@ from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode
 
 
@@ -141,6 +142,8 @@ class Job:
     sizes: tuple[RenditionName, ...] = ALWAYS
     # The app's own strings (chalicelib/domain/metadata.py), as the upload gave them.
     metadata: dict[str, str] = field(default_factory=dict)
+    # The original's facts (chalicelib/domain/source.py), once its bytes have been read.
+    source: Optional[Source] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at

@@ -8,6 +8,7 @@ late cancel can never move a job backwards or produce a second result.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import time
 
@@ -24,6 +25,7 @@ from chalicelib.domain import sniff
 from chalicelib.domain.delivery import rendition_cache_control
 from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.imaging.sandbox import run_limited
@@ -81,9 +83,13 @@ class Worker:
         # one check that the job is still to be done, made just before the resize, so a job
         # cancelled or deleted during the download is never resized, with no read to ask.
         original = self._fetch(ctx.object_keys.original(job_id))
-        job = self._claim(job_id)
+        # From the header (no decode, a millisecond): every route's job gets its facts here,
+        # and a job that then fails on its pixels still has them.
+        source = render.facts_of(original) if isinstance(original, bytes) else None
+        job = self._claim(job_id, source)
         if isinstance(job, Outcome):
             return job
+        job = _with_source(job, source)
         announce.job_moved(ctx, job)
         timings = {}
         if job.attempt == 1:
@@ -109,7 +115,7 @@ class Worker:
         except Exception as error:  # noqa: BLE001 - raised again after the claim
             return error
 
-    def _claim(self, job_id: str) -> Job | Outcome:
+    def _claim(self, job_id: str, source: Source | None) -> Job | Outcome:
         """The claimed job, or what became of the event. The claim is tried before any read:
         nearly every event finds its job queued, so the job is read only when it loses."""
         ctx = self._ctx
@@ -119,7 +125,7 @@ class Worker:
             pass
         current = ctx.jobs.get(job_id)
         if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
-            current = self._mark_arrived(current)  # a direct upload's bytes arrived: queue it
+            current = self._mark_arrived(current, source)  # a direct upload's bytes arrived: queue it
             if current.status is JobStatus.QUEUED:
                 try:
                     return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -131,12 +137,12 @@ class Worker:
         if current.status.terminal or current.status is JobStatus.AWAITING_UPLOAD:
             log.info("event_duplicate", job_id=job_id, status=current.status.value)
             return Outcome.DUPLICATE
-        return self._unclaimable(current)
+        return self._unclaimable(_with_source(current, source))
 
-    def _mark_arrived(self, job: Job) -> Job:
+    def _mark_arrived(self, job: Job, source: Source | None) -> Job:
         ctx = self._ctx
         try:
-            queued = job.queued(ctx.clock(), ctx.queue_timeout)
+            queued = _with_source(job.queued(ctx.clock(), ctx.queue_timeout), source)
             ctx.jobs.move(queued, JobStatus.AWAITING_UPLOAD)
             log.info("upload_arrived", job_id=job.job_id)
             announce.job_moved(ctx, queued)
@@ -256,6 +262,11 @@ class Worker:
         failed = lifecycle.fail(self._ctx, job, code,
                                 lambda f: self._ctx.jobs.finish_attempt(f, job.attempt))
         return Outcome.FAILED if failed else Outcome.LOST
+
+
+def _with_source(job: Job, source: Source | None) -> Job:
+    """The job with its original's facts, as read now (None: the header was unreadable)."""
+    return job if source is None else dataclasses.replace(job, source=source)
 
 
 # Types a client may declare for the same bytes: the sniffer tells HEIC from HEIF by brand.

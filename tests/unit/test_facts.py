@@ -13,7 +13,7 @@ from chalicelib.domain.source import ColorSpace
 from chalicelib.imaging import render
 from chalicelib.imaging.facts import color_space
 from tests.images import (
-    ADOBE_PRIMARIES, P3_PRIMARIES, PRIVATE_MARKERS, SRGB_PRIMARIES, as_plain_heif, photo_as, private_exif,
+    ADOBE_PRIMARIES, DISPLAY_P3_PROFILE, P3_PRIMARIES, PRIVATE_MARKERS, SRGB_PRIMARIES, as_plain_heif, photo_as, private_exif,
     rgb_icc_profile,
 )
 
@@ -23,7 +23,7 @@ EXIF_FORMATS = ["JPEG", "PNG", "WEBP", "TIFF", "AVIF", "HEIF"]
 FORMAT_NAMES = {"JPEG": "jpeg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "TIFF": "tiff",
                 "AVIF": "avif", "HEIF": "heic"}
 SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
-DISPLAY_P3 = rgb_icc_profile("Display P3", *P3_PRIMARIES)
+DISPLAY_P3 = DISPLAY_P3_PROFILE
 ADOBE_RGB = rgb_icc_profile("Adobe RGB (1998)", *ADOBE_PRIMARIES)
 
 

@@ -43,12 +43,13 @@ from .errors import (  # noqa: E402
     UploadStopped,
     ERRORS_BY_CODE,
 )
-from .job import TERMINAL, Job, JobError, Rendition, Status, Variant  # noqa: E402
+from .job import TERMINAL, Job, JobError, Rendition, SourceFacts, Status, Variant  # noqa: E402
 from .push import Watch  # noqa: E402
 
 __all__ = [
     "Client",
     "Job",
+    "SourceFacts",
     "JobError",
     "Rendition",
     "Status",
