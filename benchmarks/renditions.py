@@ -19,13 +19,14 @@ motorcycle, hubble, retina...) saved as JPEG q95, plus 12 MP photo-like images m
     python benchmarks/renditions.py --formats [--sweep]
 
 The formats table (issue 26): per image and rendition, what the worker makes: the JPEG, and
-the WebP and AVIF at the quality render.as_good_as picks for that image (from WEBP_QUALITY /
-AVIF_QUALITY up, until the worker's SSIM is at least the JPEG's; none when the variant would
-not be smaller than the JPEG), with the bytes, the CPU of that choice, and each variant's
-SSIM minus the JPEG's by scikit-image (an independent judge); on the photos above plus a phone
-HEIC, a screenshot-like PNG and a photo with transparency. Then min(dSSIM) and the count
-below per format, the bytes against the JPEGs, and the worker's whole job CPU with no extra
-format, WebP, and WebP + AVIF. --sweep adds the other way: one fixed quality per format for
+the WebP and AVIF at the quality render.as_good_as picks for that image (the lowest from
+WEBP_QUALITY / AVIF_QUALITY up whose SSIM by the worker is at least the JPEG's; none when the
+variant would not be smaller than the JPEG), with the bytes, the CPU of that choice, and each
+variant's SSIM minus the JPEG's by scikit-image (an independent judge); on the photos above
+plus a phone HEIC, a screenshot-like PNG and a photo with transparency. Then min(dSSIM) and
+the count below per format, the bytes against the JPEGs, the search against a full scan of
+every quality (issue 47: its bytes over the scan's, the encodes it took), and the worker's
+whole job CPU with no extra format, WebP, and WebP + AVIF. --sweep adds the other way: one fixed quality per format for
 every image (bytes, min(dSSIM), count below), and AVIF's speed.
 """
 from __future__ import annotations
@@ -153,18 +154,30 @@ def chosen(im: Image.Image, fmt, coding, jpeg: bytes, runs: int, hints: dict) ->
 
     times = []
     guess = hints.get(fmt)
-    for _ in range(runs):
-        start = time.process_time()
-        reference = Reference(im)
-        target = reference.ssim(Image.open(io.BytesIO(jpeg)).convert("RGB"))
-        made = render.as_good_as(im, fmt, coding, target, len(jpeg), reference, guess)
-        times.append((time.process_time() - start) * 1000)
+    encodes = [0]  # every encode of the first run, the searches that make no variant too
+    real = render.encode
+
+    def counted(*args):
+        encodes[0] += len(times) == 0
+        return real(*args)
+
+    render.encode = counted
+    try:
+        for _ in range(runs):
+            start = time.process_time()
+            reference = Reference(im)
+            target = reference.ssim(Image.open(io.BytesIO(jpeg)).convert("RGB"))
+            made = render.as_good_as(im, fmt, coding, target, len(jpeg), reference, guess)
+            times.append((time.process_time() - start) * 1000)
+    finally:
+        render.encode = real
     if made is None:
-        return {"quality": None, "data": None, "cpu": median(times), "encodes": None, "floor": None}
+        return {"quality": None, "data": None, "cpu": median(times), "encodes": None, "floor": None,
+                "spent": encodes[0]}
     hints[fmt] = made.quality
     floor = coded(im, fmt, coding.at(fmt, made.quality), runs)[1]
     return {"quality": made.quality, "data": made.data, "cpu": median(times), "encodes": made.encodes,
-            "floor": floor}
+            "floor": floor, "spent": encodes[0]}
 
 
 def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
@@ -173,8 +186,8 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
     coding = render.Coding.of(settings)
     extras = (F.WEBP, F.AVIF)
     print(f"JPEG q{coding.jpeg_quality}; WebP from q{coding.webp_quality} (method 4), AVIF from "
-          f"q{coding.avif_quality} speed {coding.avif_speed}, up (render.as_good_as: a first guess, then jumps) "
-          f"until the worker's SSIM is the JPEG's, none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
+          f"q{coding.avif_quality} speed {coding.avif_speed}, up: the lowest quality whose SSIM by the worker is "
+          f"the JPEG's (render.as_good_as: a first guess, then jumps), none when not smaller than the JPEG. CPU ms = median of {runs} (WebP/AVIF: the "
           "whole choice: JPEG decode and SSIM, each try's encode, decode and SSIM). dSSIM = scikit-image SSIM "
           "of the variant minus the JPEG's, both against the uncoded rendition")
     head = (f"{'image':<22} {'rendition':<9} {'size':>9} {'JPEG B':>8} {'WebP q':>6} {'WebP B':>8} {'AVIF q':>6}"
@@ -190,7 +203,8 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
             for fmt in extras:
                 c = chosen(im, fmt, coding, jpeg[0], runs, hints)
                 row[fmt] = (c["quality"], c["data"], c["cpu"], None if c["data"] is None else judge(im, c["data"]) - jpeg[2],
-                            c["encodes"], c["floor"])
+                            c["encodes"], c["floor"], c["spent"])
+                row["scan", fmt] = scan(im, fmt, coding, jpeg[0])
             rows.append(row)
 
             def cells(fmt):
@@ -224,6 +238,8 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
         print(f"           encodes per variant: mean {sum(encodes) / len(encodes):.2f}, max {max(encodes)}; "
               f"choice CPU {choice:.0f} ms against the floor (one encode each at the quality chosen) "
               f"{floor:.0f} ms: {choice / floor:.2f}x")
+    for fmt in extras:
+        against_scan(rows, fmt)
     wide_jobs = {r["label"] for r in rows if max(r["size"]) == settings.display_box}
     for fmt in extras:
         per_job = sum(r[fmt][2] for r in rows if r["label"] in wide_jobs) / len(wide_jobs)
@@ -245,6 +261,54 @@ def formats_table(settings: Settings, runs: int, sweep: bool) -> None:
     cap_saving(big, settings, coding, max(1, runs))
     if sweep:
         quality_sweep([r["im"] for r in rows], coding)
+
+
+def scan(im: Image.Image, fmt, coding, jpeg: bytes) -> dict:
+    """The full scan the search is measured against: every quality from the configured one
+    up, one at a time, and the first that meets the search's rule (the worker's SSIM at least
+    the JPEG's, by render's margin, in fewer bytes than the JPEG): the lowest quality that
+    does. Also whether the SSIM ever falls as the quality rises (tried up to that one)."""
+    from chalicelib.imaging.similarity import Reference
+
+    reference = Reference(im)
+    target = reference.ssim(Image.open(io.BytesIO(jpeg)).convert("RGB")) + render._MARGIN
+    scores = []
+    for quality in range(coding.quality_of(fmt), 101):
+        data = render.encode(im, fmt, coding.at(fmt, quality))
+        score = reference.ssim(Image.open(io.BytesIO(data)).convert("RGB"))
+        scores.append(score)
+        if score >= target and len(data) < len(jpeg):
+            return {"quality": quality, "data": data, "dips": _dips(scores)}
+    return {"quality": None, "data": None, "dips": _dips(scores)}
+
+
+def _dips(scores: list) -> int:
+    return sum(b < a for a, b in zip(scores, scores[1:]))
+
+
+def against_scan(rows: list, fmt) -> None:
+    """The search (render.as_good_as) against the full scan, variant by variant: its bytes
+    over the scan's where both make one, where only one does, and the encodes it took."""
+    both = [r for r in rows if r[fmt][1] is not None and r["scan", fmt]["data"] is not None]
+    ratios = [len(r[fmt][1]) / len(r["scan", fmt]["data"]) - 1 for r in both]
+    over = [(r["label"], r["rendition"], r[fmt][0], r["scan", fmt]["quality"], ratio)
+            for r, ratio in zip(both, ratios) if ratio > 0]
+    only_scan = [f"{r['label']} {r['rendition']}" for r in rows if r[fmt][1] is None and r["scan", fmt]["data"]]
+    only_search = [f"{r['label']} {r['rendition']}" for r in rows if r[fmt][1] and r["scan", fmt]["data"] is None]
+    stored = sum(len(r[fmt][1]) for r in both)
+    scanned = sum(len(r["scan", fmt]["data"]) for r in both)
+    encodes = [r[fmt][4] for r in rows if r[fmt][4] is not None]
+    spent = sum(r[fmt][6] for r in rows)
+    print(f"{fmt.value} against a full scan (every quality from the configured one, step 1; the lowest "
+          f"that meets the rule), on the {len(both)} renditions both "
+          f"give a variant: bytes {stored / scanned - 1:+.2%} in all, mean per variant "
+          f"{sum(ratios) / len(ratios):+.2%}, max {max(ratios):+.2%}; larger than the scan's on {len(over)}/{len(both)}"
+          + "".join(f"\n           {label} {name}: q{q} against the scan's q{sq}, {ratio:+.1%}"
+                    for label, name, q, sq, ratio in over))
+    print(f"           variant only in the scan: {len(only_scan)} {only_scan}; only in the search: "
+          f"{len(only_search)} {only_search}; encodes per variant made: mean {sum(encodes) / len(encodes):.2f}, "
+          f"max {max(encodes)}; encodes per search, variant or not: {spent / len(rows):.2f}; SSIM fell as the quality rose, somewhere in the scan, on "
+          f"{sum(r['scan', fmt]['dips'] > 0 for r in rows)}/{len(rows)} renditions")
 
 
 def cap_saving(photos: list, settings: Settings, coding, runs: int) -> None:

@@ -137,6 +137,7 @@ def build_use_cases(settings: Settings) -> UseCases:
         keys=DynamoKeys(table),
         gauges=gauges,
         edge_cache=_edge_cache(settings, clients, limits, guard) if settings.invalidate_on_delete else None,
+        load_clients=functools.partial(clients.load, "s3", "dynamodb", "sqs"),
     ))
     if settings.serves_push:
         _add_push(use_cases, settings, clients, limits, guard, table)

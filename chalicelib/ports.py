@@ -259,9 +259,11 @@ class RateStore(Protocol):
         """full_at = now + cost. Precondition: the bucket is full (full_at <= now, or none)."""
         ...
 
-    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
-        """full_at += cost. Precondition: it is neither full nor empty:
-        now < full_at <= now + depth - cost."""
+    def take(self, owner: str, now: float, cost: float, depth: float, unspent: float = 0.0,
+             leased_at: float = 0.0) -> float:
+        """full_at += cost - unspent. Precondition: it is neither full nor empty:
+        now < full_at <= now + depth - (cost - unspent). `unspent`: tokens of a lease taken at
+        `leased_at` that expired unspent, given back; then also no take_from_full since."""
         ...
 
 

@@ -364,9 +364,19 @@ def _available_memory() -> int | None:
 
 
 def _start_worker(settings, application, sqs, stack, concurrency: int):
+    prepare_worker(application)
     worker = storage_consumer(settings, application, sqs, stack, concurrency)
     worker.start()
     return worker
+
+
+def prepare_worker(application) -> None:
+    """Build the worker now, as a function's init would: the first job then finds the imaging
+    stack imported, the SDK's models loaded and the decoding child started (issue 48: the
+    first job took 3-4x a warm one, upload to ready, when all that waited for its event)."""
+    use_cases = application.use_cases()
+    use_cases.worker
+    use_cases.ctx.load_clients()
 
 
 def storage_consumer(settings, application, sqs, stack, concurrency: int):

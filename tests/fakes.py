@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
@@ -457,6 +458,7 @@ class FakeRateStore:
 
     def __init__(self):
         self.buckets: dict[str, float] = {}  # owner -> full_at
+        self.filled: dict[str, float] = {}  # owner -> when last taken from full
         self.writes = 0
         self.reads = 0
         self._lock = threading.Lock()
@@ -475,15 +477,19 @@ class FakeRateStore:
             if self.buckets.get(owner, now) > now:
                 raise ConditionFailed()
             self.buckets[owner] = now + cost
+            self.filled[owner] = now
             return self.buckets[owner]
 
-    def take(self, owner: str, now: float, cost: float, depth: float) -> float:
+    def take(self, owner: str, now: float, cost: float, depth: float, unspent: float = 0.0,
+             leased_at: float = 0.0) -> float:
         with self._lock:
             self._write()
             full_at = self.buckets.get(owner)
-            if full_at is None or not now < full_at <= now + depth - cost:
+            if full_at is None or not now < full_at <= now + depth - (cost - unspent):
                 raise ConditionFailed()
-            self.buckets[owner] = full_at + cost
+            if unspent and not self.filled.get(owner, math.inf) <= leased_at:
+                raise ConditionFailed()
+            self.buckets[owner] = full_at + cost - unspent
             return self.buckets[owner]
 
     def _write(self):

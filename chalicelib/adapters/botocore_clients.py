@@ -42,6 +42,12 @@ class Clients:
         """`prepare` gets the client once it is made (the time budget's hooks go on here)."""
         return LazyClient(lambda: prepare(self.create(service, endpoint_url, config)), self.lock)
 
+    def load(self, *services: str) -> None:
+        """Load these services' models and the endpoint table into the session now (a first
+        client costs tens of ms of JSON parsing; later ones, from the loaded models, a few)."""
+        for service in services:
+            self.create(service, None, Config())
+
     def create(self, service: str, endpoint_url: Optional[str], config: Config):
         with self.lock:
             return self.session.create_client(service, region_name=self._region,

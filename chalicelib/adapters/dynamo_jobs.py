@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from contextlib import suppress
-import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable, Optional, Sequence
 
@@ -32,7 +31,7 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters import dynamo_shapes
 from chalicelib.adapters.dynamo_table import (
-    DynamoTable, dynamo_errors, find, found_item, reason_codes, retrying_conflicts,
+    DynamoTable, dynamo_errors, find, found_item, new_write_id, reason_codes, retrying_conflicts, written_once,
 )
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
@@ -290,7 +289,7 @@ class DynamoJobStore:
         """One transaction: [the key record,] the job, the owner's quota place; any
         precondition failing cancels all of them. A conflict on the owner's item (another
         of the owner's creates or releases in flight) is tried again after a pause."""
-        write_id = _new_write_id()
+        write_id = new_write_id()
         item = self._to_item(job)
         item.write_id = write_id
         o = self._owners
@@ -501,19 +500,14 @@ class DynamoJobStore:
         self._write_once(job.job_id, save)
 
     def _write_once(self, job_id: str, write: Callable[[str], Any]) -> Optional[JobItem]:
-        """write(write_id), a conditional write of the job that stores write_id. When its
-        condition fails, the job is read: if it carries write_id, an earlier send of this
-        write landed (botocore re-sent it after a lost answer) and the item is returned, as
-        the write's own; else ConditionFailed. None when the write succeeded at once."""
-        write_id = _new_write_id()
-        try:
-            self._write(lambda: write(write_id))
-        except ConditionFailed:
-            landed = self._landed(job_id, write_id)
-            if landed is None:
-                raise
-            return landed
-        return None
+        """write(write_id), a conditional write of the job that stores write_id: the job's
+        item when an earlier send of it landed, None when it succeeded at once
+        (dynamo_table.written_once)."""
+        def read() -> Optional[JobItem]:
+            with dynamo_errors(UNAVAILABLE):
+                return find(self._model, JOB_PREFIX + job_id)
+
+        return written_once(lambda write_id: self._write(lambda: write(write_id)), read)
 
     def _landed(self, job_id: str, write_id: str, raw: Optional[dict] = None) -> Optional[JobItem]:
         """The job's item if its last write was the one with write_id; read unless the
@@ -543,10 +537,6 @@ class DynamoJobStore:
     def _write(call) -> None:
         with dynamo_errors(UNAVAILABLE, conditional=True):
             retrying_conflicts(call)
-
-
-def _new_write_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _sleep(seconds: float) -> None:

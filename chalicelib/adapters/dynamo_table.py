@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
@@ -112,6 +113,28 @@ def dynamo_errors(unavailable: str, conditional: bool = False) -> Iterator[None]
         if conditional and _condition_failed(error):
             raise ConditionFailed() from error
         raise TransientError(unavailable) from error
+
+
+def new_write_id() -> str:
+    return uuid.uuid4().hex
+
+
+def written_once(write: Callable[[str], Any], read: Callable[[], Optional[Model]]) -> Optional[Model]:
+    """write(write_id), a conditional write that stores a fresh `write_id` in its item and
+    raises ConditionFailed when refused. botocore sends a write again after a lost answer,
+    and the re-send of one that landed fails its own condition: so a refused write reads the
+    item (read()) and, if it carries this write's id, it landed and the item is returned as
+    the write's own; else ConditionFailed. None when the write succeeded at once. Never
+    compare the whole item instead: others write between the send and the re-send."""
+    write_id = new_write_id()
+    try:
+        write(write_id)
+    except ConditionFailed:
+        item = read()
+        if item is None or getattr(item, "write_id", None) != write_id:
+            raise
+        return item
+    return None
 
 
 def find(model: type[Model], pk: str, **kwargs) -> Optional[Model]:

@@ -56,7 +56,9 @@ class DynamoWaitSlots:
                 with dynamo_errors(self.ERROR, conditional=True):
                     item.update(
                         actions=[m.holder.set(holder), m.held_until.set(until), m.expires_at.set(until + _KEEP)],
-                        condition=m.pk.does_not_exist() | (m.held_until < now),
+                        # Or already this holder's: its own earlier send landed, and
+                        # botocore sent it again after a lost answer (holders are unique).
+                        condition=m.pk.does_not_exist() | (m.held_until < now) | (m.holder == holder),
                     )
                 return slot
             except ConditionFailed:

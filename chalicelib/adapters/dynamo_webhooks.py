@@ -16,7 +16,7 @@ from typing import Any, Optional
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
 from pynamodb.models import Model
 
-from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find
+from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find, written_once
 from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
 from chalicelib.domain.errors import ConditionFailed
 from chalicelib.domain.jobs import JobStatus
@@ -46,6 +46,9 @@ class WebhookItem(Model):
     suspect_event = UnicodeAttribute(null=True)
     # The service webhook's statuses, comma-separated; absent on an owner's (and older items).
     events = UnicodeAttribute(null=True)
+    # A fresh id from each create or update (absent on items written before it): a write
+    # botocore re-sent after a lost answer, refused by its own landing, finds its id here.
+    write_id = UnicodeAttribute(null=True)
 
 
 class DynamoWebhookStore:
@@ -72,13 +75,25 @@ class DynamoWebhookStore:
         self._save(webhook, m.pk.exists() & (m.secret == seen.secret))
 
     def _save(self, webhook: Webhook, condition) -> None:
-        item = self._model(WEBHOOK_PREFIX + webhook.owner, url=webhook.url, secret=webhook.secret,
+        key = WEBHOOK_PREFIX + webhook.owner
+        item = self._model(key, url=webhook.url, secret=webhook.secret,
                            created_at=webhook.created_at, previous_secret=webhook.previous_secret,
                            previous_until=webhook.previous_until,
                            events=",".join(s.value for s in webhook.events) or None,
                            **_breaker_fields(webhook.breaker))
-        with dynamo_errors(UNAVAILABLE, conditional=True):
-            item.save(condition=condition)
+
+        def save(write_id: str) -> None:
+            item.write_id = write_id
+            with dynamo_errors(UNAVAILABLE, conditional=True):
+                item.save(condition=condition)
+
+        def read() -> Optional[WebhookItem]:
+            with dynamo_errors(UNAVAILABLE):
+                return find(self._model, key, attributes_to_get=["write_id"])
+
+        # A create or a rotation whose answer was lost is this call's, not another's: taken
+        # for another's, the caller would look again and show no secret, or rotate twice.
+        written_once(save, read)
 
     def delete_webhook(self, owner: str) -> None:
         with dynamo_errors(UNAVAILABLE):

@@ -252,7 +252,7 @@ def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
     target = _fit(largest.size, spec.box)
     if target == largest.size:
         return largest
-    return largest.resize(target, _RESAMPLE, reducing_gap=_REDUCING_GAP)
+    return _resized(largest, target)
 
 
 def _decode_within(im: Image.Image, box: int) -> Image.Image:
@@ -273,7 +273,7 @@ def _decode_within(im: Image.Image, box: int) -> Image.Image:
         im.close()  # its decoded pixels: what follows works on the reduced copy
     small = _to_resizable_mode(small or im)
     if target != small.size:
-        small = small.resize(target, _RESAMPLE, box=crop, reducing_gap=_REDUCING_GAP)
+        small = _resized(small, target, crop)
     small = _flatten(small)
     small = _to_srgb(small, icc)
     if orientation in _TRANSPOSE:
@@ -412,7 +412,12 @@ def _cover(im: Image.Image, size: int) -> Image.Image:
     side = min(width, height)
     left, top = (width - side) / 2, (height - side) / 2
     box = (left, top, left + side, top + side)
-    return im.resize((size, size), _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
+    return _resized(im, (size, size), box)
+
+
+def _resized(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
+    """The box of im (all of it by default) scaled to size: every resample of a rendition."""
+    return im.resize(size, _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
 def _output(name: RenditionName, im: Image.Image, coding: Coding,
@@ -445,6 +450,16 @@ _SSIM_PER_QUALITY = {RenditionFormat.WEBP: 0.002, RenditionFormat.AVIF: 0.0015}
 # (-0.0002 on one of 35, benchmarks/renditions.py); this much over keeps both.
 _MARGIN = 0.0005
 
+# SSIM does not rise strictly with quality: a step up can lose a little (a dip), so a miss
+# just below a pass may have a pass under it. A miss by less than this is such a suspect, and
+# the quality under it is tried too. On benchmarks/renditions.py's photos one dip hid a pass
+# (WebP, a miss by 0.0004); the deeper ones there lay far from the JPEG's SSIM.
+_DIP = 0.0005
+
+# A bound on one search's tries, never reached on the benchmark's images: it ends with the
+# lowest passing quality found so far.
+_MOST_ENCODES = 14
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -456,57 +471,128 @@ class Choice:
 def as_good_as(im: Image.Image, fmt: RenditionFormat, coding: Coding, target: float,
                jpeg_bytes: int, reference: Reference | None = None,
                guess: int | None = None) -> Choice | None:
-    """The variant at a quality, from the configured one up, whose SSIM
-    (chalicelib/imaging/similarity.py) is at least `target`, the JPEG's: no one quality does
-    that for every image without costing more bytes than the JPEG on many
-    (benchmarks/renditions.py). None when no such quality makes a file smaller than the
-    JPEG: then the JPEG is the better file, and the rendition has no variant in this format.
+    """The variant at the lowest quality, from the configured one up, that passes: its SSIM
+    (chalicelib/imaging/similarity.py) at least `target`, the JPEG's, and its file smaller
+    than the JPEG. No one quality does that for every image without costing more bytes than
+    the JPEG on many (benchmarks/renditions.py). None when no quality passes: then the JPEG
+    is the better file, and the rendition has no variant in this format.
 
-    Each try costs an encode, a decode and an SSIM, so the search takes the first quality
-    that holds, not the least: it starts at `guess` (the previous rendition's), and from a
-    miss it jumps by what the SSIM lacks (_SSIM_PER_QUALITY), then by the slope of its own
-    last two tries (a secant); a file too large halves the way back down. From two misses,
-    the growth of their bytes caps the next try (_worth_trying): most of the search's CPU
-    went on images that end with no variant, on encodes at qualities whose files were sure
-    to be too large."""
+    What it guarantees: the quality chosen passes, and the one below it was tried and fails
+    (unless the chosen one is the configured one); where that one missed by less than _DIP,
+    the one below it was tried and fails too. Where SSIM rises with quality, that is the
+    lowest that passes; where it dips deeper just under the boundary, a lower one can pass
+    too, which benchmarks/renditions.py --formats measures against a scan of every quality.
+
+    Each try costs an encode, a decode and an SSIM, so the search aims rather than steps: it
+    starts at `guess` (the previous rendition's); from a miss it jumps by what the SSIM lacks
+    (_SSIM_PER_QUALITY), then by the slope of its own last two misses (a secant), and from
+    two misses the growth of their bytes caps the next try (_worth_trying: most of the
+    CPU went on images that end with no variant, on encodes sure to be too large); a file
+    too large halves the way back down, once. From a pass it comes down by the SSIM's
+    surplus over the slope of its last two tries (or between the highest miss and the
+    lowest pass), until a miss lies right under the lowest pass."""
+    search = _Search(coding.quality_of(fmt), target + _MARGIN, _SSIM_PER_QUALITY[fmt], jpeg_bytes)
     reference = reference or Reference(im)
-    lowest = coding.quality_of(fmt)
-    fails, big = lowest - 1, 101  # the highest quality short of the target, the lowest too large
-    quality = min(100, max(lowest, guess or lowest))
-    last = None  # (quality, SSIM, bytes) of the last miss
-    halved = False
-    for encodes in range(1, 12):
+    quality: int | None = min(100, max(search.lowest, guess or search.lowest))
+    encodes = 0
+    while quality is not None and encodes < _MOST_ENCODES:
+        encodes += 1
         data = encode(im, fmt, coding.at(fmt, quality))
-        if len(data) >= jpeg_bytes:
-            # Higher qualities are larger still. A guess above the configured quality may
-            # come down; after a miss, one halving back is tried, no more: a variant that
-            # is just under the JPEG's size is seldom worth the encodes to find it.
-            if halved or (last is None and quality == lowest):
-                return None
-            halved, big = last is not None, quality
-            quality = lowest if last is None else (fails + big) // 2
-            if quality <= fails:
-                return None
-            continue
-        else:
-            score = reference.ssim(_decoded(data, fmt))
-            if score >= target + _MARGIN:
-                return Choice(quality, data, encodes)
-            miss = (quality, score, len(data))
-            slope, cap = _SSIM_PER_QUALITY[fmt], 100
-            if last is not None and score > last[1] and quality > last[0]:
-                slope = (score - last[1]) / (quality - last[0])
-                cap = _worth_trying(last, miss, jpeg_bytes)
-                if cap <= quality:
-                    return None
-            last, fails = miss, quality
-            step = max(1, math.ceil((target + _MARGIN - score) / slope))
-            quality = min(cap, quality + step)
-        if quality >= big:
-            quality = (fails + big) // 2
-        if quality <= fails:
+        score = None if len(data) >= jpeg_bytes else reference.ssim(_decoded(data, fmt))
+        quality = search.next_after(quality, score, data)
+    if search.passed is None:
+        return None
+    quality, _, data = search.passed
+    return Choice(quality, data, encodes)
+
+
+class _Search:
+    """The state of one search: what was tried, and the quality to try next."""
+
+    def __init__(self, lowest: int, goal: float, slope: float, jpeg_bytes: int):
+        self.lowest, self._goal, self._slope, self._jpeg_bytes = lowest, goal, slope, jpeg_bytes
+        self.passed: tuple[int, float, bytes] | None = None  # the lowest pass: quality, SSIM, file
+        self._scored: list[tuple[int, float]] = []  # each try whose SSIM was measured, in order
+        # Each quality that failed: its SSIM (None: too large, known only below a pass).
+        self._misses: dict[int, float | None] = {}
+        self._big = 101  # the lowest quality whose file is not smaller than the JPEG
+        self._last: tuple[int, float, int] | None = None  # the last miss going up: quality, SSIM, bytes
+        self._halved = False
+
+    def next_after(self, quality: int, score: float | None, data: bytes) -> int | None:
+        """Take one try's outcome (score None: the file is not smaller than the JPEG's) and
+        answer the quality to try next, None when the search is over."""
+        if score is not None:
+            self._scored.append((quality, score))
+        if score is not None and score >= self._goal:
+            if self.passed is None or quality < self.passed[0]:
+                self.passed = (quality, score, data)
+            return self._down()
+        if self.passed is not None:  # below the lowest pass: the boundary is above it
+            self._misses[quality] = score
+            return self._down()
+        if score is None:
+            return self._from_too_large(quality)
+        return self._up(quality, score, len(data))
+
+    def _fails(self, below: int = 101) -> int:
+        """The highest quality known to fail under `below` (lowest - 1 when none)."""
+        return max((q for q in self._misses if q < below), default=self.lowest - 1)
+
+    def _down(self) -> int | None:
+        top, top_score, _ = self.passed
+        fails = self._fails(top)
+        fail_score = self._misses.get(fails)
+        if top - fails <= 1:
+            # The boundary, unless it is a dip: a miss by less than SSIM can fall in one step
+            # may have a pass just under it.
+            probe = fails - 1
+            if (probe >= self.lowest and probe not in self._misses and fail_score is not None
+                    and self._goal - fail_score < _DIP):
+                return probe
             return None
-    return None
+        # Down by the SSIM's surplus over the slope of the last two tries (the curve bends,
+        # so the latest is the best guess), else between the miss and the pass.
+        slope = self._recent_slope()
+        if slope is None:
+            slope = self._slope if fail_score is None else (top_score - fail_score) / (top - fails)
+        guess = top - math.floor((top_score - self._goal) / slope)
+        return min(top - 1, max(fails + 1, guess))
+
+    def _recent_slope(self) -> float | None:
+        """The SSIM per quality step between the last two tries scored, if it rose."""
+        if len(self._scored) < 2:
+            return None
+        (q0, s0), (q1, s1) = self._scored[-2:]
+        slope = (s1 - s0) / (q1 - q0) if q1 != q0 else 0.0
+        return slope if slope > 0 else None
+
+    def _from_too_large(self, quality: int) -> int | None:
+        # Higher qualities are larger still. A guess above the configured quality may come
+        # down; after a miss, one halving back is tried, no more: a variant that is just
+        # under the JPEG's size is seldom worth the encodes to find it.
+        fails = self._fails()
+        if self._halved or (self._last is None and quality == self.lowest):
+            return None
+        self._halved, self._big = self._last is not None, quality
+        quality = self.lowest if self._last is None else (fails + self._big) // 2
+        return None if quality <= fails else quality
+
+    def _up(self, quality: int, score: float, size: int) -> int | None:
+        miss = (quality, score, size)
+        slope, cap = self._slope, 100
+        last = self._last
+        if last is not None and score > last[1] and quality > last[0]:
+            slope = (score - last[1]) / (quality - last[0])
+            cap = _worth_trying(last, miss, self._jpeg_bytes)
+            if cap <= quality:
+                return None
+        self._last = miss
+        self._misses[quality] = score
+        quality = min(cap, quality + max(1, math.ceil((self._goal - score) / slope)))
+        if quality >= self._big:
+            quality = (self._fails() + self._big) // 2
+        return None if quality <= self._fails() else quality
 
 
 def _worth_trying(low: tuple, high: tuple, jpeg_bytes: int) -> int:

@@ -48,6 +48,13 @@ def run_limited(fn: Callable[..., Any], *args: Any, cpu_seconds: float, wall_sec
     return _pool.run(fn, args, cpu_seconds, wall_seconds, memory_bytes)
 
 
+def start_early() -> Optional[int]:
+    """Start a child now unless this process has one: its interpreter loads the decoders
+    while the caller goes on (a worker's first event downloads and claims meanwhile), so the
+    first decode does not wait for them. The child's pid, or None when there was one."""
+    return _pool.start_early()
+
+
 class _Child:
     def __init__(self, pid: int, requests: int, replies: int):
         self.pid, self.requests, self.replies = pid, requests, replies
@@ -82,6 +89,15 @@ class _Pool:
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
         self._spawner = None  # a ThreadPoolExecutor of one thread, made on first use
+
+    def start_early(self) -> Optional[int]:
+        with self._lock:
+            if self._live:
+                return None
+        child = self._spawn()  # returns once it is spawned: its imports run on meanwhile
+        with self._lock:
+            self._idle.append(child)
+        return child.pid
 
     def run(self, fn, args, cpu_seconds: float, wall_seconds: float, memory_bytes: int) -> Any:
         request = pickle.dumps((fn, args, cpu_seconds, memory_bytes), protocol=pickle.HIGHEST_PROTOCOL)

@@ -12,7 +12,7 @@ from typing import Optional
 from chalicelib.domain.errors import ConditionFailed, Overloaded, RateLimited, TransientError
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
-from chalicelib.usecases.leases import Lease
+from chalicelib.usecases.leases import HORIZON, SLACK, Lease
 
 log = get_logger("capacity")
 
@@ -20,13 +20,17 @@ log = get_logger("capacity")
 _MAX_TRACKED_OWNERS = 10_000
 # A full quota is reconciled (its finished jobs' places given back) at most this often.
 _RECONCILE_EVERY_SECONDS = 5.0
+# Writes of one lease before giving up on a table others keep changing under it.
+_LEASE_ATTEMPTS = 8
 
 
 class Admission:
-    def __init__(self, ctx: Context, monotonic=time.monotonic):
+    def __init__(self, ctx: Context, monotonic=time.monotonic, sleep=time.sleep):
         self._ctx = ctx
         self._monotonic = monotonic
+        self._sleep = sleep
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)  # a lease written: its waiters spend it
         self._seen: tuple[Optional[datetime], int] = (None, 0)
         self._buckets: dict[str, tuple[float, float]] = {}  # owner -> (tokens, at)
         self._reconciled: dict[str, float] = {}
@@ -37,35 +41,67 @@ class Admission:
         API process through ctx.rates.
 
         This process leases the shared bucket's tokens a few at a time (one conditional write
-        for them all) and spends them here without a write; a lease left unspent expires
-        (chalicelib/usecases/leases.py says how big and for how long). This process's own
+        for them all) and spends them here without a write; one request at a time leases for
+        the process, the others wait for its lease (chalicelib/usecases/leases.py says how
+        big, for how long, and why a request may wait for its token). This process's own
         bucket is checked first: it never holds fewer tokens than the shared one, and it is
         what holds while the table is down."""
         s = self._ctx.settings
         rate, burst = s.owner_requests_per_second, s.owner_burst
         now = self._monotonic()
-        with self._lock:
+        with self._turn:
             tokens = self._tokens(owner, now, rate, burst)
-            if tokens < 1:
+            if tokens < 1 - SLACK:
                 self._refuse(owner, tokens, now, rate)
-            wall = self._ctx.clock().timestamp()
+            self._keep(owner, tokens - 1, now, rate, burst)
             lease = self._leases.get(owner)
             if lease is None:
                 lease = self._leases[owner] = Lease()
-            ask = lease.spend_or_ask(wall, burst)
-            if ask == 0:
-                self._keep(owner, tokens - 1, now, rate, burst)
-                return
-            if ask < 0:
-                self._refuse_for(lease.paused_until - wall)
-        got = self._lease_shared(owner, lease, ask, wall, rate, burst)
-        with self._lock:
-            tokens = self._tokens(owner, now, rate, burst)
-            if got is None:
-                self._refuse_for(lease.paused_until - wall)
-            self._keep(owner, tokens - 1, now, rate, burst)
+            try:
+                due = self._spend(owner, lease, rate, burst)
+            except RateLimited:  # a refused request spends nothing, here either
+                self._keep(owner, min(burst, self._tokens(owner, now, rate, burst) + 1), now, rate, burst)
+                raise
+            wall = self._ctx.clock().timestamp()
             if len(self._leases) > _MAX_TRACKED_OWNERS:
                 self._leases = {o: l for o, l in self._leases.items() if l.live(wall)}
+        if due > wall:
+            self._sleep(due - wall)  # its token is the shared bucket's once another's is back
+
+    def _spend(self, owner: str, lease: Lease, rate: float, burst: int) -> float:
+        """Under the lock: spend a leased token, leasing more when this process holds none;
+        when the bucket has it. One request leases at a time (the lock is let go for its
+        write); the others wait for its lease, so that concurrent requests never race one
+        another for the owner's item."""
+        cost, depth = 1 / rate, burst / rate
+        while True:
+            wall = self._ctx.clock().timestamp()
+            due = lease.spend(wall, cost)
+            if due is not None:
+                return due
+            if lease.writing:
+                lease.waiting += 1
+                self._turn.wait()
+                lease.waiting -= 1
+                continue
+            if wall < lease.paused_until:
+                self._refuse_for(lease.next_due(cost, depth) - wall)
+            ask = lease.ask(wall, burst)
+            lease.writing = True
+            self._lock.release()
+            try:
+                leased = self._lease_shared(owner, lease, ask, rate, burst)
+            finally:
+                self._lock.acquire()
+                lease.writing = False
+                self._turn.notify_all()
+            if leased is None:  # the table is down: this process's own bucket holds
+                return wall
+            count, full_at, at = leased
+            if count:
+                lease.granted(count, full_at, at, cost, depth)
+            else:
+                lease.pause(at, cost, depth)
 
     def _tokens(self, owner: str, now: float, rate: float, burst: int) -> float:
         tokens, at = self._buckets.get(owner, (float(burst), now))
@@ -83,37 +119,49 @@ class Admission:
         log.warning("request_rate_limited", reason="rate")
         raise RateLimited("Too many requests; slow down", retry_after=max(1, math.ceil(seconds - 1e-9)))
 
-    def _lease_shared(self, owner: str, lease: "Lease", ask: int, now: float, rate: float,
-                      burst: int) -> Optional[int]:
-        """Lease `ask` tokens (fewer when the shared bucket has fewer) and spend one: the
-        tokens leased, None when there are none. One conditional write when this process
-        knows the bucket's state (it is alone on the owner, or the owner is idle); when
-        another took tokens meanwhile, a read and a second write."""
+    def _lease_shared(self, owner: str, lease: Lease, ask: int, rate: float,
+                      burst: int) -> Optional[tuple[int, Optional[float], float]]:
+        """Outside the lock: lease up to `ask` tokens, as many as the shared bucket has within
+        the horizon: (how many, the bucket's full_at, when), or None when the table is down.
+        Only this request touches the lease meanwhile (its `writing`). One conditional write when
+        this process knows the bucket's state (it is alone on the owner, or the owner is
+        idle); when another took tokens meanwhile, a read and a write again, until the lease
+        is written or the read shows no token (the lease then pauses until one is due)."""
         rates = self._ctx.rates
         cost, depth = 1 / rate, burst / rate
+        reach = depth + HORIZON + SLACK * cost
         try:
-            for attempt in range(2):
-                count = min(ask, lease.available(now, cost, depth, burst))
-                if not lease.worth(count, ask, now):
+            # Each lost condition is another process's lease written: a few at most.
+            if lease.stale:  # others may have taken tokens while this process paused
+                lease.known(rates.full_at(owner), self._ctx.clock().timestamp(), depth)
+            for _ in range(_LEASE_ATTEMPTS):
+                now = self._ctx.clock().timestamp()
+                if lease.full(now):
+                    lease.unspent = 0  # a full bucket has forgiven them
+                give = lease.unspent
+                left = lease.available(now, cost, depth, burst)
+                count = min(ask, lease.share(now, left) + give)
+                if count < 1:
                     break
-                step = rates.take_from_full if lease.full(now) else rates.take
                 try:
-                    full_at = step(owner, now, count * cost, depth)
+                    if lease.full(now):
+                        full_at = rates.take_from_full(owner, now, count * cost, reach)
+                    else:
+                        full_at = rates.take(owner, now, count * cost, reach, give * cost, lease.leased_at)
+                        lease.known(full_at - (count - give) * cost, now, depth)
                 except ConditionFailed:
-                    if attempt == 0:
-                        lease.known(rates.full_at(owner))
+                    lease.known(rates.full_at(owner), now, depth)
+                    if give and count - give <= lease.available(now, cost, depth, burst):
+                        lease.unspent = 0  # it would have fitted: a fill since forgave them
                     continue
-                with self._lock:
-                    lease.granted(count, full_at, now, cost, depth)
-                return count
+                lease.unspent = 0
+                return count, full_at, now
         except TransientError:
             # The table is down: fairness is not worth refusing everyone for; this
             # process's own bucket still holds.
             log.warning("rate_store_unavailable")
-            return burst
-        with self._lock:
-            lease.pause(now, cost, depth, ask)
-        return None
+            return None
+        return 0, lease.full_at, self._ctx.clock().timestamp()
 
     def _forget_idle(self, now: float, rate: float, burst: int) -> None:
         full = [o for o, (tokens, at) in self._buckets.items() if tokens + (now - at) * rate >= burst]

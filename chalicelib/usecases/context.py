@@ -82,6 +82,10 @@ class Context:
     edge_cache: Optional[EdgeCache] = None
     # Queue depths the sweeper reports: (QUEUE_DEPTH or DEAD_LETTERS, which queue) -> gauge.
     gauges: dict[tuple[Metric, QueueName], BacklogGauge] = field(default_factory=dict)
+    # Loads what the SDK's clients are made from, ahead of a first call: for a process that
+    # builds its worker before any event comes (the local runner), so the first job does not
+    # parse the SDK's models.
+    load_clients: Callable[[], None] = lambda: None
 
     @cached_property
     def object_keys(self) -> ObjectKeys:

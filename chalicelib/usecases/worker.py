@@ -28,7 +28,7 @@ from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
 from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import render
-from chalicelib.imaging.sandbox import run_limited
+from chalicelib.imaging.sandbox import run_limited, start_early
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
@@ -44,6 +44,10 @@ class Worker:
     def __init__(self, ctx: Context):
         ctx.settings.check_decode_memory()
         self._ctx = ctx
+        if ctx.settings.decode_cpu_seconds:
+            # Built on the first event (Lambda's cold start): the decoding child's interpreter
+            # loads while that event's original downloads and its job is claimed.
+            start_early()
 
     def process_storage_message(self, body: str | bytes, seconds: float | None = None) -> list[Outcome]:
         """The one entry for storage notifications, whatever carried them: every consumer

@@ -193,3 +193,24 @@ def test_a_multipart_upload_shows_a_bar_per_part_on_a_terminal(cli, tmp_path):
     for number in (1, 2, 3):
         assert f"big.jpg part {number}" in shown
     assert shown.count("stored") >= 3 and "part 4" not in shown
+
+
+def test_the_same_command_after_the_saved_job_was_cancelled_uploads_the_file_anew(cli, runner, owner, tmp_path,
+                                                                                   monkeypatch):
+    """The state saved for a file names a job that ended without it: the file goes up as a new
+    job (with a new key), never the dead job printed as the upload's result."""
+    from image_jobs import Client
+    from image_jobs.upload_state import UploadState
+
+    (tmp_path / "a.jpg").write_bytes(jpeg())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with Client(runner.api, token_for(owner)) as client:
+        made = client.request("POST", "/api/v1/uploads", json={
+            "content_type": "image/jpeg", "size": (tmp_path / "a.jpg").stat().st_size, "method": "PUT"})
+        dead = client.job(made.headers["location"]).cancel()
+    UploadState(runner.api, tmp_path / "a.jpg").save(idempotency_key="k-dead", location=dead.location)
+    done = cli("upload", "a.jpg", "--wait", "--json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    (job,) = json_lines(done.stdout)
+    assert job["job_id"] != dead.job_id and job["status"] == "ready"
+    assert not list((tmp_path / "cache" / "image-jobs" / "uploads").glob("*.json"))  # forgotten

@@ -1,11 +1,13 @@
 """A conditional write that committed, whose answer was lost, and whose re-send by botocore
 then failed its own condition: on DynamoDB (moto's server, behind tests/dynamo_stub.py,
 which lets the write commit and then drops or delays its answer), every conditional write of
-the job store is this call's own, and the use cases go on as if the answer had arrived.
+the job store, and of the webhook, slot, rate and push stores, is this call's own, and the use
+cases go on as if the answer had arrived.
 
 Clocks have microseconds, as real requests' do (`expires_at` is stored in whole seconds)."""
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -19,7 +21,7 @@ from chalicelib.domain.vocabulary import ErrorCode, Outcome
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.usecases import UseCases
 from tests.dynamo_stub import DynamoStub
-from tests.fakes import FakeObjectStore, ListMetrics, fake_context
+from tests.fakes import FakeJobStore, FakeObjectStore, ListMetrics, fake_context
 from tests.images import jpeg
 
 NOW = datetime(2026, 7, 15, 10, 0, 30, 449514, tzinfo=timezone.utc)
@@ -239,3 +241,188 @@ def test_every_status_of_a_keyed_upload_whose_answers_were_lost_reaches_the_push
     assert use_cases.worker.handle_object_created(_event(use_cases, job_id)) is Outcome.READY
     assert stub.lost == 2 and fanout.drain()
     assert published == [(job_id, JobStatus.QUEUED), (job_id, JobStatus.PROCESSING), (job_id, JobStatus.READY)]
+
+
+# -- the other stores: webhooks, delivery and wait slots, rates, push connections -------------
+# Each conditional write, its answer lost after it committed: the re-send is this call's own.
+HOOK_URL = "https://hooks.example.com/images"
+UNTIL = NOW + timedelta(seconds=30)
+
+
+def item_key(pk: str):
+    return lambda request: (request.get("Key") or request.get("Item") or {}).get("pk", {}).get("S") == pk
+
+
+@pytest.fixture
+def table(stack, stub):
+    settings, _, _ = stack
+    return DynamoTable(settings.table, settings.region, stub.url, connection=FAST)
+
+
+@pytest.fixture
+def webhook_use_cases(stack, table):
+    from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+
+    settings, _, _ = stack
+    resolve = lambda host, port: ["93.184.215.14"]  # noqa: E731: a public address
+    return UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
+                                 webhooks=DynamoWebhookStore(table), clock=Clock(NOW), resolve=resolve))
+
+
+@pytest.mark.parametrize("how", ["drop", "delay"])
+def test_a_webhook_registration_whose_answer_was_lost_shows_its_secret(webhook_use_cases, stub, how):
+    """Taken for another's create, the registration looked again, found its own webhook and
+    answered as a change of URL: the secret was never shown, so no receiver could verify."""
+    stub.lose_answer("PutItem", item_key("webhook#alice"), how=how)
+    registration = webhook_use_cases.webhooks.register("alice", HOOK_URL)
+    assert stub.lost == 1
+    assert registration.show_secret
+    assert webhook_use_cases.webhooks.show("alice").secret == registration.webhook.secret
+
+
+def test_a_rotation_whose_answer_was_lost_keeps_the_old_secret_signing(webhook_use_cases, stub):
+    """Taken for another's change, the rotation rotated again: the secret the receiver holds
+    was no longer the previous one, and every delivery failed its signature."""
+    old = webhook_use_cases.webhooks.register("alice", HOOK_URL).webhook.secret
+    stub.lose_answer("PutItem", item_key("webhook#alice"))
+    rotated = webhook_use_cases.webhooks.rotate("alice")
+    assert stub.lost == 1
+    stored = webhook_use_cases.webhooks.show("alice")
+    assert (stored.secret, stored.previous_secret) == (rotated.secret, old)
+
+
+def test_a_webhook_write_that_lost_to_another_still_fails_its_condition(table):
+    from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+    from chalicelib.domain.webhooks import Webhook
+
+    store = DynamoWebhookStore(table)
+    hook = Webhook(owner="alice", url=HOOK_URL, secret="whsec_MDEyMzQ1Njc4OQ==", created_at=NOW)
+    store.create_webhook(hook)
+    with pytest.raises(ConditionFailed):
+        store.create_webhook(hook)
+    store.update_webhook(dataclasses.replace(hook, secret="whsec_bmV3"), seen=hook)
+    with pytest.raises(ConditionFailed):
+        store.update_webhook(dataclasses.replace(hook, url=HOOK_URL + "/x"), seen=hook)
+
+
+def test_a_webhook_stored_before_write_ids_is_written_as_before(stack, table):
+    """Items written by the release before carry no write_id: read and written as before, and
+    a refused write is never taken for this call's own."""
+    from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+    from chalicelib.domain.webhooks import Webhook
+
+    settings, _, clients = stack
+    store = DynamoWebhookStore(table)
+    hook = Webhook(owner="alice", url=HOOK_URL, secret="whsec_MDEyMzQ1Njc4OQ==", created_at=NOW)
+    store.create_webhook(hook)
+    clients["dynamodb"].update_item(TableName=settings.table, Key={"pk": {"S": "webhook#alice"}},
+                                    UpdateExpression="REMOVE write_id")
+    assert store.get_webhook("alice") == hook
+    with pytest.raises(ConditionFailed):
+        store.create_webhook(hook)
+    rotated = dataclasses.replace(hook, secret="whsec_bmV3", previous_secret=hook.secret)
+    store.update_webhook(rotated, seen=hook)
+    assert store.get_webhook("alice") == rotated
+
+
+def test_a_breaker_saved_whose_answer_was_lost_is_saved(table, stub):
+    from chalicelib.adapters.dynamo_webhooks import DynamoWebhookStore
+    from chalicelib.domain.webhooks import Breaker, Webhook
+
+    store = DynamoWebhookStore(table)
+    store.create_webhook(Webhook(owner="alice", url=HOOK_URL, secret="whsec_MDEyMzQ1Njc4OQ==", created_at=NOW))
+    breaker = Breaker(failing_until=UNTIL, failures=3, suspect_event="msg_1")
+    stub.lose_answer("UpdateItem", item_key("webhook#alice"))
+    store.save_breaker("alice", breaker)
+    assert stub.lost == 1 and store.get_webhook("alice").breaker == breaker
+
+
+@pytest.fixture(params=["wait", "delivery"])
+def slots(request, table):
+    from chalicelib.adapters.dynamo_waits import DynamoWaitSlots
+    from chalicelib.adapters.dynamo_webhooks import DynamoDeliverySlots
+
+    return {"wait": DynamoWaitSlots, "delivery": DynamoDeliverySlots}[request.param](table)
+
+
+@pytest.mark.parametrize("how", ["drop", "delay"])
+def test_a_slot_taken_whose_answer_was_lost_is_this_holders(slots, stub, how):
+    """Taken for another's, the holder went on to the next slot (two held, or none left: a
+    held request refused, a delivery deferred) and the first stayed held until its time."""
+    stub.lose_answer("UpdateItem", item_key(slots.PREFIX + "alice#0"), how=how)
+    assert slots.take("alice", "h1", UNTIL, NOW, 1) == 0
+    assert stub.lost == 1
+    assert slots.take("alice", "h2", UNTIL, NOW, 1) is None  # held by h1, as it should be
+    slots.give_back("alice", 0, "h1")
+    assert slots.take("alice", "h2", UNTIL, NOW, 1) == 0
+
+
+def test_a_slot_given_back_whose_answer_was_lost_is_free(slots, stub):
+    slots.take("alice", "h1", UNTIL, NOW, 1)
+    operation = "DeleteItem" if slots.PREFIX == "wait#" else "UpdateItem"
+    stub.lose_answer(operation, item_key(slots.PREFIX + "alice#0"))
+    slots.give_back("alice", 0, "h1")
+    assert stub.lost == 1
+    assert slots.take("alice", "h2", UNTIL, NOW, 1) == 0
+
+
+@pytest.fixture
+def rates(table):
+    from chalicelib.adapters.dynamo_rates import DynamoRateStore
+
+    return DynamoRateStore(table)
+
+
+RATE_NOW, COST, DEPTH = 1_784_109_600.0, 0.5, 2.0
+
+
+@pytest.mark.parametrize("how", ["drop", "delay"])
+def test_a_lease_from_a_full_bucket_whose_answer_was_lost_is_this_calls(rates, stub, how):
+    """Taken for a refusal, the admission read the bucket and leased again: the owner paid
+    twice for one lease, and a burst was refused early."""
+    stub.lose_answer("UpdateItem", item_key("rate#alice"), how=how)
+    assert rates.take_from_full("alice", RATE_NOW, COST, DEPTH) == RATE_NOW + COST
+    assert stub.lost == 1 and rates.full_at("alice") == RATE_NOW + COST
+
+
+def test_a_lease_whose_answer_was_lost_is_this_calls_and_taken_once(rates, stub):
+    rates.take_from_full("alice", RATE_NOW, COST, DEPTH)
+    stub.lose_answer("UpdateItem", item_key("rate#alice"))
+    assert rates.take("alice", RATE_NOW, COST, DEPTH) == RATE_NOW + 2 * COST
+    assert stub.lost == 1 and rates.full_at("alice") == RATE_NOW + 2 * COST
+
+
+def test_a_lease_refused_is_still_refused_and_an_old_item_leases_as_before(stack, rates):
+    settings, _, clients = stack
+    rates.take_from_full("alice", RATE_NOW, COST, DEPTH)
+    clients["dynamodb"].update_item(TableName=settings.table, Key={"pk": {"S": "rate#alice"}},
+                                    UpdateExpression="REMOVE write_id")
+    with pytest.raises(ConditionFailed):
+        rates.take_from_full("alice", RATE_NOW, COST, DEPTH)
+    assert rates.take("alice", RATE_NOW, 3 * COST, DEPTH) == RATE_NOW + 4 * COST
+    with pytest.raises(ConditionFailed):
+        rates.take("alice", RATE_NOW, COST, DEPTH)  # empty
+
+
+@pytest.fixture
+def connections(table):
+    from chalicelib.adapters.dynamo_push import DynamoPushConnections
+
+    return DynamoPushConnections(table)
+
+
+@pytest.mark.parametrize("how", ["drop", "delay"])
+def test_a_connection_added_whose_answer_was_lost_is_added_within_the_cap(connections, stub, how):
+    """The owner's set already holds it on the re-send, which the condition lets through: a
+    last free place is not read as the cap reached."""
+    connections.add("alice", "c0", UNTIL, 2)
+    stub.lose_answer("UpdateItem", item_key("push#alice"), how=how)
+    connections.add("alice", "c1", UNTIL, 2)
+    assert stub.lost == 1 and connections.of_owner("alice") == ["c0", "c1"]
+
+
+def test_a_connection_removed_whose_answer_was_lost_is_gone(connections, stub):
+    connections.add("alice", "c0", UNTIL, 2)
+    stub.lose_answer("UpdateItem", item_key("push#alice"))
+    connections.remove("c0")
+    assert stub.lost == 1 and connections.of_owner("alice") == []

@@ -46,6 +46,45 @@ def test_owners_have_their_own_buckets(rates):
     assert rates.take_from_full("bob", NOW, COST, DEPTH) == NOW + COST
 
 
+def test_a_lease_expired_unspent_is_given_back_with_the_next_take(rates):
+    rates.take_from_full("alice", NOW, 4 * COST, DEPTH)  # a lease of 4 at NOW: 3 left unspent
+    assert rates.take("alice", NOW + COST, COST, DEPTH, 3 * COST, NOW) == NOW + 2 * COST
+
+
+def test_a_fill_since_the_lease_forgave_its_unspent_tokens(rates):
+    rates.take_from_full("alice", NOW, 4 * COST, DEPTH)
+    rates.take_from_full("alice", NOW + 3.0, COST, DEPTH)  # full again, taken from full
+    with pytest.raises(ConditionFailed):
+        rates.take("alice", NOW + 3.0, COST, DEPTH, 3 * COST, NOW)
+    assert rates.take("alice", NOW + 3.0, COST, DEPTH) == NOW + 3.0 + 2 * COST
+
+
+def test_an_item_of_the_release_before_gives_no_tokens_back(stack):
+    """Its takes from full marked no fill: a fill may have forgiven the tokens already."""
+    settings, _, clients = stack
+    rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
+    clients["dynamodb"].put_item(TableName=settings.table, Item={
+        "pk": {"S": RATE_PREFIX + "alice"}, "full_at": {"N": str(NOW + 4 * COST)},
+        "expires_at": {"N": str(int(NOW + 120))}})
+    with pytest.raises(ConditionFailed):
+        rates.take("alice", NOW + COST, COST, DEPTH, 3 * COST, NOW)
+    assert rates.take("alice", NOW + COST, COST, DEPTH) == NOW + 5 * COST
+
+
+def test_a_store_with_its_own_prefix_reads_its_own_bucket(stack):
+    """A webhook receiver's turns (another prefix, one table) are not the owner's requests."""
+    from chalicelib.adapters.dynamo_webhooks import TURN_PREFIX
+
+    settings, _, _ = stack
+    table = DynamoTable(settings.table, settings.region, settings.endpoint_url)
+    requests, turns = DynamoRateStore(table), DynamoRateStore(table, prefix=TURN_PREFIX)
+    requests.take_from_full("alice", NOW, 4 * COST, DEPTH)
+    assert turns.full_at("alice") is None
+    turns.take_from_full("alice", NOW, COST, DEPTH)
+    assert turns.full_at("alice") == NOW + COST
+    assert requests.full_at("alice") == NOW + 4 * COST
+
+
 def test_a_rate_item_expires_and_the_due_index_never_sees_it(stack):
     settings, _, clients = stack
     rates = DynamoRateStore(DynamoTable(settings.table, settings.region, settings.endpoint_url))
@@ -104,16 +143,20 @@ def test_instances_leasing_from_dynamodb_hold_the_owners_limit_in_few_writes(sta
     clock = Clock(datetime(2026, 7, 15, 10, 0, 0, 123456, tzinfo=timezone.utc))
     start = clock.now.timestamp()
     limits = Settings(owner_requests_per_second=10, owner_burst=40)
+    slept = []
     instances = [Admission(fake_context(settings=limits, jobs=FakeJobStore(), objects=FakeObjectStore(),
                                         rates=table, clock=clock),
-                           monotonic=lambda: clock.now.timestamp() - start) for _ in range(3)]
+                           monotonic=lambda: clock.now.timestamp() - start, sleep=slept.append)
+                 for _ in range(3)]
 
     def accepted(instance, owner):
+        """Answered inside the 10 s: a request given a token due later waits for it."""
+        slept.clear()
         try:
             instance.check_rate(owner)
-            return True
         except RateLimited:
             return False
+        return clock.now.timestamp() + sum(slept) <= start + 10
 
     taken = sent = 0
     for step in range(200):  # 10 s, each instance asked 4 times each 50 ms: 24x the rate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -129,6 +130,38 @@ def test_the_tarball_holds_only_what_a_user_needs(tarball):
     assert not extra, extra
     assert {"dist/index.js", "dist/index.d.ts", "package.json"} <= names
     assert not any("test" in n or n.startswith("src/") or n.endswith(".map") for n in names)
+
+
+def pack_commands() -> dict[str, str]:
+    """The command each README gives for making the tarball, by README."""
+    found = {}
+    for readme in (PACKAGE.parents[1] / "README.md", PACKAGE / "README.md"):
+        spans = [span for span in re.findall(r"`([^`\n]+)`", readme.read_text()) if "npm pack" in span]
+        assert len(spans) == 1, f"{readme}: {spans}"
+        found[str(readme)] = spans[0]
+    return found
+
+
+def test_the_readmes_pack_command_makes_the_tarball_in_a_fresh_clone(tmp_path):
+    """A fresh clone has no node_modules: the command must install what builds the package
+    (tsc) itself. It runs from the repository's root, in a copy of what git tracks."""
+    commands = set(pack_commands().values())
+    assert len(commands) == 1, commands
+    root = PACKAGE.parents[1]
+    tracked = subprocess.run(["git", "ls-files", "-z", "clients/js"], cwd=root, capture_output=True,
+                             check=True).stdout.decode().split("\0")
+    clone = tmp_path / "clone"
+    for name in filter(None, tracked):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, clone / name)
+    assert not (clone / "clients" / "js" / "node_modules").exists()
+    # The registry's packages come from npm's cache once `make js-install` has run.
+    env = {**os.environ, "npm_config_prefer_offline": "true", "npm_config_audit": "false",
+           "npm_config_fund": "false"}
+    ok(subprocess.run(["sh", "-c", commands.pop()], cwd=clone, env=env, timeout=600, capture_output=True, text=True))
+    (tarball,) = (clone / "clients" / "js").glob("*.tgz")
+    with tarfile.open(tarball) as archive:
+        assert "package/dist/index.js" in archive.getnames()
 
 
 def test_a_program_using_only_the_tarball_resumes_a_killed_20_mb_multipart_upload(tarball, stack, files, tmp_path):

@@ -233,3 +233,35 @@ def test_a_child_is_reaped_and_its_pipes_closed_on_any_error(monkeypatch):
     assert child not in sandbox._pool._live and child not in sandbox._pool._idle
     assert not Path(f"/proc/{child.pid}").exists()  # neither running nor a zombie: reaped
     assert len(os.listdir("/proc/self/fd")) == descriptors - 2  # its two pipes are closed
+
+
+def test_a_child_started_early_serves_the_first_call():
+    from chalicelib.imaging import sandbox
+
+    pool = sandbox._Pool()
+    started = pool.start_early()
+    try:
+        assert started is not None and pool.start_early() is None  # one is enough
+        assert pool.run(pid, (), 2, 10, 0) == started
+    finally:
+        for child in list(pool._live):
+            pool._end(child, kill=True)
+
+
+def test_building_the_worker_starts_its_decoding_child(monkeypatch):
+    """The first event builds the worker: its child loads the decoders while that event's
+    original downloads, not inside the first decode's wall time."""
+    from chalicelib.config import Settings
+    from chalicelib.imaging import sandbox
+    from chalicelib.usecases import UseCases
+    from tests.fakes import FakeJobStore, FakeObjectStore, fake_context
+
+    pool = sandbox._Pool()
+    monkeypatch.setattr(sandbox, "_pool", pool)
+    try:
+        UseCases(fake_context(settings=Settings(bucket="images", decode_cpu_seconds=2),
+                              jobs=FakeJobStore(), objects=FakeObjectStore())).worker
+        assert len(pool._idle) == 1 and pool._idle[0].alive()
+    finally:
+        for child in list(pool._live):
+            pool._end(child, kill=True)

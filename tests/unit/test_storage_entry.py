@@ -16,7 +16,7 @@ from chalicelib.domain.errors import PoisonMessage
 from chalicelib.domain.events import ObjectCreated, aws_event, minio_event
 from chalicelib.runtime import deadline
 from chalicelib.usecases import UseCases
-from local.__main__ import storage_consumer
+from local.__main__ import prepare_worker, storage_consumer
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
 from tests.images import jpeg
 
@@ -151,3 +151,23 @@ def test_the_entry_says_poison_for_a_body_no_retry_can_fix(use_cases):
     with pytest.raises(PoisonMessage):
         use_cases.worker.process_storage_message("garbage")
     assert use_cases.worker.process_storage_message(json.dumps({"Event": "s3:TestEvent"})) == []
+
+
+def test_the_local_runner_builds_its_worker_before_any_event(monkeypatch):
+    """As a function's init would: the decoding child started and the SDK's models loaded, so
+    that the first job does not wait for them."""
+    from chalicelib.imaging import sandbox
+
+    pool = sandbox._Pool()
+    monkeypatch.setattr(sandbox, "_pool", pool)
+    loaded = []
+    use_cases = UseCases(fake_context(settings=Settings(bucket="images", decode_cpu_seconds=2), jobs=FakeJobStore(),
+                                      objects=FakeObjectStore(), load_clients=lambda: loaded.append(True)))
+    monkeypatch.setattr(application, "use_cases", lambda: use_cases)
+    try:
+        prepare_worker(application)
+        assert loaded == [True]
+        assert len(pool._idle) == 1 and pool._idle[0].alive()
+    finally:
+        for child in list(pool._live):
+            pool._end(child, kill=True)

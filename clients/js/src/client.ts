@@ -78,7 +78,8 @@ export interface UploadOptions {
   /** (bytes sent, total); with fetch, after each part (or the whole file) is stored. */
   onProgress?: Progress;
   onPartProgress?: PartProgress;
-  /** Aborting it stops a direct upload with UploadStopped: no part starts after it. */
+  /** Aborting it stops the upload with UploadStopped, and no request starts after it: POST
+   * /images, POST /uploads, a single PUT or form at once; parts in flight are finished. */
   signal?: AbortSignal;
   /** Called as soon as the job exists (before its file is sent). */
   onCreated?: (job: Job) => void;
@@ -243,7 +244,9 @@ export class Client {
    * larger ones straight to storage by one presigned PUT (with its SHA-256), and from
    * `multipartThreshold` in parts, PART_CONCURRENCY at a time. The Idempotency-Key and then
    * the job's Location are kept in `storage` under the file's fingerprint, so the same call
-   * after a crash resumes: it sends only the parts storage does not hold.
+   * after a crash resumes: it sends only the parts storage does not hold, or answers the job
+   * when its file had arrived; a job gone, cancelled or failed upload_missing is left, and the
+   * file uploaded anew with a new key (tests/sdk_rules.json, the Python SDK's rules too).
    */
   async upload(source: Source, options: UploadOptions = {}): Promise<Job> {
     const body = await readSource(source, this.fetchImpl);
@@ -262,6 +265,8 @@ export class Client {
     if (recordKey) this.uploading.add(recordKey);
     try {
       return await this.uploadAs(body, ctype, direct, multipart, sha256, recordKey, options);
+    } catch (error) {
+      throw stoppedBy(error, options.signal);
     } finally {
       if (recordKey) this.uploading.delete(recordKey);
     }
@@ -269,10 +274,12 @@ export class Client {
 
   private async uploadAs(body: Body, ctype: string, direct: boolean, multipart: boolean, sha256: string | null,
                          recordKey: string | null, options: UploadOptions): Promise<Job> {
-    const record = recordKey ? await loadRecord(this.storage, recordKey) : null;
+    let record = recordKey ? await loadRecord(this.storage, recordKey) : null;
     if (record?.location) {
-      const resumed = await this.resumeFrom(this.job(record.location), body, options, recordKey!);
-      if (resumed) return resumed;
+      const resumed = await this.resumeSaved(this.job(record.location), body, options);
+      await this.storage.removeItem(recordKey!);
+      if (resumed) return this.heldPoll(resumed, options.wait ?? 0);
+      record = null; // a new upload, with a new key: the saved one would answer the dead job
     }
     const key = options.idempotencyKey ?? record?.idempotencyKey ?? randomKey();
     if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key }));
@@ -296,7 +303,8 @@ export class Client {
       const digest = sha256 ?? await sha256Base64(body);
       if (digest) request.sha256 = digest;
     }
-    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key } });
+    this.stopIfAborted(options.signal);
+    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key }, signal: options.signal });
     job = this.accepted(answer);
     if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key, location: job.location }));
     options.onCreated?.(job);
@@ -311,36 +319,64 @@ export class Client {
     return this.heldPoll(job, options.wait ?? 0);
   }
 
-  /** Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file. */
+  /** Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file: only
+   * what storage lacks is sent. An upload whose file had already arrived sends nothing and
+   * answers the job as the server shows it. */
   async resume(job: Job, source: Source, options: UploadOptions = {}): Promise<Job> {
-    return this.resumeBody(job, await readSource(source, this.fetchImpl), options);
+    try {
+      const upload = await this.describe(job, options.signal);
+      if (upload) await this.sendRest(job, upload, await readSource(source, this.fetchImpl), options);
+      return job;
+    } catch (error) {
+      throw stoppedBy(error, options.signal, job);
+    }
   }
 
-  private async resumeBody(job: Job, body: Body, options: UploadOptions): Promise<Job> {
-    const upload = jsonObject(await this.request("GET", `${job.location}/upload`, { signal: options.signal })) as UploadDescription;
-    const ctype = upload.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
-    await this.sendAs(job, upload, body, ctype, options);
+  /** The job of an upload an earlier call saved and did not finish, read, and its upload
+   * finished; a job whose file had arrived is answered as it is. Null when there is nothing
+   * to go on with: the job is gone (404, 410) or ended without its file (cancelled, failed
+   * upload_missing, or its upload aborted). */
+  private async resumeSaved(job: Job, body: Body, options: UploadOptions): Promise<Job | null> {
+    try {
+      await job.refresh({ signal: options.signal });
+    } catch (error) {
+      if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) return null;
+      throw error;
+    }
+    if (withoutItsFile(job)) return null;
+    if (job.status !== Status.AWAITING_UPLOAD) { // its file had arrived: only the job is left to follow
+      options.onCreated?.(job);
+      return job;
+    }
+    let upload: UploadDescription | null;
+    try {
+      upload = await this.describe(job, options.signal);
+    } catch (error) {
+      if (error instanceof errors.InvalidRequest) return null; // its upload ended since the read: aborted, or with its job
+      throw error;
+    }
+    options.onCreated?.(job);
+    if (upload) {
+      await this.sendRest(job, upload, body, options);
+      await job.refresh({ signal: options.signal });
+    }
     return job;
   }
 
-  /** A stored upload's job: resumed, or already past its upload; null when it is gone. */
-  private async resumeFrom(job: Job, body: Body, options: UploadOptions, recordKey: string): Promise<Job | null> {
-    try {
-      options.onCreated?.(job);
-      await this.resumeBody(job, body, options);
-    } catch (error) {
-      if (error instanceof errors.InvalidRequest) {
-        // No longer awaiting_upload: the file had arrived.
-      } else if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) {
-        await this.storage.removeItem(recordKey);
-        return null;
-      } else {
-        throw error;
-      }
-    }
-    await this.storage.removeItem(recordKey);
-    await job.refresh();
-    return this.heldPoll(job, options.wait ?? 0);
+  /** What is left to send of the job's upload (GET .../upload); null when its file had
+   * arrived: the answer is then the job itself (no `method`), read into `job`. */
+  private async describe(job: Job, signal?: AbortSignal): Promise<UploadDescription | null> {
+    const answer = await this.request("GET", `${job.location}/upload`, { signal });
+    const upload = jsonObject(answer);
+    if ("method" in upload || typeof upload.status !== "string") return upload as UploadDescription;
+    job._with(upload, answer);
+    return null;
+  }
+
+  /** What storage lacks of a described upload, then the completion. */
+  private async sendRest(job: Job, upload: UploadDescription, body: Body, options: UploadOptions): Promise<void> {
+    const ctype = upload.headers?.["Content-Type"] ?? await contentTypeOf(body, options.contentType);
+    await this.sendAs(job, upload, body, ctype, options);
   }
 
   private async uploadThroughApi(body: Body, ctype: string, key: string, options: UploadOptions): Promise<Job> {
@@ -350,6 +386,7 @@ export class Client {
     // A header carries ASCII only: JSON with \u escapes (never the query string).
     if (options.metadata && Object.keys(options.metadata).length) headers["Image-Jobs-Metadata"] = asciiJson(options.metadata);
     const query = options.formats?.length ? `?formats=${options.formats.join(",")}` : "";
+    this.stopIfAborted(options.signal);
     options.onProgress?.(0, body.size);
     const data = await body.bytes();
     const answer = await this.request("POST", `${API_ROOT}/images${query}`, { body: data, headers, hold, signal: options.signal });
@@ -396,13 +433,13 @@ export class Client {
         // else no body, and the server lists the parts storage holds.
         const named = etags.size === upload.parts!.length && [...etags.values()].every(Boolean);
         const parts = [...etags].sort(([a], [b]) => a - b).map(([part_number, etag]) => ({ part_number, etag }));
-        await this.request("POST", `${job.location}/upload`, { repeatable: true, ...(named ? { json: { parts } } : {}) });
+        this.stopIfAborted(options.signal); // the parts are stored: a resume completes it
+        await this.request("POST", `${job.location}/upload`, { repeatable: true, signal: options.signal, ...(named ? { json: { parts } } : {}) });
       } else {
         throw new errors.ImageJobsError(`unknown upload method ${JSON.stringify(upload.method)}`);
       }
     } catch (error) {
-      if (error instanceof errors.UploadStopped) error.job = job;
-      throw error;
+      throw stoppedBy(error, options.signal, job);
     }
   }
 
@@ -545,6 +582,23 @@ export class Client {
     if (typeof this.token === "function") return await this.token();
     return this.token ?? null;
   }
+}
+
+/** An upload's error once the caller's signal fired: UploadStopped (carrying `job`, the one
+ * resume() takes), whatever fetch or a retry's sleep rejected with (the signal's reason). */
+function stoppedBy(error: unknown, signal: AbortSignal | undefined, job: Job | null = null): unknown {
+  if (!(error instanceof errors.UploadStopped)) {
+    if (!signal?.aborted || error instanceof errors.ImageJobsError) return error;
+    error = new errors.UploadStopped("the caller stopped the upload");
+  }
+  const stopped = error as errors.UploadStopped;
+  stopped.job ??= job;
+  return stopped;
+}
+
+/** A saved upload's job that ended with no file: resuming it cannot help, a new upload can. */
+function withoutItsFile(job: Job): boolean {
+  return job.status === Status.CANCELLED || (job.status === Status.FAILED && job.error?.code === errors.UploadMissing.code);
 }
 
 function asciiJson(value: unknown): string {

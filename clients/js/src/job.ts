@@ -48,19 +48,32 @@ export interface SourceFacts {
 
 export interface RenditionBody {
   url: string;
+  cache_key?: string;
   width?: number;
   height?: number;
   content_type?: string;
-  variants?: Record<string, { url: string; bytes?: number; width?: number; height?: number }>;
+  variants?: Record<string, { url: string; cache_key?: string; bytes?: number; width?: number; height?: number }>;
 }
 
-export interface Variant { contentType: string; url: string; bytes: number | null; }
+/** One rendition in an extra format (asked with upload(..., { formats })). */
+export interface Variant {
+  contentType: string;
+  url: string;
+  bytes: number | null;
+  /** Names these bytes, whatever the URL: key an image cache by it (null: an older server). */
+  cacheKey: string | null;
+  /** The JPEG's. */
+  width: number | null;
+  height: number | null;
+}
 export interface Rendition {
   name: string;
   url: string;
   width: number | null;
   height: number | null;
   contentType: string | null;
+  /** Names the JPEG's bytes, whatever the URL: key an image cache by it (null: an older server). */
+  cacheKey: string | null;
   /** By media type ("image/avif"). */
   variants: Record<string, Variant>;
 }
@@ -77,6 +90,7 @@ export interface WaitOptions {
 }
 
 const int = (value: unknown) => (typeof value === "number" && Number.isInteger(value) ? value : null);
+const str = (value: unknown) => (typeof value === "string" ? value : null);
 
 export class Job {
   readonly location: string;
@@ -139,15 +153,20 @@ export class Job {
         if (!item || typeof item !== "object" || typeof item.url !== "string") continue;
         const variants: Record<string, Variant> = {};
         for (const [kind, v] of Object.entries(item.variants ?? {})) {
-          if (v && typeof v === "object" && typeof v.url === "string") variants[kind] = { contentType: kind, url: v.url, bytes: int(v.bytes) };
+          if (v && typeof v === "object" && typeof v.url === "string") {
+            variants[kind] = { contentType: kind, url: v.url, bytes: int(v.bytes), cacheKey: str(v.cache_key),
+              width: int(v.width), height: int(v.height) };
+          }
         }
         found[name] = { name, url: item.url, width: int(item.width), height: int(item.height),
-          contentType: typeof item.content_type === "string" ? item.content_type : null, variants };
+          contentType: str(item.content_type), cacheKey: str(item.cache_key), variants };
       }
     }
     for (const [name, field] of [["display", "image_url"], ["thumb", "thumb_url"]] as const) {
       const url = this._data[field];
-      if (!found[name] && typeof url === "string") found[name] = { name, url, width: null, height: null, contentType: null, variants: {} };
+      if (!found[name] && typeof url === "string") {
+        found[name] = { name, url, width: null, height: null, contentType: null, cacheKey: null, variants: {} };
+      }
     }
     return found;
   }
@@ -164,7 +183,7 @@ export class Job {
     return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, { repeatable: true }));
   }
 
-  /** Delete the job, its original and its renditions. */
+  /** Delete the job, its original and its renditions; it then shows no status. */
   async delete(): Promise<void> {
     try {
       await this.client.request("DELETE", this.location, { retry: false });
@@ -178,6 +197,11 @@ export class Job {
         if (!(error instanceof errors.JobNotFound)) throw error;
       }
     }
+    // Gone: none of its state is shown any more, so a wait() asks the server (404).
+    this._data = { job_id: this.jobId };
+    this._etag = null;
+    this._retryAt = null;
+    this._held = false;
   }
 
   /**

@@ -6,6 +6,8 @@ export interface Picked {
   url: string;
   contentType: string;
   bytes: number | null;
+  /** What to key an image cache by (the URL changes from one window to the next). */
+  cacheKey: string | null;
 }
 
 /** `supported`: formats the app can decode, best first, as names ("avif", "webp") or media
@@ -14,7 +16,7 @@ export function pickVariant(rendition: Rendition, supported: readonly string[] =
   for (const format of supported) {
     const kind = format.includes("/") ? format.toLowerCase() : `image/${format.toLowerCase()}`;
     const variant = rendition.variants[kind];
-    if (variant) return { url: variant.url, contentType: kind, bytes: variant.bytes };
+    if (variant) return { url: variant.url, contentType: kind, bytes: variant.bytes, cacheKey: variant.cacheKey ?? null };
   }
-  return { url: rendition.url, contentType: rendition.contentType ?? "image/jpeg", bytes: null };
+  return { url: rendition.url, contentType: rendition.contentType ?? "image/jpeg", bytes: null, cacheKey: rendition.cacheKey ?? null };
 }

@@ -57,6 +57,33 @@ test("the presigned form (method POST) is sent by resume()", async () => {
   assert.equal(job.status, "ready");
 });
 
+test("a saved upload whose file arrived is answered and forgotten; one whose job was cancelled is uploaded anew", async () => {
+  const storage = sdk.memoryStorage();
+  const c = client({ storage });
+  const data = read("PUT_FILE");
+  const record = (fingerprint) => `image-jobs:upload:${c.baseUrl}:${fingerprint}`;
+  const saved = async (fingerprint) => {
+    const answer = await c.request("POST", "/api/v1/uploads", { json: { content_type: "image/jpeg", size: data.byteLength, method: "PUT" } });
+    const job = c.job(answer.headers.get("location"));
+    await storage.setItem(record(fingerprint), JSON.stringify({ idempotencyKey: `k-${fingerprint}-${Date.now()}`, location: job.location }));
+    return job;
+  };
+  const arrived = await saved("arrived");
+  await c.resume(arrived, data);
+  await arrived.wait({ timeout: 90 }); // past its upload: GET .../upload answers the job, no method
+  const answered = await c.upload(data, { fingerprint: "arrived" });
+  assert.equal(answered.jobId, arrived.jobId);
+  assert.equal(answered.status, "ready");
+  assert.equal(await storage.getItem(record("arrived")), null, "the record is forgotten");
+  const cancelled = await saved("cancelled");
+  await cancelled.cancel();
+  const fresh = await c.upload(data, { fingerprint: "cancelled" });
+  assert.notEqual(fresh.jobId, cancelled.jobId, "the cancelled job is not handed back");
+  await fresh.wait({ timeout: 90 });
+  assert.equal(fresh.status, "ready");
+  assert.equal(await storage.getItem(record("cancelled")), null);
+});
+
 test("a multipart upload killed half-way resumes in a new process and sends only the missing parts", async () => {
   const state = path.join(env("WORK_DIR"), "multipart-state.json");
   const run = (mode) => new Promise((resolve) => {

@@ -1,7 +1,7 @@
 // The package's types checked against the spec's, as openapi-typescript generates them from
 // openapi.yaml (into test/spec/openapi.d.ts, by `npm run spec`): tsc fails when they part.
 import type { components } from "./openapi.js";
-import type { JobBody, KnownStatus, JobStatus } from "../../src/index.js";
+import type { JobBody, KnownStatus, JobStatus, RenditionBody } from "../../src/index.js";
 
 type Schemas = components["schemas"];
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -14,6 +14,9 @@ yes<Same<Schemas["KnownStatus"], KnownStatus>>(true);
 // Statuses are open both sides: a later one is a valid status, and the package takes it.
 const later: Schemas["Status"] = "quarantined";
 const taken: JobStatus = later;
+// The package reads every field of a rendition and of a variant (cache_key, width, height...).
+yes<Same<keyof Schemas["Rendition"], keyof RenditionBody>>(true);
+yes<Same<keyof Schemas["Variant"], keyof NonNullable<RenditionBody["variants"]>[string]>>(true);
 // Every job the spec describes is a body the package reads (pushed or got).
 const read = (job: Schemas["Job"]): JobBody => job;
 const pushed = (message: Schemas["PushMessage"]): JobBody => message.job;

@@ -136,6 +136,7 @@ test("multipart: only the parts not stored, at most 4 at once, then an empty com
   await storage.setItem(key, JSON.stringify({ idempotencyKey: "k", location: JOB }));
   const put = () => async () => { inFlight++; most = Math.max(most, inFlight); await new Promise((r) => setTimeout(r, 5)); inFlight--; return { status: 200 }; };
   const answers = [
+    { body: body("awaiting_upload") }, // the saved job, read
     { body: { method: "multipart", part_size: 10, parts } },
     put(), put(), put(), put(), put(),
     { body: body("queued") },
@@ -205,6 +206,35 @@ test("an aborted presigned PUT stops at once with UploadStopped", async () => {
   const upload = c.upload(new Uint8Array(15), { onCreated: () => setTimeout(() => controller.abort(), 10), signal: controller.signal });
   await assert.rejects(upload, (e) => e instanceof sdk.UploadStopped && e.job?.location === JOB);
 });
+
+// Held until the caller aborts: the request must carry the caller's signal to end.
+const hung = (init) => new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+const multipartAccepted = () => new Response(JSON.stringify(body("awaiting_upload", { upload: { method: "multipart", part_size: 10,
+  parts: [{ part_number: 1, size: 10, url: "http://s3.test/p1" }, { part_number: 2, size: 10, url: "http://s3.test/p2" }] } })),
+{ status: 202, headers: { Location: JOB } });
+for (const [route, size, answer, job] of [
+  ["POST /images", 7, (url, init) => hung(init), null],
+  ["POST /uploads", 15, (url, init) => hung(init), null],
+  ["the multipart completion", 20, (url, init) => (url.endsWith("/uploads") ? multipartAccepted()
+    : url.startsWith("http://s3.test/") ? new Response(null, { status: 200 }) : hung(init)), JOB],
+]) {
+  test(`an abort while ${route} is in flight ends it with UploadStopped, not the signal's AbortError`, async () => {
+    const controller = new AbortController();
+    let asked = 0;
+    const fetchImpl = async (url, init = {}) => {
+      asked += 1;
+      const answered = answer(url, init);
+      if (!(answered instanceof Response)) setTimeout(() => controller.abort(), 5);
+      return answered;
+    };
+    const c = client(fetchImpl, { maxUploadBytes: 10, multipartThreshold: 20 });
+    const data = new Uint8Array(size).fill(1);
+    data.set([0xff, 0xd8, 0xff]);
+    await assert.rejects(c.upload(data, { signal: controller.signal }),
+      (e) => e instanceof sdk.UploadStopped && (e.job?.location ?? null) === job);
+    assert.ok(asked >= 1);
+  });
+}
 
 test("maxHeld: past it a poll goes unheld, on the schedule; the slot comes back after the answer", async () => {
   let release;
@@ -340,10 +370,10 @@ test("the same file uploaded twice at once is two uploads, each with its own Ide
 });
 
 test("pickVariant takes the first supported format the rendition has, else the JPEG", () => {
-  const rendition = { name: "display", url: "j", width: 1, height: 1, contentType: "image/jpeg",
-    variants: { "image/webp": { contentType: "image/webp", url: "w", bytes: 5 } } };
-  assert.deepEqual(sdk.pickVariant(rendition, ["avif", "image/webp"]), { url: "w", contentType: "image/webp", bytes: 5 });
-  assert.equal(sdk.pickVariant(rendition, ["avif"]).url, "j");
+  const rendition = { name: "display", url: "j", width: 1, height: 1, contentType: "image/jpeg", cacheKey: "kj",
+    variants: { "image/webp": { contentType: "image/webp", url: "w", bytes: 5, cacheKey: "kw", width: 1, height: 1 } } };
+  assert.deepEqual(sdk.pickVariant(rendition, ["avif", "image/webp"]), { url: "w", contentType: "image/webp", bytes: 5, cacheKey: "kw" });
+  assert.deepEqual(sdk.pickVariant(rendition, ["avif"]), { url: "j", contentType: "image/jpeg", bytes: null, cacheKey: "kj" });
   assert.equal(sdk.pickVariant(rendition).contentType, "image/jpeg");
 });
 

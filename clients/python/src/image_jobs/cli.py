@@ -27,8 +27,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColum
 
 from ._version import __version__
 from .client import DEFAULT_URL, Client
-from .errors import (ApiError, ImageJobsError, InvalidRequest, JobExpired, JobNotFound, UploadStopped,
-                     WaitCancelled, WaitTimeout)
+from .errors import ApiError, ImageJobsError, UploadStopped, WaitCancelled, WaitTimeout
 from .job import Job, Status
 from .upload_state import UploadState
 
@@ -186,21 +185,15 @@ def _resume(client: Client, state: UploadState, path: Path, sent: Callable[[int,
             part_sent: Callable[[int, int, int], None], stop: threading.Event,
             progress: "_Progress", task: TaskID) -> Optional[Job]:
     """The saved job of this file, its upload finished; None when there is none to go on with
-    (then a new upload starts, with a new key if the old job is gone)."""
+    (then a new upload starts, with a new key: the saved state is forgotten)."""
     location = state.load().get("location")
     if not location:
         return None
-    job = client.job(location)
-    try:
-        job.refresh()
-        if job.status != Status.AWAITING_UPLOAD:
-            return job  # the upload had been finished: only the job is left to follow
-        progress.update(task, state="resuming")
-        return client.resume(job, path, on_progress=sent, on_part_progress=part_sent, stop=stop)
-    except (JobNotFound, JobExpired, InvalidRequest):
-        # Gone, another owner's, or its upload is over (expired, aborted): start afresh.
+    progress.update(task, state="resuming")
+    job = client.resume_saved(location, path, on_progress=sent, on_part_progress=part_sent, stop=stop)
+    if job is None:
         state.forget()
-        return None
+    return job
 
 
 def _status(client: Client, args: argparse.Namespace) -> int:

@@ -216,9 +216,10 @@ class Client:
         server enables them; download(format=...) saves them.
         `metadata`: the app's own strings, kept with the job and shown as `job.metadata`
         (the server's bounds: 16 keys, 512 characters a value, 2 KiB in all).
-        `stop`: once set, a direct upload ends with UploadStopped (its `job` is what
-        resume() takes): a single PUT at once, a multipart one once the parts in flight are
-        stored, starting no other. A file sent through POST /images is sent whole.
+        `stop`: once set, the upload ends with UploadStopped and starts no request more:
+        POST /images or a single PUT at once (between two chunks), a multipart one once the
+        parts in flight are stored, starting no other part nor the completion. Its `job` is
+        what resume() takes (None when the job was not made: the same key makes it later).
         """
         formats = tuple(formats)
         data, name = _read(source)
@@ -229,7 +230,7 @@ class Client:
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
                                                        on_part_progress, formats, stop, metadata), wait)
         try:
-            return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata)
+            return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop)
         except errors.FileTooLarge:
             # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
             return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
@@ -242,11 +243,49 @@ class Client:
         GET its upload, send what storage does not hold yet (for multipart, only the parts
         missing), and complete it. `stop` as in upload(). An upload that had already
         arrived (the server answers with the job) sends nothing: the job is returned as it is."""
-        data, name = _read(source)
+        upload = self._describe(job)
+        return job if upload is None else self._send_rest(job, upload, source, on_progress, on_part_progress, stop)
+
+    def resume_saved(self, location: str, source: Source, *, on_progress: Optional[Progress] = None,
+                     on_part_progress: Optional[PartProgress] = None,
+                     stop: Optional[threading.Event] = None) -> Optional[Job]:
+        """The job of an upload an earlier run saved (its Location) and did not finish, read,
+        and its upload finished from `source` as resume() does; a job whose file had arrived
+        is answered as it is. None when there is nothing to go on with: the job is gone (404,
+        410) or ended without its file (cancelled, failed `upload_missing`, or its upload
+        aborted). Then upload the file afresh with a new Idempotency-Key: the saved one would
+        answer the same dead job. The CLI resumes with this."""
+        job = self.job(location)
+        try:
+            job.refresh()
+        except (errors.JobNotFound, errors.JobExpired):
+            return None
+        if _without_its_file(job):
+            return None
+        if job.status != Status.AWAITING_UPLOAD.value:
+            return job  # its file had arrived: only the job is left to follow
+        try:
+            upload = self._describe(job)
+        except errors.InvalidRequest:
+            return None  # its upload ended since the read: aborted at its deadline, or with its job
+        if upload is not None:
+            self._send_rest(job, upload, source, on_progress, on_part_progress, stop).refresh()
+        return job
+
+    def _describe(self, job: Job) -> Optional[Dict[str, Any]]:
+        """What is left to send of the job's upload (GET .../upload); None when its file had
+        arrived: the answer is then the job itself (no `method`), read into `job`."""
         response = self.request("GET", job.location + "/upload")
         upload = response.json()
         if isinstance(upload, dict) and "method" not in upload and "status" in upload:
-            return job._with(upload, response)
+            job._with(upload, response)
+            return None
+        return upload
+
+    def _send_rest(self, job: Job, upload: Dict[str, Any], source: Source, on_progress: Optional[Progress],
+                   on_part_progress: Optional[PartProgress], stop: Optional[threading.Event]) -> Job:
+        """What storage lacks of a described upload, then the completion; errors carry `job`."""
+        data, name = _read(source)
         try:
             self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress, stop)
         except errors.ImageJobsError as exc:
@@ -256,7 +295,8 @@ class Client:
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
                             on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = (),
-                            metadata: Optional[Dict[str, str]] = None) -> Job:
+                            metadata: Optional[Dict[str, str]] = None,
+                            stop: Optional[threading.Event] = None) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
         headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
         if metadata:  # a header (JSON escapes keep it ASCII), never the query string
@@ -265,7 +305,8 @@ class Client:
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
         query = f"?formats={','.join(formats)}" if formats else ""
-        response = self.request("POST", f"{API_ROOT}/images{query}", body=lambda: _chunks(data, on_progress),
+        _stop_if_set(stop, "POST /images")
+        response = self.request("POST", f"{API_ROOT}/images{query}", body=lambda: _chunks(data, on_progress, stop),
                                 headers=headers)
         job = Job._accepted(self, response)
         if hold >= 1 and not job.finished and not job._held:
@@ -295,6 +336,7 @@ class Client:
             body["method"] = "multipart"
         else:
             body.update(method="PUT", sha256=base64.b64encode(hashlib.sha256(data).digest()).decode())
+        _stop_if_set(stop, "POST /uploads")
         response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key}, json=body)
         job = Job._accepted(self, response)
         upload = job.raw.get("upload")
@@ -320,6 +362,7 @@ class Client:
             self._put_to_storage(upload["url"], upload.get("headers") or {}, data, on_progress, stop)
         elif method == "multipart":
             self._put_parts(upload, data, on_progress, on_part_progress, stop)
+            _stop_if_set(stop, "the completion")  # the parts are stored: a resume completes it
             # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
             self.request("POST", job.location + "/upload", repeatable=True)
         else:
@@ -344,8 +387,7 @@ class Client:
         sent = {p["part_number"]: 0 for p in todo}
 
         def one(part: Dict[str, Any]) -> None:
-            if stop is not None and stop.is_set():
-                raise errors.UploadStopped(f"stopped before part {part['part_number']}")
+            _stop_if_set(stop, f"part {part['part_number']}")
             number = part["part_number"]
             start = (number - 1) * size
 
@@ -511,15 +553,30 @@ def _read(source: Source) -> Tuple[bytes, str]:
     return path.read_bytes(), path.name
 
 
-def _chunks(data: bytes, on_progress: Optional[Progress]) -> Iterator[bytes]:
+def _chunks(data: bytes, on_progress: Optional[Progress],
+            stop: Optional[threading.Event] = None) -> Iterator[bytes]:
     total = len(data)
     if on_progress is not None:
         on_progress(0, total)
     view = memoryview(data)
     for start in range(0, total, CHUNK):
+        _stop_if_set(stop, "the rest of POST /images")
         yield bytes(view[start:start + CHUNK])
         if on_progress is not None:  # the generator resumes once httpx has written the chunk
             on_progress(min(start + CHUNK, total), total)
+
+
+def _stop_if_set(stop: Optional[threading.Event], before: str) -> None:
+    """Once the caller's stop is set, an upload starts no request (and no chunk) more."""
+    if stop is not None and stop.is_set():
+        raise errors.UploadStopped(f"stopped before {before}")
+
+
+def _without_its_file(job: Job) -> bool:
+    """A saved upload's job that ended with no file: resuming it cannot help, a new upload can."""
+    error = job.error
+    return job.status == Status.CANCELLED.value or (
+        job.status == Status.FAILED.value and error is not None and error.code == errors.UploadMissing.code)
 
 
 def _type_of(upload: Dict[str, Any], data: bytes) -> str:
@@ -537,8 +594,7 @@ class _CountingBody:
         total = len(self._data)
         view = memoryview(self._data)
         for start in range(0, total, CHUNK):
-            if self._stop is not None and self._stop.is_set():
-                raise errors.UploadStopped("stopped during the PUT")
+            _stop_if_set(self._stop, "the rest of the PUT")
             chunk = bytes(view[start:start + CHUNK])
             self._client.bytes_to_storage += len(chunk)
             yield chunk

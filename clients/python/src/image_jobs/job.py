@@ -61,6 +61,8 @@ class Variant:
     url: str
     bytes: Optional[int]
     cache_key: Optional[str] = None  # names these bytes, whatever the URL (None: an older server)
+    width: Optional[int] = None  # the JPEG's
+    height: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,8 @@ class Job:
         if isinstance(value, dict):
             for name, item in value.items():
                 if isinstance(item, dict) and isinstance(item.get("url"), str):
-                    variants = {kind: Variant(kind, v["url"], _int(v.get("bytes")), _key(v.get("cache_key")))
+                    variants = {kind: Variant(kind, v["url"], _int(v.get("bytes")), _key(v.get("cache_key")),
+                                              _int(v.get("width")), _int(v.get("height")))
                                 for kind, v in (item.get("variants") or {}).items()
                                 if isinstance(v, dict) and isinstance(v.get("url"), str)}
                     found[name] = Rendition(name, item["url"], _int(item.get("width")),
@@ -249,7 +252,7 @@ class Job:
         return self._with_answer(self._client.request("POST", self.location + "/cancel", repeatable=True))
 
     def delete(self) -> None:
-        """Delete the job, its original and its renditions."""
+        """Delete the job, its original and its renditions; it then shows no status."""
         try:
             self._client.request("DELETE", self.location, retry=False)
         except errors.ImageJobsError as first:
@@ -262,6 +265,9 @@ class Job:
                 self._client.request("DELETE", self.location)
             except errors.JobNotFound:
                 pass
+        # Gone: none of its state is shown any more, so a wait() asks the server (404).
+        self._data = {"job_id": self.job_id}
+        self._etag, self._retry_at, self._held = None, None, False
 
     @property
     def placeholder(self) -> Optional[Dict[str, str]]:
