@@ -183,6 +183,7 @@ class JobItem(Model):
     metadata = UnicodeAttribute(null=True)
     # The original's facts once read; absent before (and on items from before shape 4).
     source = SourceAttribute(null=True)
+    phash = UnicodeAttribute(null=True)  # a ready job's (absent on older ones)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it

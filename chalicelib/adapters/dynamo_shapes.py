@@ -37,8 +37,9 @@ SHAPES = {
        "`metadata` (JSON text); both optional, absent on items written before them: no "
        "reader step",
     4: "adds `source` (a map: width, height, format, bytes, captured_at, color_space, "
-       "has_alpha), the original's facts once read; absent on items written before it and "
-       "on jobs whose original is not read yet: no reader step",
+       "has_alpha), the original's facts once read, and a ready job's `phash` (16 hex "
+       "characters); absent on items written before them and on jobs not that far yet: no "
+       "reader step",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

@@ -144,6 +144,8 @@ class Job:
     metadata: dict[str, str] = field(default_factory=dict)
     # The original's facts (chalicelib/domain/source.py), once its bytes have been read.
     source: Optional[Source] = None
+    # A ready job's perceptual hash: 64 bits as 16 hex characters (chalicelib/imaging/phash.py).
+    phash: Optional[str] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -192,9 +194,10 @@ class Job:
         )
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
-              retention: timedelta, placeholder: Optional[Placeholder] = None) -> "Job":
+              retention: timedelta, placeholder: Optional[Placeholder] = None,
+              phash: Optional[str] = None) -> "Job":
         return self._move(
-            JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder,
+            JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder, phash=phash,
             lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )

@@ -62,6 +62,8 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
         if job.placeholder is not None:  # every job made ready since placeholders exist
             body["placeholder"] = {"blurhash": job.placeholder.blurhash,
                                    "average_color": job.placeholder.average_color}
+        if job.phash is not None:  # every job made ready since phash exists
+            body["phash"] = job.phash
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}

@@ -43,6 +43,7 @@ from chalicelib.domain.source import Source
 from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
+from chalicelib.imaging.phash import phash
 from chalicelib.imaging.placeholder import make_placeholder
 from chalicelib.imaging.similarity import Reference
 
@@ -107,6 +108,7 @@ class Output:
 class Rendered:
     renditions: dict[RenditionName, Output]
     placeholder: Placeholder
+    phash: str  # chalicelib/imaging/phash.py, of the decoded picture
 
 
 @dataclass(frozen=True)
@@ -235,14 +237,14 @@ def make_images(
     limits: DecodeLimits = DecodeLimits(),
     formats: Sequence[RenditionFormat] = (),
 ) -> Rendered:
-    """make_renditions, each rendition also coded in `formats` (the extra ones), and the
-    placeholder: one decode for them all."""
+    """make_renditions, each rendition also coded in `formats` (the extra ones), the
+    placeholder and the perceptual hash: one decode for them all."""
     im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
         largest = _decode_within(im, max(spec.box for spec in specs))
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
         outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats, hints) for spec in specs}
-        return Rendered(outputs, make_placeholder(largest))
+        return Rendered(outputs, make_placeholder(largest), phash(largest))
 
 
 def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:

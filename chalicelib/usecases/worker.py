@@ -200,7 +200,7 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
-        done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder)
+        done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:

@@ -20,6 +20,7 @@ def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothin
     assert job["source"] == {"width": 400, "height": 600, "format": "heic", "bytes": len(data),
                              "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "display-p3",
                              "has_alpha": False}
+    assert len(job["phash"]) == 16 and int(job["phash"], 16) >= 0
     listed = requests.get(f"{runner.api}/api/v1/image-jobs", headers=headers(), timeout=10).json()["jobs"]
     assert [j["source"] for j in listed if j["job_id"] == job["job_id"]] == [job["source"]]
     assert not [m for m in PRIVATE_MARKERS if m in r.text + str(job) + str(listed)]

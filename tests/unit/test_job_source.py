@@ -63,7 +63,10 @@ def test_an_upload_is_queued_with_its_facts_and_made_ready_with_them(use_cases):
     assert facts_of(use_cases.ctx.jobs.items[job.job_id]) == FACTS
     assert job_body(job, None)["source"]["bytes"] == len(data)
     assert arrive(use_cases, job, data) == "ready"
-    assert facts_of(use_cases.ctx.jobs.items[job.job_id]) == FACTS
+    ready = use_cases.ctx.jobs.items[job.job_id]
+    assert facts_of(ready) == FACTS
+    assert job_body(ready, None).get("phash") is None  # shown with the URLs only
+    assert len(ready.phash) == 16 and int(ready.phash, 16) >= 0
 
 
 def test_a_direct_upload_gets_its_facts_when_its_bytes_arrive(use_cases):

@@ -11,6 +11,7 @@ export type { Source, UriSource } from "./source.js";
 export { pickVariant } from "./variants.js";
 export type { Picked } from "./variants.js";
 export { decodePlaceholder } from "./placeholder.js";
+export { phashDistance, PHASH_NEAR } from "./phash.js";
 export type { Decoded } from "./placeholder.js";
 export { guessType } from "./sniff.js";
 export * as polling from "./polling.js";

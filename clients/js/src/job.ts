@@ -28,6 +28,7 @@ export interface JobBody {
   renditions?: Record<string, RenditionBody>;
   placeholder?: { blurhash?: string; average_color?: string };
   source?: SourceFacts;
+  phash?: string;
   error?: { code?: string; message?: string };
   upload?: Record<string, unknown>;
   [field: string]: unknown;
@@ -125,6 +126,10 @@ export class Job {
   get placeholder(): { blurhash?: string; average_color?: string } | null {
     const value = this._data.placeholder;
     return value && typeof value === "object" ? { ...(value as object) } : null;
+  }
+  /** A ready job's perceptual hash (16 hex characters; phashDistance compares two), or null. */
+  get phash(): string | null {
+    return typeof this._data.phash === "string" ? this._data.phash : null;
   }
   /** The original's facts once it has been read; null before (and on older jobs). */
   get source(): SourceFacts | null {

@@ -160,6 +160,12 @@ class Job:
         return SourceFacts(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
 
     @property
+    def phash(self) -> Optional[str]:
+        """A ready job's perceptual hash (16 hex characters; image_jobs.phash_distance compares)."""
+        value = self._data.get("phash")
+        return value if isinstance(value, str) else None
+
+    @property
     def owner(self) -> Optional[str]:
         """The job's owner, in what the service principal reads; None in an owner's reads."""
         value = self._data.get("owner")
