@@ -146,6 +146,9 @@ class Job:
     source: Optional[Source] = None
     # A ready job's perceptual hash: 64 bits as 16 hex characters (chalicelib/imaging/phash.py).
     phash: Optional[str] = None
+    # A ready job whose renditions are copies of this earlier job's (the same owner's same
+    # bytes: chalicelib/usecases/duplicates.py); its objects are its own all the same.
+    duplicate_of: Optional[str] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -195,9 +198,10 @@ class Job:
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
               retention: timedelta, placeholder: Optional[Placeholder] = None,
-              phash: Optional[str] = None) -> "Job":
+              phash: Optional[str] = None, duplicate_of: Optional[str] = None) -> "Job":
         return self._move(
             JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder, phash=phash,
+            duplicate_of=duplicate_of,
             lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )

@@ -64,6 +64,8 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
                                    "average_color": job.placeholder.average_color}
         if job.phash is not None:  # every job made ready since phash exists
             body["phash"] = job.phash
+        if job.duplicate_of is not None:  # its renditions are copies of that job's
+            body["duplicate_of"] = job.duplicate_of
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}

@@ -32,7 +32,7 @@ from chalicelib.imaging.sandbox import run_limited, start_early
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
-from chalicelib.usecases import announce, lifecycle
+from chalicelib.usecases import announce, duplicates, lifecycle
 from chalicelib.usecases.context import Context
 
 log = get_logger("worker")
@@ -184,10 +184,14 @@ class Worker:
             if mismatch is not None:
                 log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
                 return self._fail(job, mismatch)
-            # No check after the resize: the finishing write is conditional on this attempt,
-            # so a job cancelled, deleted or taken over meanwhile keeps none of it.
-            rendered = self._renditions(original, job)
-            stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
+            content = duplicates.content_of(original)
+            done = self._reused(job, content)
+            if done is None:
+                # No check after the resize: the finishing write is conditional on this attempt,
+                # so a job cancelled, deleted or taken over meanwhile keeps none of it.
+                rendered = self._renditions(original, job)
+                stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
+                done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -200,7 +204,6 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
-        done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
@@ -210,15 +213,33 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
                 return Outcome.LOST
-        largest = max(stored.values(), key=lambda r: r.width * r.height)
+        largest = max(done.renditions.values(), key=lambda r: r.width * r.height)
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
-                 width=largest.width, height=largest.height)
+                 width=largest.width, height=largest.height, duplicate_of=done.duplicate_of)
+        duplicates.note(ctx, done, content)
         lifecycle.conclude(ctx, done)
         # Earlier attempts of this job are over (their leases ended before this claim); what
         # one left behind goes now, and the orphan scan covers a crash before this line.
         for attempt in range(1, job.attempt):
             lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, attempt)
         return Outcome.READY
+
+    def _reused(self, job: Job, content: str) -> Job | None:
+        """The job made ready from copies of the owner's earlier job of the same bytes
+        (chalicelib/usecases/duplicates.py), or None when there is none to reuse."""
+        ctx = self._ctx
+        twin = duplicates.twin_of(ctx, job, content)
+        if twin is None:
+            return None
+        try:
+            copied = duplicates.copy_renditions(ctx, job, twin)
+        except KeyError:  # the twin was deleted meanwhile: this job is made afresh
+            log.info("duplicate_gone", job_id=job.job_id, duplicate_of=twin.job_id)
+            lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
+            return None
+        log.info("job_reused", job_id=job.job_id, duplicate_of=twin.job_id)
+        return job.ready(ctx.clock(), copied, ctx.retention, twin.placeholder, twin.phash,
+                         duplicate_of=twin.job_id)
 
     def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a

@@ -45,6 +45,7 @@ def test_the_sdk_gives_the_photos_facts_from_either_route(runner, owner, tmp_pat
                                   "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "srgb",
                                   "has_alpha": False}
             assert job.phash is not None and len(job.phash) == 16
+    assert job.duplicate_of is not None  # the second: the same owner's same bytes
 
 
 def test_jobs_pages_through_every_job_newest_first_and_filters_by_status(runner, owner, tmp_path):

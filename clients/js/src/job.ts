@@ -29,6 +29,7 @@ export interface JobBody {
   placeholder?: { blurhash?: string; average_color?: string };
   source?: SourceFacts;
   phash?: string;
+  duplicate_of?: string;
   error?: { code?: string; message?: string };
   upload?: Record<string, unknown>;
   [field: string]: unknown;
@@ -130,6 +131,10 @@ export class Job {
   /** A ready job's perceptual hash (16 hex characters; phashDistance compares two), or null. */
   get phash(): string | null {
     return typeof this._data.phash === "string" ? this._data.phash : null;
+  }
+  /** The earlier job (the same owner's same bytes) whose renditions this one's copy, or null. */
+  get duplicateOf(): string | null {
+    return typeof this._data.duplicate_of === "string" ? this._data.duplicate_of : null;
   }
   /** The original's facts once it has been read; null before (and on older jobs). */
   get source(): SourceFacts | null {

@@ -17,7 +17,9 @@ test("a job gives its source and phash, null when the body has none", () => {
   const job = client.job("j1");
   assert.equal(job.source, null);
   assert.equal(job.phash, null);
-  job._data = { job_id: "j1", status: "ready", source, phash: "bb8320376c0f3637" };
+  assert.equal(job.duplicateOf, null);
+  job._data = { job_id: "j1", status: "ready", source, phash: "bb8320376c0f3637", duplicate_of: "j0" };
+  assert.equal(job.duplicateOf, "j0");
   assert.deepEqual(job.source, source);
   assert.equal(job.phash, "bb8320376c0f3637");
 });

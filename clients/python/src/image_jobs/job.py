@@ -166,6 +166,12 @@ class Job:
         return value if isinstance(value, str) else None
 
     @property
+    def duplicate_of(self) -> Optional[str]:
+        """The earlier job (the same owner's same bytes) whose renditions this one's copy."""
+        value = self._data.get("duplicate_of")
+        return value if isinstance(value, str) else None
+
+    @property
     def owner(self) -> Optional[str]:
         """The job's owner, in what the service principal reads; None in an owner's reads."""
         value = self._data.get("owner")
