@@ -45,7 +45,8 @@ def read_facts(im: "Image.Image", content_type: str, size: int) -> Source:
     if content_type not in _UPRIGHT_ALREADY and exif.get(_ORIENTATION) in _QUARTER_TURNS:
         width, height = height, width
     return Source(width=width, height=height, format=format_of(content_type), bytes=size,
-                  captured_at=_captured_at(exif), color_space=color_space(im.info.get("icc_profile")),
+                  captured_at=_captured_at(exif),
+                  color_space=color_space(im.info.get("icc_profile"), im.info.get("nclx_profile")),
                   has_alpha=im.has_transparency_data)
 
 
@@ -78,10 +79,18 @@ def _text(value) -> Optional[str]:
     return value.strip("\0 ") if isinstance(value, str) else None
 
 
-def color_space(icc: Optional[bytes]) -> ColorSpace:
-    """By the embedded ICC profile's description; untagged is sRGB (as every viewer and the
-    renditions take it); a profile that cannot be read, or of another space, is OTHER."""
+# H.273's colour primaries, as HEIF and AVIF state them in an `nclx` box instead of a profile:
+# 1 BT.709 (sRGB's), 2 unspecified, 12 SMPTE EG 432-1 (Display P3's).
+_NCLX_PRIMARIES = {1: ColorSpace.SRGB, 2: ColorSpace.SRGB, 12: ColorSpace.DISPLAY_P3}
+
+
+def color_space(icc: Optional[bytes], nclx: Optional[dict] = None) -> ColorSpace:
+    """By the embedded ICC profile's description, else by HEIF's `nclx` primaries (phones
+    write Display P3 so); untagged is sRGB (as every viewer and the renditions take it); a
+    profile that cannot be read, or of another space, is OTHER."""
     if not icc:
+        if isinstance(nclx, dict):
+            return _NCLX_PRIMARIES.get(nclx.get("color_primaries"), ColorSpace.OTHER)
         return ColorSpace.SRGB
     from PIL import ImageCms  # the caller already loaded Pillow
 

@@ -96,6 +96,14 @@ def test_the_embedded_profile_names_the_color_space(fmt, profile, expected):
     assert render.facts_of(photo_as(fmt, icc_profile=profile)).color_space is expected
 
 
+@pytest.mark.parametrize(("primaries", "expected"), [(1, ColorSpace.SRGB), (12, ColorSpace.DISPLAY_P3),
+                                                     (9, ColorSpace.OTHER)])
+def test_a_heics_nclx_primaries_name_the_color_space_without_a_profile(primaries, expected):
+    data = photo_as("HEIF", save_nclx_profile=True, color_primaries=primaries, transfer_characteristics=13,
+                    matrix_coefficients=6, full_range_flag=1)
+    assert render.facts_of(data).color_space is expected
+
+
 def test_a_grey_profile_is_other():
     grey = ImageCms.ImageCmsProfile(ImageCms.createProfile("LAB")).tobytes()
     assert color_space(grey) is ColorSpace.OTHER
