@@ -130,8 +130,11 @@ class DirectUploads:
 
     def complete_upload(self, owner: str, job_id: str, parts: Optional[list]) -> Job:
         """Join a multipart upload's parts; `parts` [(number, etag)], or None for the parts
-        storage holds. Storage's notification of the object then queues the job. Idempotent:
-        a completion retried after a lost answer finds the job on its way and returns it."""
+        storage holds. The object is known to exist then, so the completion queues the job
+        itself (lifecycle.mark_arrived): a client never reads a finished upload as
+        `awaiting_upload`; storage's notification, which follows, finds it queued and the
+        worker claims it as any other. Idempotent: a completion retried after a lost answer
+        finds the job on its way (queueing it, if the first one ended before) and returns it."""
         ctx = self._ctx
         job = lifecycle.owned(self._ctx, owner, job_id, live=True)
         if job.multipart_upload_id is None:
@@ -143,15 +146,21 @@ class DirectUploads:
         try:
             stored = ctx.objects.list_parts(job.original_key, job.multipart_upload_id)
         except KeyError:
-            return self._completed_before(job)
+            return self._arrived(self._completed_before(job))
         chosen = stored if parts is None else _chosen(parts, stored)
         _check_parts(job, chosen)
         try:
             ctx.objects.complete_multipart(job.original_key, job.multipart_upload_id, chosen)
         except KeyError:
-            return self._completed_before(job)
+            return self._arrived(self._completed_before(job))
         log.info("multipart_upload_completed", job_id=job.job_id, parts=len(chosen))
-        return ctx.jobs.get(job.job_id) or job
+        return lifecycle.mark_arrived(ctx, job)
+
+    def _arrived(self, job: Job) -> Job:
+        """The job of an upload found completed: queued now if nothing has queued it yet."""
+        if job.status is JobStatus.AWAITING_UPLOAD:
+            return lifecycle.mark_arrived(self._ctx, job)
+        return job
 
     def _completed_before(self, job: Job) -> Job:
         """The upload is no more: completed by an earlier call (its object is there: the

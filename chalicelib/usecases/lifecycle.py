@@ -1,5 +1,6 @@
-"""The few steps that several use cases share: ending a job failed, removing a job and its
-objects (and aborting its multipart upload), and best-effort clean-up."""
+"""The few steps that several use cases share: queueing a job whose file has arrived, ending a
+job failed, removing a job and its objects (and aborting its multipart upload), and
+best-effort clean-up."""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -29,6 +30,21 @@ def owned(ctx: Context, owner: Optional[str], job_id: str, live: bool = False) -
     if live and job.is_expired(ctx.clock()):
         raise JobExpired()
     return job
+
+
+def mark_arrived(ctx: Context, job: Job) -> Job:
+    """A direct upload's file is stored: `job` (read `awaiting_upload`) moves to `queued`, as
+    the one conditional write that leaves `awaiting_upload`; the job as it is then. Whoever
+    learns it first writes it (the multipart completion, storage's event at the worker); the
+    other's write fails its condition and reads the job, already on its way."""
+    try:
+        queued = job.queued(ctx.clock(), ctx.queue_timeout)
+        ctx.jobs.move(queued, JobStatus.AWAITING_UPLOAD)
+    except ConditionFailed:
+        return ctx.jobs.get(job.job_id) or job
+    log.info("upload_arrived", job_id=job.job_id)
+    announce.job_moved(ctx, queued)
+    return queued
 
 
 def fail(ctx: Context, job: Job, code: ErrorCode, write: Callable[[Job], None]) -> Optional[Job]:

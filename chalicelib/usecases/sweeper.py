@@ -161,8 +161,8 @@ class Sweeper:
         if job.resends >= s.max_attempts:
             # Its event was re-sent and lost this often: something drops it every time.
             return self._fail(job, ErrorCode.PROCESSING_FAILED, SweepOutcome.FAILED)
-        # Storage sent the event after the write; a worker or a resend that queued the
-        # job set updated_at after (or when) sending theirs.
+        # Storage sent the event after the write; whoever queued the job (a multipart
+        # completion, a worker, a resend) set updated_at after (or when) it was sent.
         return self._resend_if_lost(job, now, drained, sent_by=max(job.updated_at, stored.last_modified),
                                     look_again_after=ctx.queue_timeout)
 

@@ -129,7 +129,8 @@ class Worker:
             pass
         current = ctx.jobs.get(job_id)
         if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
-            current = self._mark_arrived(current, source)  # a direct upload's bytes arrived: queue it
+            # A direct upload's bytes arrived: queue it, with their facts.
+            current = lifecycle.mark_arrived(ctx, _with_source(current, source))
             if current.status is JobStatus.QUEUED:
                 try:
                     return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -142,17 +143,6 @@ class Worker:
             log.info("event_duplicate", job_id=job_id, status=current.status.value)
             return Outcome.DUPLICATE
         return self._unclaimable(_with_source(current, source))
-
-    def _mark_arrived(self, job: Job, source: Source | None) -> Job:
-        ctx = self._ctx
-        try:
-            queued = _with_source(job.queued(ctx.clock(), ctx.queue_timeout), source)
-            ctx.jobs.move(queued, JobStatus.AWAITING_UPLOAD)
-            log.info("upload_arrived", job_id=job.job_id)
-            announce.job_moved(ctx, queued)
-            return queued
-        except ConditionFailed:
-            return ctx.jobs.get(job.job_id) or job
 
     def _unclaimable(self, current: Job) -> Outcome:
         """A queued or processing job whose claim lost, read by the claim rule (Job.claimable):

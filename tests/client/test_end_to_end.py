@@ -71,10 +71,13 @@ def test_a_file_over_4_mib_takes_the_direct_route_to_storage(runner, recorded, t
     progress = []
     job = client.upload(path, on_progress=lambda done, total: progress.append((done, total)))
 
-    create, store = sent
+    create, store, *polls = sent
     assert create.url.path == "/api/v1/uploads" and "Authorization" in create.headers
     assert f"{store.url.scheme}://{store.url.host}:{store.url.port}" == runner.aws  # storage itself
     assert "Authorization" not in store.headers and store.method == "PUT"  # one PUT, as a phone's
+    # Then held polls of the job until storage's event has moved it: it has its file.
+    assert polls and all(p.url.path == httpx.URL(job.location).path and "Prefer" in p.headers for p in polls)
+    assert job.status != "awaiting_upload"
     assert progress[-1] == (size, size) and len(progress) > 10  # bytes reported as they go
     assert job.wait(deadline=90).ready
     saved = job.download(tmp_path / "out")

@@ -125,7 +125,9 @@ def test_a_cut_socket_is_reconnected_and_a_get_brings_what_it_missed(runner, own
         push_proxy.down()  # every socket cut, new ones refused
         try:
             for job, data in zip(jobs, files):  # every job ends while the watch has no socket
-                client.resume(job, data)
+                # Another object of the job: resume() reads it until it has its file, and the
+                # watched ones must learn only from the watch.
+                client.resume(client.job(job.job_id), data)
                 with Client(runner.api, token_for(owner)) as other:
                     assert other.job(job.job_id).wait(deadline=90).ready
             assert watching.watch.connects == 1 and not any(job.ready for job in jobs)

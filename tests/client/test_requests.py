@@ -65,10 +65,11 @@ def test_a_small_file_goes_through_images_as_a_raw_body_with_its_length(time_):
 
 def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_token(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    api.on("GET", JOB_PATH, job_answer("queued"))
     progress = []
     job = api.client(max_upload_bytes=1000).upload(PNG, filename="big.png",
                                                    on_progress=lambda s, t: progress.append((s, t)))
-    create, store = api.sent()
+    create, store, arrived = api.sent()
     # It asks for a PUT; a server that answers with a form (an older one) gets the form.
     asked = json.loads(create.content)
     assert create.url.path == UPLOADS and asked.pop("sha256") and asked == {
@@ -79,7 +80,7 @@ def test_a_file_over_the_threshold_goes_direct_to_storage_with_the_form_and_no_t
     assert names == [b"key", b"Content-Type", b"policy", b"x-amz-signature", b"file"]  # the file last
     assert b'filename="big.png"' in body and PNG in body
     assert progress[-1] == (len(PNG), len(PNG))
-    assert job.status == "awaiting_upload"
+    assert arrived.url.path == JOB_PATH and job.status == "queued"  # read once the event moved it
 
 
 def test_exactly_the_threshold_still_goes_through_images(time_):
@@ -97,8 +98,9 @@ def test_the_default_threshold_is_the_servers_default_limit_on_images():
 def test_a_413_from_images_falls_back_to_the_direct_route_with_the_same_key(time_):
     api = FakeApi(time_).on("POST", IMAGES, problem(413, "file_too_large"))
     api.on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    api.on("GET", JOB_PATH, job_answer("queued"))
     api.client().upload(PNG)
-    first, second, _ = api.sent()
+    first, second, _, _ = api.sent()
     assert (first.url.path, second.url.path) == (IMAGES, UPLOADS)
     assert first.headers["Idempotency-Key"] == second.headers["Idempotency-Key"]
 
@@ -135,10 +137,11 @@ def test_storage_errors_and_lost_connections_are_retried(time_):
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted())
     api.on("POST", "/bucket", httpx.Response(503, headers={"Retry-After": "4"}), httpx.WriteError("cut"),
            httpx.Response(204))
+    api.on("GET", JOB_PATH, job_answer("queued"))
     api.client(max_upload_bytes=1000).upload(PNG)
     stored = api.sent("POST", "/bucket")
     assert len(stored) == 3 and all(PNG in r.content for r in stored)
-    assert time_.sleeps == [4, 2]
+    assert time_.sleeps[:2] == [4, 2]  # then the job's first poll, after its Retry-After
 
 
 # -- retries under one key -----------------------------------------------------------------------
@@ -216,6 +219,7 @@ def test_a_path_is_read_and_named(time_, tmp_path):
     path = tmp_path / "photo.png"
     path.write_bytes(PNG)
     api = FakeApi(time_).on("POST", UPLOADS, direct_accepted()).on("POST", "/bucket", httpx.Response(204))
+    api.on("GET", JOB_PATH, job_answer("queued"))
     api.client(max_upload_bytes=10).upload(path)
     assert b'filename="photo.png"' in api.sent("POST", "/bucket")[0].content
 
@@ -382,7 +386,7 @@ def test_each_part_is_sent_with_the_content_length_its_url_signs_never_chunked(t
     api = FakeApi(time_).on("POST", UPLOADS, multipart_accepted(len(data), 1000))
     for n in (1, 2, 3):
         api.on("PUT", f"/part/{n}", httpx.Response(200, headers={"ETag": f'"e{n}"'}))
-    api.on("POST", JOB_PATH + "/upload", job_answer("awaiting_upload"))
+    api.on("POST", JOB_PATH + "/upload", job_answer("queued"))
     api.client(max_upload_bytes=10, multipart_threshold=100).upload(data)
     sent = sorted(api.sent("PUT"), key=lambda r: r.url.path)
     assert [(r.headers.get("Content-Length"), r.headers.get("Transfer-Encoding")) for r in sent] == [
@@ -406,3 +410,54 @@ def test_the_upload_limits_old_name_is_still_taken_for_a_release_with_a_warning(
     assert old.max_upload_bytes == 1000
     assert [w.category for w in caught] == [DeprecationWarning]
     assert image_jobs.DEFAULT_DIRECT_THRESHOLD == image_jobs.DEFAULT_MAX_UPLOAD_BYTES
+
+
+# -- the service principal: which routes a client takes -------------------------------------------
+SERVICE_JOB = "/api/v1/service/image-jobs/j-1"
+
+
+def service_client(api, **options):
+    import time
+
+    from chalicelib.http.auth import SERVICE_SCOPE, mint_token
+
+    token = mint_token("app-backend", "secret", 3600, int(time.time()), scope=SERVICE_SCOPE)
+    return Client(API, token, http=httpx.Client(transport=httpx.MockTransport(api.handle)), clock=api.time.clock,
+                  sleep=api.time.sleep, waits=False, **options)
+
+
+def test_a_service_token_reads_and_deletes_jobs_on_the_service_routes(time_):
+    api = FakeApi(time_).on("GET", SERVICE_JOB, job_answer("ready", owner="alice"))
+    api.on("DELETE", SERVICE_JOB, httpx.Response(204))
+    client = service_client(api)
+    assert client.service
+    assert client.job("j-1").refresh().owner == "alice"
+    assert client.job("j-1").wait(deadline=10).ready
+    # A Location an owner was given (the app sent it to its backend) is read on the service's route.
+    assert client.job(API + JOB_PATH).location == API + SERVICE_JOB
+    assert client.job(JOB_PATH).location == API + SERVICE_JOB
+    client.job(JOB_PATH).delete()
+    assert {r.url.path for r in api.sent()} == {SERVICE_JOB}
+
+
+def test_a_service_clients_list_names_its_owner_or_says_so(time_):
+    api = FakeApi(time_).on("GET", "/api/v1/service/image-jobs", httpx.Response(200, json={"jobs": []}))
+    client = service_client(api)
+    with pytest.raises(ValueError, match="owner="):
+        list(client.jobs())
+    assert api.sent() == []
+    assert list(client.jobs(owner="alice")) == []
+
+
+def test_a_client_is_an_owners_unless_its_token_or_its_caller_says_service(time_):
+    import time
+
+    from chalicelib.http.auth import mint_token
+
+    api = FakeApi(time_).on("GET", JOB_PATH, job_answer("ready"))
+    assert not api.client().service  # "tok": not a JWT at all
+    assert not Client(API, mint_token("alice", "s", 60, int(time.time()))).service
+    assert Client(API, "opaque", service=True).service
+    assert not service_client(api, service=False).service
+    service_token = service_client(api)._bearer()
+    assert Client(API, token_provider=lambda: service_token).service

@@ -29,10 +29,20 @@ class ToProxy(httpx.HTTPTransport):
 
 
 @pytest.mark.parametrize("size,method", [(5 * 1024 * 1024, "PUT"), (17 * 1024 * 1024, "multipart")])
-def test_upload_picks_put_then_multipart_by_size(runner, owner, size, method):
-    with Client(runner.api, token_for(owner)) as client:
+def test_upload_picks_put_then_multipart_by_size_and_answers_once_the_job_has_its_file(runner, owner, size, method):
+    """Every byte stored, the job has left awaiting_upload when upload() answers, and a refresh
+    agrees: a multipart job is queued by its completion, a single PUT's by storage's event,
+    which the upload waits for, held (issue 47, 10 d)."""
+    import json
+
+    sent: list[httpx.Request] = []
+    with httpx.Client(timeout=30, event_hooks={"request": [sent.append]}) as http, \
+            Client(runner.api, token_for(owner), http=http) as client:
         job = client.upload(padded_jpeg(size))
-        assert job.raw["upload"]["method"] == method
+        (create,) = [r for r in sent if r.url.path == "/api/v1/uploads"]
+        assert json.loads(create.content)["method"] == method
+        assert job.status in ("queued", "processing", "ready")
+        assert job.refresh().status in ("queued", "processing", "ready")
         assert job.wait(120).status == "ready"
 
 
@@ -208,12 +218,30 @@ def test_a_stop_during_a_put_ends_it_at_once_and_resume_sends_the_file_again(run
     stop = threading.Event()
     with Client(runner.api, token_for(owner)) as client:
         with pytest.raises(UploadStopped) as stopped:
-            client.upload(data, stop=stop, on_progress=lambda sent, total: sent >= total // 2 and stop.set())
+            client.upload(data, stop=stop, on_progress=lambda sent, total: sent >= total // 2 and stop.set(),
+                          keep_stopped=True)
         job = stopped.value.job
         assert client.bytes_to_storage < len(data)  # the rest never went
         assert job.refresh().status == "awaiting_upload"
         client.resume(job, data)
         assert job.wait(120).status == "ready"
+
+
+def test_a_stopped_upload_cancels_its_job_so_it_no_longer_counts_against_the_owner(runner, owner):
+    """Stopped, and not kept to resume: its job is cancelled at once, not left awaiting its
+    file (one of the owner's 20 unfinished jobs) until its deadline (issue 47, 10 f)."""
+    import threading
+
+    from image_jobs import UploadStopped
+
+    data = padded_jpeg(6 * 1024 * 1024)
+    stop = threading.Event()
+    with Client(runner.api, token_for(owner)) as client:
+        with pytest.raises(UploadStopped) as stopped:
+            client.upload(data, stop=stop, on_progress=lambda sent, total: sent >= total // 2 and stop.set())
+        assert stopped.value.job.status == "cancelled"
+        assert client.job(stopped.value.job.job_id).refresh().status == "cancelled"
+        assert [j.status for j in client.jobs()] == ["cancelled"]
 
 
 def test_the_cli_keeps_an_upload_by_api_file_size_and_mtime(tmp_path, monkeypatch):

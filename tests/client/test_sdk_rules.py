@@ -72,19 +72,20 @@ def perform(client: Client, step: Dict[str, Any], job: Optional[Job], stop: thre
     do = step["do"]
     if "job" in step:
         job = client.job(step["job"])
+    keep = step.get("keep_stopped", False)
     if do == "upload":
         data = JPEG_START + bytes(step["size"] - len(JPEG_START))
         saved = step.get("saved") or {}
         # What the CLI does with what it saved of a file (clients/python/README.md).
         if saved.get("location"):
-            resumed = client.resume_saved(saved["location"], data, stop=stop)
+            resumed = client.resume_saved(saved["location"], data, stop=stop, keep_stopped=keep)
             if resumed is not None:
                 return resumed
             saved = {}  # nothing to go on with: a new upload, with a new key
-        return client.upload(data, idempotency_key=saved.get("idempotency_key"), stop=stop)
+        return client.upload(data, idempotency_key=saved.get("idempotency_key"), stop=stop, keep_stopped=keep)
     assert job is not None, f"{do} needs a job"
     if do == "resume":
-        return client.resume(job, JPEG_START + bytes(step["size"] - len(JPEG_START)), stop=stop)
+        return client.resume(job, JPEG_START + bytes(step["size"] - len(JPEG_START)), stop=stop, keep_stopped=keep)
     if do == "refresh":
         return job.refresh()
     if do == "cancel":

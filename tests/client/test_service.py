@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.http.auth import SERVICE_SCOPE, mint_token
-from image_jobs import Client, Forbidden, InvalidRequest
+from image_jobs import Client, Forbidden, InvalidRequest, JobNotFound
 from tests.client.conftest import token_for
 from tests.images import jpeg
 
@@ -87,18 +87,23 @@ def test_the_service_webhook_from_the_sdk(runner, owner):
         user.service_webhook()
 
 
-def test_the_cli_uploads_with_metadata_and_lists(runner, owner, tmp_path):
+def cli(runner, token, cwd):
+    """The installed `image-jobs` command against the runner, with this token."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    cli = Path(sys.executable).with_name("image-jobs")
+    command = Path(sys.executable).with_name("image-jobs")
+    env = {**os.environ, "IMAGE_JOBS_URL": runner.api, "IMAGE_JOBS_TOKEN": token}
+    return lambda *a: subprocess.run([str(command), *a], cwd=cwd, env=env, capture_output=True,
+                                     text=True, timeout=180, stdin=subprocess.DEVNULL)
+
+
+def test_the_cli_uploads_with_metadata_and_lists(runner, owner, tmp_path):
     photo = tmp_path / "p.jpg"
     photo.write_bytes(jpeg())
-    env = {**os.environ, "IMAGE_JOBS_URL": runner.api, "IMAGE_JOBS_TOKEN": token_for(owner)}
-    run = lambda *a: subprocess.run([str(cli), *a], cwd=tmp_path, env=env, capture_output=True,  # noqa: E731
-                                    text=True, timeout=180, stdin=subprocess.DEVNULL)
+    run = cli(runner, token_for(owner), tmp_path)
     up = run("upload", "--json", "--wait", "--metadata", "post=p-9", "--metadata", "kind=avatar", str(photo))
     assert up.returncode == 0, up.stderr
     job = json.loads(up.stdout.splitlines()[0])
@@ -106,3 +111,36 @@ def test_the_cli_uploads_with_metadata_and_lists(runner, owner, tmp_path):
     listed = run("list", "--json", "--status", "ready")
     assert listed.returncode == 0, listed.stderr
     assert [json.loads(line)["job_id"] for line in listed.stdout.splitlines()] == [job["job_id"]]
+
+
+def test_a_service_client_reads_waits_and_deletes_any_owners_job_by_its_id(runner, owner, tmp_path):
+    """With a service token the SDK takes the service's routes by itself (its token's scope
+    says which client it is): job(id).refresh(), wait() and delete() work, where they were
+    403 on the owner's routes; jobs() without owner= says what is missing (issue 47, 10 c)."""
+    with Client(runner.api, token_for(owner)) as user:
+        made = user.upload(jpeg())
+    with Client(runner.api, service_token()) as service:
+        assert service.service
+        job = service.job(made.job_id)
+        assert job.refresh().owner == owner
+        assert job.wait(deadline=60).ready
+        assert service.job(made.location).refresh().owner == owner  # the Location the app was given
+        with pytest.raises(ValueError, match="owner="):
+            next(service.jobs())
+        job.delete()
+        with pytest.raises(JobNotFound):
+            job.refresh()
+
+
+def test_the_cli_with_a_service_token_lists_one_owner_and_says_so_without(runner, owner, tmp_path):
+    with Client(runner.api, token_for(owner)) as user:
+        made = user.upload(jpeg())
+    run = cli(runner, service_token(), tmp_path)
+    bare = run("list")
+    assert bare.returncode == 2 and "--owner" in bare.stderr
+    listed = run("list", "--json", "--owner", owner)
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["job_id"] for line in listed.stdout.splitlines()] == [made.job_id]
+    shown = run("status", "--json", made.job_id)  # read on the service's route
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout.splitlines()[0])["owner"] == owner

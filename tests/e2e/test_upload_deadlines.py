@@ -78,13 +78,13 @@ def send_parts(upload, data):
         assert sent.status_code == 200, sent.text
 
 
-# ---------------------------------------------------------------- completed, not yet queued
+# ---------------------------------------------------------------- completed, not yet processed
 
 
 def test_after_a_completion_the_upload_and_a_replay_answer_the_job_not_500(api_only):
     """Storage lists no parts of a completed upload (S3, LocalStack, moto: NoSuchUpload; the
-    gateway: NoSuchKey): until the event moves the job, GET .../upload and a replay of the
-    POST /uploads answer the job, whose upload is over."""
+    gateway: NoSuchKey): GET .../upload and a replay of the POST /uploads answer the job, whose
+    upload is over, and which the completion has queued (no worker runs here)."""
     data = padded_jpeg(PART + MIB)
     key = str(uuid.uuid4())
     first = create(api_only, len(data), "multipart", key)
@@ -92,10 +92,11 @@ def test_after_a_completion_the_upload_and_a_replay_answer_the_job_not_500(api_o
     send_parts(first.json()["upload"], data)
     done = requests.post(f"{api_only.api}{location}/upload", headers=headers(), timeout=60)
     assert done.status_code == 200, done.text
+    assert done.json()["status"] == "queued"  # the completion moved it: the file is there
     upload = requests.get(f"{api_only.api}{location}/upload", headers=headers(), timeout=30)
     assert upload.status_code == 200, upload.text
     assert upload.json()["job_id"] == first.json()["job_id"] and "method" not in upload.json()
-    assert upload.json()["status"] == "awaiting_upload"  # no worker here: the event waits
+    assert upload.json()["status"] == "queued"  # no worker here: the event waits, the job does not
     again = create(api_only, len(data), "multipart", key)
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json()["job_id"] == first.json()["job_id"] and "upload" not in again.json()

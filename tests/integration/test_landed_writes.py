@@ -209,6 +209,20 @@ def test_a_cancel_whose_answer_was_lost_concludes_the_job(use_cases, stub):
     assert objects.uploads == {}, "the multipart upload was not aborted"
 
 
+def test_a_completion_whose_queueing_answer_was_lost_answers_the_job_queued(use_cases, stub):
+    """The multipart completion queues its job (lifecycle.mark_arrived): its own landed write
+    is not another's, and the answer is the job queued, never awaiting_upload."""
+    size = 20 * 1024 * 1024
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", size, method="multipart")
+    objects, upload = use_cases.ctx.objects, accepted.upload
+    for part in upload.parts:
+        objects.put_part(accepted.job.multipart_upload_id, part.number, b"\0" * part.size)
+    stub.lose_answer("PutItem", job_key(accepted.job.job_id))
+    answer = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert stub.lost == 1 and answer.status is JobStatus.QUEUED
+    assert use_cases.ctx.jobs.get(accepted.job.job_id).status is JobStatus.QUEUED
+
+
 def test_a_job_stored_before_write_ids_is_written_as_before(stack, store):
     """Items written by the release before carry no write_id: every write still works on
     them, and a refused one is never taken for this call's own."""

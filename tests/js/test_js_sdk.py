@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.http.auth import mint_token
+from chalicelib.http.auth import SERVICE_SCOPE, mint_token
 from tests.e2e.test_images_api import SECRET
 from tests.e2e.test_upload_methods import padded_jpeg
 from tests.images import jpeg, photo
@@ -108,8 +108,10 @@ def environment(stack, files) -> dict:
     runner, push_port, proxy_port = stack
     work, paths = files
     token = mint_token(f"js-{time.time_ns()}", SECRET, 3600, int(time.time()))
+    service = mint_token("js-backend", SECRET, 3600, int(time.time()), scope=SERVICE_SCOPE)
     return {**os.environ, **paths, "WORK_DIR": str(work), "IMAGE_JOBS_URL": runner.api,
-            "IMAGE_JOBS_TOKEN": token, "PUSH_PORT": str(push_port), "PUSH_PROXY_PORT": str(proxy_port)}
+            "IMAGE_JOBS_TOKEN": token, "IMAGE_JOBS_SERVICE_TOKEN": service,
+            "PUSH_PORT": str(push_port), "PUSH_PROXY_PORT": str(proxy_port)}
 
 
 def test_end_to_end_against_the_stack(built, stack, files):

@@ -84,6 +84,7 @@ def test_a_multipart_upload_gives_every_part_and_completes_from_the_parts_stored
     job = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
     assert use_cases.ctx.objects.objects[job.original_key] == (data, "image/jpeg")
     assert use_cases.ctx.objects.uploads == {}
+    assert job.status is JobStatus.QUEUED  # the completion moved it: the file is there
     assert deliver(use_cases) == ["ready"]
     # A completion retried after a lost answer finds the job on its way.
     assert use_cases.direct_uploads.complete_upload("alice", job.job_id, None).status is JobStatus.READY
@@ -184,14 +185,47 @@ def test_a_put_original_not_as_declared_ends_failed_never_ready(use_cases, store
 
 
 def completed(use_cases, key=None):
-    """A multipart upload completed whose event has not moved the job yet: storage lists no
-    parts of it any more (S3: NoSuchUpload), and the job is still awaiting_upload."""
+    """A multipart upload completed whose completion call ended before it could queue the job
+    (its process died): storage lists no parts of it any more (S3: NoSuchUpload), and the job
+    is still awaiting_upload until storage's event, or a repeated completion, moves it."""
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), key, method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
-    assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.AWAITING_UPLOAD
+    completed_in_storage(use_cases, accepted.job)
     return accepted, len(data)
+
+
+def completed_in_storage(use_cases, job):
+    """Storage completes the upload; the completion call dies before it can queue the job."""
+    objects = use_cases.ctx.objects
+    objects.complete_multipart(job.original_key, job.multipart_upload_id,
+                               objects.list_parts(job.original_key, job.multipart_upload_id))
+    assert use_cases.ctx.jobs.items[job.job_id].status is JobStatus.AWAITING_UPLOAD
+
+
+def test_the_completion_queues_the_job_and_the_event_that_follows_makes_it_ready_once(use_cases):
+    """The multipart completion knows the object exists: the job reads `queued` from its
+    answer on, never `awaiting_upload` with every byte stored; storage's event then finds it
+    queued, and the worker claims it once."""
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    put_parts(use_cases, accepted.upload, data)
+    answer = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert answer.status is JobStatus.QUEUED
+    assert use_cases.ctx.jobs.items[accepted.job.job_id].status is JobStatus.QUEUED
+    events = use_cases.ctx.backlog.take()
+    assert len(events) == 1  # storage's own event, no second one
+    again = events + events  # delivered twice, as SQS may
+    assert [use_cases.worker.handle_object_created(e) for e in again] == ["ready", "duplicate"]
+    job = use_cases.ctx.jobs.items[accepted.job.job_id]
+    assert job.status is JobStatus.READY and job.attempt == 1
+
+
+def test_a_completion_repeated_after_one_that_died_before_queueing_queues_the_job(use_cases):
+    accepted, _ = completed(use_cases)
+    answer = use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    assert answer.status is JobStatus.QUEUED
+    assert deliver(use_cases) == ["ready"]
 
 
 def test_the_upload_of_a_completed_multipart_upload_answers_the_job_before_its_event(use_cases):
@@ -291,13 +325,14 @@ def sweep_after_grace(use_cases, job):
 
 def test_a_multipart_upload_completed_at_its_deadline_gets_no_duplicate_event(use_cases):
     """S3 stamps a multipart object's Last-Modified with the upload's initiation (the fake
-    does too), hours before the completion whose event is still waiting: not lost."""
+    does too), hours before the completion whose event is still waiting: not lost. (The
+    completion queues the job itself; here its call died first, as the sweep sees it.)"""
     ctx = use_cases.ctx
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     ctx.clock.now = accepted.job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    completed_in_storage(use_cases, accepted.job)
     assert ctx.objects.head(accepted.job.original_key).last_modified == accepted.job.created_at
     assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
     job = ctx.jobs.items[accepted.job.job_id]
@@ -312,12 +347,29 @@ def test_a_lost_multipart_event_is_sent_again_by_the_queued_jobs_look(use_cases)
     data = big_jpeg()
     accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
     put_parts(use_cases, accepted.upload, data)
-    use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None)
+    completed_in_storage(use_cases, accepted.job)
     ctx.backlog.take()  # delivered, but never run: lost
     assert sweep_after_grace(use_cases, accepted.job)[SweepOutcome.UPLOAD_FOUND] == 1
     assert ctx.jobs.items[accepted.job.job_id].resends == 0
     ctx.clock.advance(ctx.settings.queue_timeout_seconds)
     assert use_cases.sweeper.sweep()[SweepOutcome.RESENT] == 1
+    assert deliver(use_cases) == ["ready"]
+
+
+def test_a_multipart_upload_the_completion_queued_at_its_deadline_gets_no_duplicate_event(use_cases):
+    """The completion queued the job a second before the deadline's grace ended: the queued
+    job's look measures from that write, not from Last-Modified (the upload's initiation)."""
+    ctx = use_cases.ctx
+    data = big_jpeg()
+    accepted = use_cases.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data), method="multipart")
+    ctx.clock.now = accepted.job.upload_expires_at + ctx.upload_grace - timedelta(seconds=1)
+    put_parts(use_cases, accepted.upload, data)
+    assert use_cases.direct_uploads.complete_upload("alice", accepted.job.job_id, None).status is JobStatus.QUEUED
+    ctx.clock.advance(ctx.settings.queue_timeout_seconds)  # the queued job's look, its event still waiting
+    report = use_cases.sweeper.sweep()
+    assert report[SweepOutcome.WAITING] == 1 and SweepOutcome.RESENT not in report
+    assert ctx.jobs.items[accepted.job.job_id].resends == 0
+    assert len(ctx.backlog.sent) == 1  # its own event, no duplicate
     assert deliver(use_cases) == ["ready"]
 
 

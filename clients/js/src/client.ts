@@ -1,13 +1,16 @@
 // Client: the API's HTTP calls, their bounded retries, and the three upload routes.
 import * as errors from "./errors.js";
 import { Job, Status, jsonObject } from "./job.js";
-import { MAX_HOLD_SECONDS, retryAfter, retryWait, type Random } from "./polling.js";
+import { ARRIVAL_SECONDS, MAX_HOLD_SECONDS, retryAfter, retryWait, type Random } from "./polling.js";
 import { Hub, Watch, type WatchOptions, type WebSocketLike } from "./push.js";
 import { contentTypeOf, readSource, sha256Base64, type Body, type Source } from "./source.js";
 import { loadRecord, memoryStorage, type UploadStorage } from "./storage.js";
 import { deadlineSignal, sleep } from "./timing.js";
 
 export const API_ROOT = "/api/v1";
+/** The app's backend (docs/contract.md "The service principal"): a token with this OAuth scope
+ * reads, lists and deletes any owner's jobs, on the /service/ routes only. */
+export const SERVICE_SCOPE = "image-jobs/service";
 /** The server's default MAX_UPLOAD_BYTES, its limit on POST /images; larger files go straight to storage. */
 export const DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024;
 /** @deprecated Its name in 0.1.0: use DEFAULT_MAX_UPLOAD_BYTES (read for one release). */
@@ -58,6 +61,10 @@ export interface ClientOptions {
   maxHeld?: number;
   clock?: () => number;
   random?: Random;
+  /** The token is the service principal's (the app's backend): jobs are read, listed and
+   * deleted on the /service/ routes. By default read from the token: a JWT whose `scope` claim
+   * names `image-jobs/service` (read, not verified: the server checks the token). */
+  service?: boolean;
 }
 
 export interface UploadOptions {
@@ -79,8 +86,12 @@ export interface UploadOptions {
   onProgress?: Progress;
   onPartProgress?: PartProgress;
   /** Aborting it stops the upload with UploadStopped, and no request starts after it: POST
-   * /images, POST /uploads, a single PUT or form at once; parts in flight are finished. */
+   * /images, POST /uploads, a single PUT or form at once; parts in flight are finished. The
+   * stopped upload's job is cancelled (an unfinished job counts against its owner's limit
+   * until its upload's deadline) unless `keepStopped`. */
   signal?: AbortSignal;
+  /** Keep a stopped upload's job `awaiting_upload`, with its record in `storage`, for a resume. */
+  keepStopped?: boolean;
   /** Called as soon as the job exists (before its file is sent). */
   onCreated?: (job: Job) => void;
 }
@@ -149,6 +160,7 @@ export class Client {
   private readonly fetchImpl: typeof fetch;
   private readonly token: ClientOptions["token"];
   private hub: Hub | null = null;
+  private serviceFlag: boolean | undefined;
   // The uploads under way in this client, by record: a second upload of the same file at
   // the same time is a second job (as two picks of one photo are), not a resume of the first.
   private readonly uploading = new Set<string>();
@@ -170,6 +182,17 @@ export class Client {
     this.holdSeconds = Math.max(0, Math.min(MAX_HOLD_SECONDS, Math.floor(this.timeout) - 2));
     this.clock = options.clock ?? (() => Date.now());
     this.random = options.random ?? Math.random;
+    this.serviceFlag = options.service;
+  }
+
+  /** Whether this client is the service principal's (given, or read from its token once). */
+  async isService(): Promise<boolean> {
+    return this.serviceFlag ?? this.serviceOf(await this.bearer());
+  }
+
+  private serviceOf(token: string | null): boolean {
+    this.serviceFlag ??= isServiceToken(token);
+    return this.serviceFlag;
   }
 
   /** Closes the push socket, if one is open. */
@@ -183,15 +206,20 @@ export class Client {
     return new URL(target, `${this.baseUrl}/`).toString();
   }
 
-  /** The job named by its id, its Location path or its full URL; nothing is fetched yet. */
+  /** The job named by its id, its Location path or its full URL; nothing is fetched yet. A
+   * service client reads and deletes it on the service's route, whichever route it names. */
   job(ref: string): Job {
     if (ref.includes("://") || ref.startsWith("/")) return new Job(this, this.url(ref));
     return new Job(this, this.url(`${API_ROOT}/image-jobs/${encodeURIComponent(ref)}`));
   }
 
   /** Every job of the caller, newest first, page after page (GET /api/v1/image-jobs), each as
-   * GET shows it: `for await (const job of client.jobs({ status: "ready" }))`. */
+   * GET shows it: `for await (const job of client.jobs({ status: "ready" }))`. A service
+   * client must name an `owner` (TypeError without: the service lists one owner at a time). */
   async *jobs(options: JobsOptions = {}): AsyncGenerator<Job> {
+    if (options.owner === undefined && await this.isService()) {
+      throw new TypeError("a service client lists one owner's jobs: jobs({ owner }); the service webhook tells of every owner's jobs");
+    }
     const query = new URLSearchParams();
     const statuses = typeof options.status === "string" ? [options.status] : [...(options.status ?? [])];
     for (const status of statuses) query.append("status", status);
@@ -217,6 +245,28 @@ export class Client {
     }
   }
 
+  /** The service principal's one webhook for every owner's jobs: registered (or changed), with
+   * `events` the statuses sent (default the terminal ones). `secret` is in the answer only
+   * when it is new. */
+  async setServiceWebhook(url: string, events?: readonly string[]): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("PUT", `${API_ROOT}/service/webhook`, { json: { url, ...(events ? { events: [...events] } : {}) } }));
+  }
+
+  /** The service webhook's `url` and `events` (`{url: null}` when there is none). */
+  async serviceWebhook(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("GET", `${API_ROOT}/service/webhook`));
+  }
+
+  async deleteServiceWebhook(): Promise<void> {
+    await this.request("DELETE", `${API_ROOT}/service/webhook`);
+  }
+
+  /** A new secret (the old one still signs for 24 hours), in the answer. Never retried after a
+   * lost answer: a second rotation would end the first new secret's overlap at once. */
+  async rotateServiceWebhookSecret(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("POST", `${API_ROOT}/service/webhook/rotate-secret`));
+  }
+
   /** The updates of `jobs` (Job objects or ids; none: every job of the owner) over one
    * WebSocket: `for await (const job of client.watch(jobs))`. */
   watch(jobs?: Iterable<Job | string> | null, options: WatchOptions = {}): Watch {
@@ -233,7 +283,8 @@ export class Client {
 
   /** @internal The client's one push socket for job.wait({push: true}); null where none opens. */
   async _pushHub(end: number | null): Promise<Hub | null> {
-    if (!this.WebSocket) return null;
+    // The service principal has no push socket (its token is refused at connect): it polls.
+    if (!this.WebSocket || await this.isService()) return null;
     this.hub ??= new Hub(this);
     const timeout = end === null ? 10_000 * this.maxAttempts : Math.max(0, end - this.clock());
     return (await this.hub.ready(timeout)) ? this.hub : null;
@@ -246,7 +297,10 @@ export class Client {
    * the job's Location are kept in `storage` under the file's fingerprint, so the same call
    * after a crash resumes: it sends only the parts storage does not hold, or answers the job
    * when its file had arrived; a job gone, cancelled or failed upload_missing is left, and the
-   * file uploaded anew with a new key (tests/sdk_rules.json, the Python SDK's rules too).
+   * file uploaded anew with a new key (tests/sdk_rules.json, the Python SDK's rules too). The
+   * job answered has its file: `queued` or further along (a multipart job is queued by its
+   * completion; after a single PUT the upload waits, held, at most ARRIVAL_SECONDS for
+   * storage's event to move it).
    */
   async upload(source: Source, options: UploadOptions = {}): Promise<Job> {
     const body = await readSource(source, this.fetchImpl);
@@ -266,7 +320,10 @@ export class Client {
     try {
       return await this.uploadAs(body, ctype, direct, multipart, sha256, recordKey, options);
     } catch (error) {
-      throw stoppedBy(error, options.signal);
+      const failure = await this.stopped(error, options);
+      // A stopped upload whose job was cancelled has nothing left to resume.
+      if (recordKey && failure instanceof errors.UploadStopped && failure.job?.finished) await this.storage.removeItem(recordKey);
+      throw failure;
     } finally {
       if (recordKey) this.uploading.delete(recordKey);
     }
@@ -328,8 +385,16 @@ export class Client {
       if (upload) await this.sendRest(job, upload, await readSource(source, this.fetchImpl), options);
       return job;
     } catch (error) {
-      throw stoppedBy(error, options.signal, job);
+      throw await this.stopped(error, options, job);
     }
+  }
+
+  /** An upload's error: once the caller's signal fired, UploadStopped, its job cancelled
+   * unless the caller keeps it to resume. */
+  private async stopped(error: unknown, options: UploadOptions, job: Job | null = null): Promise<unknown> {
+    const failure = stoppedBy(error, options.signal, job);
+    if (failure instanceof errors.UploadStopped && failure.job && !options.keepStopped) await cancelStopped(failure.job);
+    return failure;
   }
 
   /** The job of an upload an earlier call saved and did not finish, read, and its upload
@@ -434,13 +499,15 @@ export class Client {
         const named = etags.size === upload.parts!.length && [...etags.values()].every(Boolean);
         const parts = [...etags].sort(([a], [b]) => a - b).map(([part_number, etag]) => ({ part_number, etag }));
         this.stopIfAborted(options.signal); // the parts are stored: a resume completes it
-        await this.request("POST", `${job.location}/upload`, { repeatable: true, signal: options.signal, ...(named ? { json: { parts } } : {}) });
+        job._withAnswer(await this.request("POST", `${job.location}/upload`, { repeatable: true, signal: options.signal, ...(named ? { json: { parts } } : {}) }));
       } else {
         throw new errors.ImageJobsError(`unknown upload method ${JSON.stringify(upload.method)}`);
       }
     } catch (error) {
       throw stoppedBy(error, options.signal, job);
     }
+    // A multipart job is queued by its completion; a single PUT's, by storage's event.
+    await job._awaitArrival(ARRIVAL_SECONDS, options.signal);
   }
 
   private stopIfAborted(signal?: AbortSignal) {
@@ -528,12 +595,13 @@ export class Client {
    * `repeatable`.
    */
   async request(method: string, target: string, options: RequestOptions = {}): Promise<Answer> {
-    const url = this.url(target);
+    const asked = this.url(target);
     const repeatable = options.repeatable
       ?? (REPEATABLE_METHODS.has(method.toUpperCase()) || "Idempotency-Key" in (options.headers ?? {}));
     let refreshed = false;
     for (let attempts = 1; ; attempts++) {
       const token = await this.bearer();
+      const url = this.routed(asked, token);
       const headers: Record<string, string> = { ...(options.headers ?? {}) };
       if (token) headers.Authorization = `Bearer ${token}`;
       let body = options.body as BodyInit | undefined;
@@ -577,10 +645,44 @@ export class Client {
     await sleep(retryWait(attempts, seconds, this.random) * 1000, signal);
   }
 
+  /** A job's own URL on the owners' route, for a service client (known from `token`) on the service's. */
+  private routed(url: string, token: string | null): string {
+    const owners = new URL(`${API_ROOT}/image-jobs/`, `${this.baseUrl}/`).toString();
+    const rest = url.startsWith(owners) ? url.slice(owners.length) : "";
+    if (!rest || /[/?#]/.test(rest) || !this.serviceOf(token)) return url;
+    return this.url(`${API_ROOT}/service/image-jobs/${rest}`);
+  }
+
   /** @internal */
   async bearer(): Promise<string | null> {
     if (typeof this.token === "function") return await this.token();
     return this.token ?? null;
+  }
+}
+
+/** Whether a bearer token is the service principal's: a JWT whose `scope` claim (OAuth's: names
+ * separated by spaces) names SERVICE_SCOPE. Read, never verified: it only picks the routes, and
+ * the server checks every token. Anything else (no token, an opaque one, no atob) is an owner's. */
+export function isServiceToken(token: string | null): boolean {
+  const parts = (token ?? "").split(".");
+  if (parts.length !== 3 || typeof globalThis.atob !== "function") return false;
+  try {
+    const base64 = parts[1]!.replace(/-/g, "+").replace(/_/g, "/");
+    const claims: unknown = JSON.parse(globalThis.atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4)));
+    const scope = claims && typeof claims === "object" ? (claims as { scope?: unknown }).scope : undefined;
+    return typeof scope === "string" && scope.split(" ").includes(SERVICE_SCOPE);
+  } catch {
+    return false;
+  }
+}
+
+/** A stopped upload's job, cancelled: it no longer counts against its owner's unfinished jobs.
+ * Best effort: one whose cancel is lost ends `upload_missing` at its deadline. */
+async function cancelStopped(job: Job): Promise<void> {
+  try {
+    await job.cancel();
+  } catch (error) {
+    if (!(error instanceof errors.ImageJobsError)) throw error;
   }
 }
 

@@ -236,6 +236,27 @@ export class Job {
         }
       }
     }
+    return this._pollUntil(() => this.finished, end, signal, onStatus);
+  }
+
+  /** @internal After the last byte of a single PUT (or form) is stored: polls, held, until
+   * storage's notification has moved the job past `awaiting_upload`, for at most `seconds`
+   * (or until `signal` fires); the job as it is then. The file is stored whatever a poll
+   * answers, so no error of these polls is thrown: the upload is done. */
+  async _awaitArrival(seconds: number, signal?: AbortSignal): Promise<Job> {
+    if (this.status !== Status.AWAITING_UPLOAD) return this;
+    try {
+      await this._pollUntil(() => this.status !== Status.AWAITING_UPLOAD, this.client.clock() + seconds * 1000, signal);
+    } catch (error) {
+      if (!(error instanceof errors.ImageJobsError)) throw error;
+    }
+    return this;
+  }
+
+  /** @internal wait()'s polls, until `done()` holds after one: held where the server holds
+   * them, else on the contract's schedule; `end` on the client's clock (ms). */
+  async _pollUntil(done: () => boolean, end: number | null, signal?: AbortSignal, onStatus?: (job: Job) => void): Promise<Job> {
+    const c = this.client;
     let delay = c.waits ? 0 : Math.max(0, (this._retryAt ?? 0) - c.clock());
     let polls = 0;
     let failures = 0;
@@ -271,7 +292,7 @@ export class Job {
       const changed = this.status !== seen;
       if (changed) onStatus?.(this);
       seen = this.status;
-      if (this.finished) return this;
+      if (done()) return this;
       // Held: ask again at once. A held answer that came back at once unchanged (the server's
       // time ran short) falls back to the schedule, never a tight loop.
       if (this._held && (changed || c.clock() - asked >= MIN_HELD_SECONDS * 1000)) {

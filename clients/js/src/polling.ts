@@ -8,6 +8,9 @@ export const JITTER = 0.2;
 export const MAX_HOLD_SECONDS = 20;
 /** A held answer quicker than this, with nothing new, is followed by the schedule. */
 export const MIN_HELD_SECONDS = 1;
+/** After a direct upload's last byte is stored, its job leaves awaiting_upload when storage's
+ * notification arrives (seconds): the upload waits for that, held, at most this long. */
+export const ARRIVAL_SECONDS = 30;
 /** Retries of one request when the server sent no Retry-After. */
 export const RETRY_STEPS = [1, 2, 4, 8, 15] as const;
 

@@ -117,13 +117,14 @@ test("over the API's limit: POST /uploads by PUT with the SHA-256, then exactly 
   const { fetch, requests } = scriptedFetch([
     { status: 202, body: body("awaiting_upload", { upload: { method: "PUT", url: "http://s3.test/o", headers: { "Content-Type": "image/jpeg", "Content-Length": "5000", "x-amz-checksum-sha256": digest } } }), headers: { Location: "/api/v1/image-jobs/j1" } },
     { status: 200 },
+    { body: body("queued") }, // storage's event has moved the job: the upload answers then
   ]);
   const job = await client(fetch, { maxUploadBytes: 1000 }).upload(data);
   assert.equal(requests[0].url, `${BASE}/api/v1/uploads`);
   assert.deepEqual(JSON.parse(requests[0].body), { content_type: "image/jpeg", size: 5000, method: "PUT", sha256: digest });
   assert.equal(requests[1].method, "PUT");
   assert.deepEqual(requests[1].headers, { "Content-Type": "image/jpeg", "x-amz-checksum-sha256": digest });
-  assert.equal(job.status, "awaiting_upload");
+  assert.equal(job.status, "queued");
 });
 
 test("multipart: only the parts not stored, at most 4 at once, then an empty completion; resumed from storage", async () => {
@@ -200,6 +201,7 @@ test("an aborted presigned PUT stops at once with UploadStopped", async () => {
     if (url.endsWith("/uploads")) {
       return new Response(JSON.stringify(body("awaiting_upload", { upload: { method: "PUT", url: "http://s3.test/o", headers: {} } })), { status: 202, headers: { Location: JOB } });
     }
+    if (url.endsWith("/cancel")) return new Response(JSON.stringify(body("cancelled")));
     return new Promise((_, reject) => init.signal.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
   };
   const c = client(fetchImpl, { maxUploadBytes: 10 });
@@ -261,6 +263,7 @@ test("metadata: an ASCII header on POST /images, a member of /uploads; job.metad
     { status: 202, body: body("queued", { metadata: { name: "été.jpg" } }), headers: { Location: "/api/v1/image-jobs/j1" } },
     { status: 202, body: body("awaiting_upload", { upload: { method: "PUT", url: "http://s3.test/o", headers: {} } }), headers: { Location: "/api/v1/image-jobs/j1" } },
     { status: 200 },
+    { body: body("queued") },
   ]);
   const small = await client(fetch).upload(new Uint8Array([0xff, 0xd8, 0xff, 1]), { metadata: { name: "été.jpg" } });
   assert.equal(requests[0].headers["Image-Jobs-Metadata"], '{"name":"\\u00e9t\\u00e9.jpg"}');

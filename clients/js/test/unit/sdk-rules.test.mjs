@@ -48,9 +48,9 @@ async function perform(client, step, job, signal) {
         const saved = { idempotencyKey: step.saved.idempotency_key, ...(step.saved.location ? { location: step.saved.location } : {}) };
         await client.storage.setItem(RECORD, JSON.stringify(saved));
       }
-      return client.upload(file(step.size), { fingerprint: FINGERPRINT, signal });
+      return client.upload(file(step.size), { fingerprint: FINGERPRINT, signal, keepStopped: step.keep_stopped });
     }
-    case "resume": return client.resume(job, file(step.size), { signal });
+    case "resume": return client.resume(job, file(step.size), { signal, keepStopped: step.keep_stopped });
     case "refresh": return job.refresh();
     case "cancel": return job.cancel();
     case "delete": await job.delete(); return job;

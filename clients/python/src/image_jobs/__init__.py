@@ -8,7 +8,7 @@
             job.download("out/")
 """
 from ._version import __version__
-from .client import DEFAULT_DIRECT_THRESHOLD, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_URL, Client  # noqa: E402
+from .client import DEFAULT_DIRECT_THRESHOLD, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_URL, SERVICE_SCOPE, Client  # noqa: E402
 from .errors import (  # noqa: E402
     ImageJobsError,
     ApiError,
@@ -60,6 +60,7 @@ __all__ = [
     "Variant",
     "Watch",
     "DEFAULT_URL",
+    "SERVICE_SCOPE",
     "DEFAULT_MAX_UPLOAD_BYTES",
     "DEFAULT_DIRECT_THRESHOLD",
     "ERRORS_BY_CODE",

@@ -125,6 +125,9 @@ def _metadata(args: argparse.Namespace) -> Dict[str, str]:
 
 
 def _list(client: Client, args: argparse.Namespace) -> int:
+    if client.service and args.owner is None:
+        print("image-jobs: a service token lists one owner's jobs: add --owner SUB", file=sys.stderr)
+        return EXIT_USAGE
     printer = _Printer(args.json)
     for count, job in enumerate(client.jobs(status=args.status or None, owner=args.owner), start=1):
         printer.show(Outcome(job.job_id, job=job))
@@ -163,7 +166,7 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
                 # interrupted; Job.wait's first held poll goes at once instead.
                 job = client.upload(path, on_progress=sent, on_part_progress=bars.update,
                                      formats=_formats(args), idempotency_key=key, stop=stop,
-                                     metadata=_metadata(args) or None)
+                                     metadata=_metadata(args) or None, keep_stopped=True)
         except ImageJobsError as exc:
             cut = getattr(exc, "job", None)
             if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD:
@@ -190,7 +193,8 @@ def _resume(client: Client, state: UploadState, path: Path, sent: Callable[[int,
     if not location:
         return None
     progress.update(task, state="resuming")
-    job = client.resume_saved(location, path, on_progress=sent, on_part_progress=part_sent, stop=stop)
+    job = client.resume_saved(location, path, on_progress=sent, on_part_progress=part_sent, stop=stop,
+                              keep_stopped=True)
     if job is None:
         state.forget()
     return job

@@ -28,6 +28,9 @@ from .sniff import OCTET_STREAM, guess_type
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_ROOT = "/api/v1"
+# The app's backend (docs/contract.md "The service principal"): a token with this OAuth scope
+# reads, lists and deletes any owner's jobs, on the /service/ routes only.
+SERVICE_SCOPE = "image-jobs/service"
 # The server's default MAX_UPLOAD_BYTES, its limit on POST /images (Lambda's payload limit);
 # larger files go direct, by one presigned PUT, and from the server's MULTIPART_MIN_BYTES in parts.
 DEFAULT_MAX_UPLOAD_BYTES = 4 * 1024 * 1024
@@ -62,6 +65,10 @@ class Client:
     own httpx.Client (proxies, TLS; you close it), else one with `timeout`.
     `waits`: polls ask the server to hold them until the job changes (Prefer: wait), for as
     long as `timeout` allows; False polls on the contract's schedule only.
+    `service`: the token is the service principal's (the app's backend, docs/contract.md "The
+    service principal"), whose jobs are read, listed and deleted on the /service/ routes; by
+    default the client reads it from the token: a JWT whose `scope` claim names
+    `image-jobs/service` (read, not verified: the server checks the token).
     `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
     """
 
@@ -75,7 +82,7 @@ class Client:
                  sleep: Callable[[float], Any] = time.sleep,
                  random: Callable[[], float] = _random.random,
                  cache_dir: Optional[Union[str, Path]] = None,
-                 direct_threshold: Optional[int] = None):
+                 direct_threshold: Optional[int] = None, service: Optional[bool] = None):
         if direct_threshold is not None:  # its name in 0.1.0: read for one release
             warnings.warn("direct_threshold is max_upload_bytes now", DeprecationWarning, stacklevel=2)
             max_upload_bytes = direct_threshold
@@ -84,6 +91,7 @@ class Client:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._token_provider = token_provider
+        self._service = service
         self.max_upload_bytes = max_upload_bytes
         self.multipart_threshold = multipart_threshold
         self.bytes_to_storage = 0  # bytes of files (and parts) sent to storage: what a resume saves
@@ -117,16 +125,29 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    @property
+    def service(self) -> bool:
+        """Whether this client is the service principal's (given, or read from its token once)."""
+        if self._service is None:
+            self._service = is_service_token(self._bearer())
+        return self._service
+
     # -- jobs --------------------------------------------------------------------------------
     def url(self, target: str) -> str:
         """An absolute URL for a path such as a Location header, or the URL itself."""
         return str(httpx.URL(self.base_url + "/").join(target))
 
     def job(self, ref: str) -> Job:
-        """The job named by its id, its Location path or its full URL; nothing is fetched yet."""
-        if "://" in ref or ref.startswith("/"):
-            return Job(self, self.url(ref))
-        return Job(self, self.url(f"{API_ROOT}/image-jobs/{quote(ref, safe='')}"))
+        """The job named by its id, its Location path or its full URL; nothing is fetched yet.
+        A service client reads it on the service's route, whichever route the reference names."""
+        jobs = f"{API_ROOT}/service/image-jobs" if self.service else f"{API_ROOT}/image-jobs"
+        if "://" not in ref and not ref.startswith("/"):
+            return Job(self, self.url(f"{jobs}/{quote(ref, safe='')}"))
+        url = httpx.URL(self.url(ref))
+        owners = f"{API_ROOT}/image-jobs/"
+        if self.service and url.path.startswith(owners) and "/" not in url.path[len(owners):]:
+            url = url.copy_with(path=f"{jobs}/{url.path[len(owners):]}")  # a Location an owner was given
+        return Job(self, str(url))
 
     def jobs(self, *, status: Union[str, Sequence[str], None] = None, owner: Optional[str] = None,
              created_after: Optional[str] = None, created_before: Optional[str] = None,
@@ -134,7 +155,12 @@ class Client:
         """Every job of the caller, newest first, page after page (GET /image-jobs), each as GET
         shows it: `for job in client.jobs(status="ready"): ...`. `status`: one or several.
         `owner`: with the service principal's token, that owner's jobs (GET /service/image-jobs),
-        each with `job.owner`. `created_after`/`created_before`: RFC 3339 times, exclusive."""
+        each with `job.owner`; a service client must name one (ValueError without: the service
+        lists one owner at a time, and its webhook tells of every job).
+        `created_after`/`created_before`: RFC 3339 times, exclusive."""
+        if owner is None and self.service:
+            raise ValueError("a service client lists one owner's jobs: jobs(owner=...); "
+                             "the service webhook tells of every owner's jobs")
         statuses = [status] if isinstance(status, str) else list(status or ())
         params: List[Tuple[str, str]] = [("status", s) for s in statuses]
         for name, value in (("owner", owner), ("created_after", created_after),
@@ -185,7 +211,10 @@ class Client:
 
     def _push_hub(self, end: Optional[float] = None) -> Optional[Hub]:
         """The client's one push socket for Job.wait(push=True), opened on first use;
-        None where it cannot be, or not before `end` on the client's clock (the waits then poll)."""
+        None where it cannot be, or not before `end` on the client's clock (the waits then poll).
+        The service principal has none (its token is refused at connect): its waits poll."""
+        if self.service:
+            return None
         with self._hub_lock:
             if self._hub is None:
                 self._hub = Hub(self)
@@ -201,8 +230,11 @@ class Client:
                on_progress: Optional[Progress] = None, wait: float = 0,
                on_part_progress: Optional[PartProgress] = None,
                formats: Sequence[str] = (), stop: Optional[threading.Event] = None,
-               metadata: Optional[Dict[str, str]] = None) -> Job:
-        """Upload one image and return its job (`queued`, or `awaiting_upload` for a moment).
+               metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
+        """Upload one image and return its job: `queued` (or further along) once its file is
+        stored. After a single PUT the job leaves `awaiting_upload` when storage's notification
+        arrives: the upload waits for that, held, for at most polling.ARRIVAL_SECONDS (it reads
+        `awaiting_upload` only if the notification is later still).
 
         Files up to `max_upload_bytes` bytes go through POST /images; larger ones straight to
         storage by one presigned PUT, and from `multipart_threshold` in parts, sent in
@@ -220,35 +252,40 @@ class Client:
         POST /images or a single PUT at once (between two chunks), a multipart one once the
         parts in flight are stored, starting no other part nor the completion. Its `job` is
         what resume() takes (None when the job was not made: the same key makes it later).
+        A direct upload's stopped job is cancelled (an unfinished job counts against its
+        owner's limit until its upload's deadline), unless `keep_stopped`: then it stays
+        `awaiting_upload` for resume().
         """
         formats = tuple(formats)
         data, name = _read(source)
         key = idempotency_key or str(uuid.uuid4())
         ctype = content_type or guess_type(data) or OCTET_STREAM
         name = filename or name
-        if len(data) > self.max_upload_bytes:
-            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats, stop, metadata), wait)
-        try:
-            return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop)
-        except errors.FileTooLarge:
-            # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
-            return self._held_poll(self._upload_direct(data, ctype, name, key, on_progress,
-                                                       on_part_progress, formats, stop, metadata), wait)
+        if len(data) <= self.max_upload_bytes:
+            try:
+                return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop)
+            except errors.FileTooLarge:
+                pass  # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
+        job = self._upload_direct(data, ctype, name, key, on_progress, on_part_progress, formats, stop,
+                                  metadata, keep_stopped)
+        return self._held_poll(job, wait)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
                on_part_progress: Optional[PartProgress] = None,
-               stop: Optional[threading.Event] = None) -> Job:
+               stop: Optional[threading.Event] = None, keep_stopped: bool = False) -> Job:
         """Finish the upload of `job` (still `awaiting_upload`) from `source`, the same file:
         GET its upload, send what storage does not hold yet (for multipart, only the parts
-        missing), and complete it. `stop` as in upload(). An upload that had already
-        arrived (the server answers with the job) sends nothing: the job is returned as it is."""
+        missing), and complete it; the job as upload() returns it. `stop` and `keep_stopped`
+        as in upload(). An upload that had already arrived (the server answers with the job)
+        sends nothing: the job is returned as it is."""
         upload = self._describe(job)
-        return job if upload is None else self._send_rest(job, upload, source, on_progress, on_part_progress, stop)
+        if upload is None:
+            return job
+        return self._send_rest(job, upload, source, on_progress, on_part_progress, stop, keep_stopped)
 
     def resume_saved(self, location: str, source: Source, *, on_progress: Optional[Progress] = None,
                      on_part_progress: Optional[PartProgress] = None,
-                     stop: Optional[threading.Event] = None) -> Optional[Job]:
+                     stop: Optional[threading.Event] = None, keep_stopped: bool = False) -> Optional[Job]:
         """The job of an upload an earlier run saved (its Location) and did not finish, read,
         and its upload finished from `source` as resume() does; a job whose file had arrived
         is answered as it is. None when there is nothing to go on with: the job is gone (404,
@@ -269,7 +306,7 @@ class Client:
         except errors.InvalidRequest:
             return None  # its upload ended since the read: aborted at its deadline, or with its job
         if upload is not None:
-            self._send_rest(job, upload, source, on_progress, on_part_progress, stop).refresh()
+            self._send_rest(job, upload, source, on_progress, on_part_progress, stop, keep_stopped).refresh()
         return job
 
     def _describe(self, job: Job) -> Optional[Dict[str, Any]]:
@@ -283,14 +320,13 @@ class Client:
         return upload
 
     def _send_rest(self, job: Job, upload: Dict[str, Any], source: Source, on_progress: Optional[Progress],
-                   on_part_progress: Optional[PartProgress], stop: Optional[threading.Event]) -> Job:
-        """What storage lacks of a described upload, then the completion; errors carry `job`."""
+                   on_part_progress: Optional[PartProgress], stop: Optional[threading.Event],
+                   keep_stopped: bool) -> Job:
+        """What storage lacks of a described upload, then the completion, as _send_stored."""
         data, name = _read(source)
-        try:
-            self._send(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress, stop)
-        except errors.ImageJobsError as exc:
-            exc.job = job  # type: ignore[attr-defined]
-            raise
+        self._send_stored(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress,
+                          stop, keep_stopped)
+        return job
         return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
@@ -326,7 +362,7 @@ class Client:
                        on_progress: Optional[Progress],
                        on_part_progress: Optional[PartProgress] = None,
                        formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None,
-                       metadata: Optional[Dict[str, str]] = None) -> Job:
+                       metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
         body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
         if metadata:
             body["metadata"] = dict(metadata)
@@ -341,16 +377,31 @@ class Client:
         job = Job._accepted(self, response)
         upload = job.raw.get("upload")
         if job.status == Status.AWAITING_UPLOAD and isinstance(upload, dict) and upload.get("method"):
-            try:
-                self._send(job, upload, data, ctype, name, on_progress, on_part_progress, stop)
-            except errors.ImageJobsError as exc:
-                exc.job = job  # type: ignore[attr-defined]  # what resume(exc.job, source) takes
-                raise
-            # Processing can only start now: count the server's Retry-After from here.
-            job._retry_at = self.clock() + (polling.retry_after(response.headers) or 0.0)
+            # Processing can only start once the file is stored: its polls count the server's
+            # Retry-After from then.
+            self._send_stored(job, upload, data, ctype, name, on_progress, on_part_progress, stop,
+                              keep_stopped, polling.retry_after(response.headers))
         elif on_progress is not None and job.status != Status.AWAITING_UPLOAD:
             on_progress(len(data), len(data))  # a replay: the file had already arrived
         return job
+
+    def _send_stored(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
+                     on_progress: Optional[Progress], on_part_progress: Optional[PartProgress],
+                     stop: Optional[threading.Event], keep_stopped: bool,
+                     retry_after: Optional[float] = None) -> None:
+        """Send the file as `upload` says, until the job has left `awaiting_upload` (bounded).
+        A failure carries the job as `job` (what resume() takes); a stop cancels it first,
+        unless the caller keeps it."""
+        try:
+            self._send(job, upload, data, ctype, name, on_progress, on_part_progress, stop)
+        except errors.ImageJobsError as exc:
+            if isinstance(exc, errors.UploadStopped) and not keep_stopped:
+                _cancel_stopped(job)
+            exc.job = job  # type: ignore[attr-defined]
+            raise
+        job._retry_at = self.clock() + (retry_after or 0.0)
+        # A multipart job is queued by its completion; a single PUT's, by storage's event.
+        job._await_arrival(polling.ARRIVAL_SECONDS, stop)
 
     def _send(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
               on_progress: Optional[Progress], on_part_progress: Optional[PartProgress],
@@ -364,7 +415,7 @@ class Client:
             self._put_parts(upload, data, on_progress, on_part_progress, stop)
             _stop_if_set(stop, "the completion")  # the parts are stored: a resume completes it
             # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
-            self.request("POST", job.location + "/upload", repeatable=True)
+            job._with_answer(self.request("POST", job.location + "/upload", repeatable=True))
         else:
             raise errors.ImageJobsError(f"unknown upload method {method!r}")
 
@@ -540,6 +591,31 @@ class Client:
 
 
 Job.client_class = Client
+
+
+def is_service_token(token: Optional[str]) -> bool:
+    """Whether a bearer token is the service principal's: a JWT whose `scope` claim (OAuth's:
+    names separated by spaces) names SERVICE_SCOPE. Read, never verified: it only picks the
+    routes, and the server checks every token. Anything else (no token, an opaque one) is an
+    owner's."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return False
+    try:
+        claims = json_module.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return False
+    scope = claims.get("scope") if isinstance(claims, dict) else None
+    return isinstance(scope, str) and SERVICE_SCOPE in scope.split()
+
+
+def _cancel_stopped(job: Job) -> None:
+    """A stopped upload's job, cancelled: it no longer counts against its owner's unfinished
+    jobs. Best effort: one whose cancel is lost ends `upload_missing` at its deadline."""
+    try:
+        job.cancel()
+    except errors.ImageJobsError:
+        pass
 
 
 def _read(source: Source) -> Tuple[bytes, str]:

@@ -348,6 +348,28 @@ class Job:
                 return hub.wait(self, end, stop, on_status, c.clock)
             except errors.PushUnavailable:
                 pass  # polled from here on, as if push had never been asked for
+        return self._poll_until(lambda: self.finished, end, stop, on_status)
+
+    def _await_arrival(self, seconds: float, stop: Optional[threading.Event] = None) -> "Job":
+        """After the last byte of a single PUT (or form) is stored: polls, held, until storage's
+        notification has moved the job past `awaiting_upload`, for at most `seconds` (or until
+        `stop`); the job as it is then. The file is stored whatever a poll answers, so no error
+        of these polls is raised: the upload is done."""
+        if self.status != Status.AWAITING_UPLOAD.value:
+            return self
+        c = self._client
+        try:
+            self._poll_until(lambda: self.status != Status.AWAITING_UPLOAD.value, c.clock() + seconds, stop)
+        except errors.ImageJobsError:
+            pass
+        return self
+
+    def _poll_until(self, done: Callable[[], bool], end: Optional[float],
+                    stop: Optional[threading.Event] = None,
+                    on_status: Optional[Callable[["Job"], Any]] = None) -> "Job":
+        """wait()'s polls, until `done()` holds after one: held where the server holds them,
+        else on the contract's schedule; `end` on the client's clock."""
+        c = self._client
         if c.waits:
             delay = 0.0  # a held poll: the server waits, not us
         else:
@@ -384,7 +406,7 @@ class Job:
                     on_status(self)
                 changed = self.status != seen
                 seen = self.status
-                if self.finished:
+                if done():
                     return self
                 # Held: ask again at once. A held answer that came back at once unchanged
                 # (the server's time ran short) falls back to the schedule, never a tight loop.

@@ -18,6 +18,9 @@ MAX_HOLD_SECONDS = 20
 STOPPABLE_HOLD_SECONDS = 3
 # A held answer quicker than this, with nothing new, is followed by the schedule, not at once.
 MIN_HELD_SECONDS = 1.0
+# After a direct upload's last byte is stored, its job leaves awaiting_upload when storage's
+# notification arrives (seconds): the upload waits for that, held, at most this long.
+ARRIVAL_SECONDS = 30.0
 # Retries of one request (upload, cancel, delete) when the server sent no Retry-After.
 RETRY_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0)
 
