@@ -40,7 +40,8 @@ os.environ.pop("AWS_PROFILE", None)
 import botocore.client  # noqa: E402
 
 KB = 1024
-PHASES = ("upload", "upload_with_key", "direct_upload", "direct_worker", "poll", "worker", "expiry")
+PHASES = ("upload", "upload_with_key", "direct_upload", "direct_worker", "poll", "worker",
+          "duplicate_worker", "expiry")
 # What a sweep run costs once, however many jobs it handles: a query per status, a summary line.
 # The sweeper also reports the queues' depths once a run: their calls and metric lines.
 RUN_CALLS = {"dynamodb:Query", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
@@ -229,7 +230,6 @@ def measure(endpoint: str) -> dict:
     from chalicelib.adapters.dynamo_jobs import DUE_INDEX
     from chalicelib.bootstrap import build_use_cases
     from chalicelib.config import Settings
-    from chalicelib.domain.events import parse_message
     from chalicelib.domain.vocabulary import SweepOutcome
     from chalicelib.runtime.metrics import EmfMetrics
     from local.provision import load_template, provision
@@ -285,15 +285,9 @@ def measure(endpoint: str) -> dict:
         return outcome
 
     def take_event():
-        sqs = clients["sqs"]
-        for _ in range(10):
-            for message in sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10,
-                                               WaitTimeSeconds=1).get("Messages", []):
-                sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=message["ReceiptHandle"])
-                events = parse_message(message["Body"])
-                if events:
-                    return events[0]
-        raise RuntimeError("S3 sent no object-created event")
+        from benchmarks.stack import take_event as taken
+
+        return taken(clients["sqs"], stack.queue_url)
 
     # A first upload reads the queue's depth (then cached for a few seconds) and its URL: a
     # warm API's upload does neither. Then a job with an Idempotency-Key, only for its upload's
@@ -309,15 +303,21 @@ def measure(endpoint: str) -> dict:
     ready = service.manage.get_job("alice", job.job_id)
     phase("poll", lambda: (service.manage.get_job("alice", job.job_id), service.manage.urls(ready)))
     # POST /uploads: the client then sends the file to S3 itself (one S3 POST, not ours).
+    # Other bytes: the same ones would be a duplicate of the ready job (measured below).
+    fresh = photo()
     direct = phase("direct_upload",
-                   lambda: service.direct_uploads.create_direct_upload("alice", "image/jpeg", len(data)))
+                   lambda: service.direct_uploads.create_direct_upload("alice", "image/jpeg", len(fresh)))
     form = direct.upload
-    answer = requests.post(form.url, data=form.fields, files={"file": ("photo.jpg", data)}, timeout=30)
+    answer = requests.post(form.url, data=form.fields, files={"file": ("photo.jpg", fresh)}, timeout=30)
     answer.raise_for_status()
     event = take_event()
     assert phase("direct_worker", lambda: service.worker.handle_object_created(event)) == "ready"
+    # The same owner's same bytes again: the worker copies the ready job's renditions.
+    twin = service.uploads.accept_upload("alice", data).job
+    event = take_event()
+    assert phase("duplicate_worker", lambda: service.worker.handle_object_created(event)) == "ready"
     # The sweeper, once the retention is over: every due job of every status, in one run.
-    for other in (warm, keyed, direct.job):  # one expiry is measured: the plain job's
+    for other in (warm, keyed, direct.job, twin):  # one expiry is measured: the plain job's
         service.manage.delete("alice", other.job_id)
     later = ready.expires_at + timedelta(minutes=1)
     service.ctx.clock = lambda: later

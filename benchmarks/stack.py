@@ -69,6 +69,20 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def take_event(sqs, queue_url: str):
+    """The next object-created event on the queue (each message taken is deleted)."""
+    from chalicelib.domain.events import parse_message
+
+    for _ in range(10):
+        for message in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10,
+                                           WaitTimeSeconds=1).get("Messages", []):
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            events = parse_message(message["Body"])
+            if events:
+                return events[0]
+    raise RuntimeError("S3 sent no object-created event")
+
+
 def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 

@@ -29,6 +29,11 @@ class ObjectStore(Protocol):
         """What is stored under key, or None when nothing is (never an error for that)."""
         ...
 
+    def copy(self, source_key: str, key: str) -> None:
+        """A server-side copy (no bytes through us), with the source's Content-Type and
+        Cache-Control; KeyError if the source is absent."""
+        ...
+
     def get(self, key: str, max_bytes: int) -> bytes:
         """The object's bytes; raises FileTooLarge past max_bytes, KeyError if absent."""
         ...
@@ -155,6 +160,16 @@ class JobStore(Protocol):
 
     def release_idempotency(self, scope: str, job_id: str) -> None:
         """Delete the record if it still points at job_id; a missing one is fine."""
+        ...
+
+    def same_content(self, owner: str, sha256: str) -> str | None:
+        """The job id last noted for this owner's bytes (note_content), or None; never
+        another owner's. The job may since be gone: the caller reads it."""
+        ...
+
+    def note_content(self, owner: str, sha256: str, job_id: str, expires_at: datetime) -> None:
+        """Remember job_id as made from this owner's bytes until expires_at (a later note
+        replaces it)."""
         ...
 
     # -- reading ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ class FakeJobStore:
         self.idempotency: dict[str, IdempotencyRecord] = {}
         self.owners: dict[str, set[str]] = {}
         self.points: dict[str, ScanPoint] = {}
+        self.contents: dict[tuple[str, str], tuple[str, datetime]] = {}
         self._lock = threading.Lock()
         self.down = False
 
@@ -82,6 +83,15 @@ class FakeJobStore:
             self._check()
             if scope in self.idempotency and self.idempotency[scope].job_id == job_id:
                 del self.idempotency[scope]
+
+    def same_content(self, owner: str, sha256: str) -> Optional[str]:
+        self._check()
+        noted = self.contents.get((owner, sha256))
+        return None if noted is None else noted[0]
+
+    def note_content(self, owner: str, sha256: str, job_id: str, expires_at: datetime) -> None:
+        self._check()
+        self.contents[owner, sha256] = (job_id, expires_at)
 
     def get(self, job_id: str) -> Optional[Job]:
         self._check()
@@ -213,6 +223,13 @@ class FakeObjectStore:
 
     def _now(self) -> datetime:
         return self.clock() if self.clock is not None else datetime.now(timezone.utc)
+
+    def copy(self, source_key: str, key: str) -> None:
+        if self.down:
+            raise TransientError("storage unavailable")
+        data, content_type = self.objects[source_key]
+        self.copied = getattr(self, "copied", 0) + 1
+        self.put(key, data, content_type, self.cache_controls.get(source_key))
 
     def head(self, key: str) -> Optional[StoredObject]:
         if self.down:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import io
+import struct
 from pathlib import Path
 
 from PIL import Image
@@ -79,3 +80,114 @@ def photo(name: str = "coffee.png") -> bytes:
     out = io.BytesIO()
     Image.open(Path(skimage.data.__file__).parent / name).convert("RGB").save(out, "JPEG", quality=95)
     return out.getvalue()
+
+
+def _s15(value: float) -> bytes:
+    return struct.pack(">i", round(value * 65536))
+
+
+def _xyz(x: float, y: float, z: float) -> bytes:
+    return b"XYZ \0\0\0\0" + _s15(x) + _s15(y) + _s15(z)
+
+
+def rgb_icc_profile(name: str, red, green, blue, gamma: float = 2.2) -> bytes:
+    """A minimal ICC v2 matrix/TRC RGB display profile (the machine ships none)."""
+    text = name.encode() + b"\0"
+    desc = b"desc\0\0\0\0" + struct.pack(">I", len(text)) + text + b"\0" * 79
+    curve = b"curv\0\0\0\0" + struct.pack(">IH", 1, round(gamma * 256)) + b"\0\0"
+    d50 = (0.9642, 1.0, 0.8249)
+    tags = [
+        (b"desc", desc),
+        (b"wtpt", _xyz(*d50)),
+        (b"rXYZ", _xyz(*red)),
+        (b"gXYZ", _xyz(*green)),
+        (b"bXYZ", _xyz(*blue)),
+        (b"rTRC", curve),
+        (b"gTRC", curve),
+        (b"bTRC", curve),
+    ]
+    offset = 128 + 4 + 12 * len(tags)
+    table = body = b""
+    for sig, data in tags:
+        data += b"\0" * (-len(data) % 4)
+        table += sig + struct.pack(">II", offset + len(body), len(data))
+        body += data
+    header = (
+        struct.pack(">I", offset + len(body))
+        + b"\0" * 4
+        + struct.pack(">I", 0x02100000)
+        + b"mntrRGB XYZ "
+        + b"\0" * 12
+        + b"acsp"
+        + b"\0" * 28
+        + _xyz(*d50)[8:]
+        + b"\0" * 48
+    )
+    return header + struct.pack(">I", len(tags)) + table + body
+
+
+# sRGB primaries adapted to D50, as in an sRGB ICC profile; Adobe RGB (1998) likewise.
+SRGB_PRIMARIES = ((0.4361, 0.2225, 0.0139), (0.3851, 0.7169, 0.0971), (0.1431, 0.0606, 0.7141))
+ADOBE_PRIMARIES = ((0.6097, 0.3111, 0.0195), (0.2053, 0.6257, 0.0609), (0.1492, 0.0632, 0.7446))
+
+
+# Display P3's primaries adapted to D50, as in Apple's "Display P3" profile.
+P3_PRIMARIES = ((0.5151, 0.2412, -0.0011), (0.2920, 0.6922, 0.0419), (0.1571, 0.0666, 0.7841))
+DISPLAY_P3_PROFILE = rgb_icc_profile("Display P3", *P3_PRIMARIES)
+
+
+@functools.lru_cache(maxsize=None)
+def photo_image(name: str = "coffee.png") -> Image.Image:
+    """scikit-image's photograph, decoded (RGB)."""
+    import skimage.data
+
+    return Image.open(Path(skimage.data.__file__).parent / name).convert("RGB")
+
+
+def photo_as(fmt: str, name: str = "coffee.png", mode: str = "RGB", **save) -> bytes:
+    """A real photograph coded in a Pillow format (JPEG, PNG, WEBP, GIF, TIFF, AVIF, HEIF),
+    with the save options given (exif, icc_profile, quality...)."""
+    if fmt == "HEIF":
+        import pillow_heif
+
+        pillow_heif.register_heif_opener()
+    im = photo_image(name).convert(mode)
+    if "A" in mode:
+        im.putalpha(200)  # see-through: an encoder drops an alpha that is all opaque
+    if fmt == "GIF":
+        im = im.convert("P")
+    out = io.BytesIO()
+    im.save(out, fmt, **save)
+    return out.getvalue()
+
+
+def private_exif(orientation: int = 1, taken: str | None = "2024:05:01 12:34:56",
+                 offset: str | None = "+02:00") -> Image.Exif:
+    """An EXIF block as a phone writes it: the capture time, and what must never leave the
+    service: GPS, the body's serial number, the owner's name, the artist, a maker note."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    exif[0x010F] = "SecretCam"  # Make
+    exif[0x013B] = "Artist Secretname"  # Artist
+    details = exif.get_ifd(0x8769)
+    if taken is not None:
+        details[0x9003] = taken  # DateTimeOriginal
+    if offset is not None:
+        details[0x9011] = offset  # OffsetTimeOriginal
+    details[0xA430] = "Owner Secretname"  # CameraOwnerName
+    details[0xA431] = "SERIAL-SECRET-1234"  # BodySerialNumber
+    details[0x927C] = b"MAKERNOTE-SECRET"  # MakerNote
+    gps = exif.get_ifd(0x8825)
+    gps[1], gps[2] = "N", (51.0, 30.0, 7.0)
+    gps[3], gps[4] = "W", (0.0, 7.0, 39.0)
+    return exif
+
+
+# What private_exif puts in a file that must never come out of the service.
+PRIVATE_MARKERS = ("Secretname", "SERIAL-SECRET", "MAKERNOTE-SECRET", "SecretCam")
+
+
+def as_plain_heif(heic: bytes) -> bytes:
+    """A HEIC file whose brands say only `mif1` (plain HEIF, as some cameras label theirs)."""
+    size = int.from_bytes(heic[:4], "big")
+    return heic[:size].replace(b"heic", b"mif1").replace(b"heix", b"mif1") + heic[size:]

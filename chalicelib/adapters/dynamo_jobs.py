@@ -7,6 +7,7 @@ idempotency records share one table (key `pk`), so they can be written in one tr
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from contextlib import suppress
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from pynamodb.attributes import (
     Attribute,
+    BooleanAttribute,
     MapAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -36,6 +38,7 @@ from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, Quota
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.source import ColorSpace, Source
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.domain.listing import ListCursor, OwnedPage
@@ -46,6 +49,7 @@ JOB_PREFIX = "job#"
 IDEMPOTENCY_PREFIX = "idem#"
 OWNER_PREFIX = "owner#"
 SCAN_PREFIX = "orphan-scan#"
+CONTENT_PREFIX = "content#"
 UNAVAILABLE = "job table unavailable"
 # The due index: the jobs by when the sweeper should look at them next, write-sharded:
 # partition key `sweep_key` (`<status>#<shard>`), sort key `sweep_at` (docs/scale.md §6.1).
@@ -56,7 +60,7 @@ DUE_INDEX = "sweep_sharded"
 OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
-                      "metadata"})
+                      "metadata", "source"})
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -79,6 +83,31 @@ class RenditionAttribute(MapAttribute):
 class PlaceholderAttribute(MapAttribute):
     blurhash = UnicodeAttribute()
     average_color = UnicodeAttribute()
+
+
+class SourceAttribute(MapAttribute):
+    """The original's facts (chalicelib/domain/source.py), one attribute each, stored under
+    one-letter names: a ready job item is near one write unit (1 KB, docs/scale.md §10), and
+    attribute names count in its size."""
+
+    width = NumberAttribute(attr_name="w")
+    height = NumberAttribute(attr_name="h")
+    format = UnicodeAttribute(attr_name="f")
+    bytes = NumberAttribute(attr_name="b")
+    captured_at = UnicodeAttribute(null=True, attr_name="t")
+    color_space = UnicodeAttribute(attr_name="c")
+    has_alpha = BooleanAttribute(attr_name="a")
+
+    @classmethod
+    def of(cls, source: Optional[Source]) -> Optional["SourceAttribute"]:
+        if source is None:
+            return None
+        return cls(**{**dataclasses.asdict(source), "color_space": source.color_space.value})
+
+    def to_source(self) -> Source:
+        return Source(width=int(self.width), height=int(self.height), format=self.format,
+                      bytes=int(self.bytes), captured_at=self.captured_at,
+                      color_space=ColorSpace(self.color_space), has_alpha=bool(self.has_alpha))
 
 
 # Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
@@ -156,6 +185,10 @@ class JobItem(Model):
     sizes = UnicodeAttribute(null=True)
     # The app's metadata as JSON text, in the order given; absent without (and on old items).
     metadata = UnicodeAttribute(null=True)
+    # The original's facts once read; absent before (and on items from before shape 4).
+    source = SourceAttribute(null=True)
+    phash = UnicodeAttribute(null=True)  # a ready job's (absent on older ones)
+    duplicate_of = UnicodeAttribute(null=True)  # a ready job made by copies of this job's
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -179,6 +212,15 @@ class ScanPointItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     after = UnicodeAttribute(null=True)
     pass_started = UTCDateTimeAttribute(null=True)
+
+
+class ContentItem(Model):
+    """The last ready job of one owner's bytes (pk `content#<sha256 of owner and the bytes'
+    SHA-256>`): what a duplicate upload reuses. Lives as long as that job."""
+
+    pk = UnicodeAttribute(hash_key=True)
+    job_id = UnicodeAttribute()
+    expires_at = TTLAttribute()
 
 
 class IdempotencyItem(Model):
@@ -211,7 +253,9 @@ class DynamoJobStore:
         self._idempotency = table.model(IdempotencyItem)
         self._owners = table.model(OwnerItem)
         self._points = table.model(ScanPointItem)
-        self._connection = table.connect(self._model, self._idempotency, self._owners, self._points)
+        self._contents = table.model(ContentItem)
+        self._connection = table.connect(self._model, self._idempotency, self._owners, self._points,
+                                         self._contents)
 
     # -- mapping: Job fields and item attributes share their names ------------------------
     def _to_item(self, job: Job) -> JobItem:
@@ -227,6 +271,7 @@ class DynamoJobStore:
             placeholder=None if job.placeholder is None else PlaceholderAttribute(
                 blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
             metadata=job_metadata.to_text(job.metadata),
+            source=SourceAttribute.of(job.source),
             **values,
         )
 
@@ -243,6 +288,7 @@ class DynamoJobStore:
             placeholder=None if item.placeholder is None else Placeholder(
                 item.placeholder.blurhash, item.placeholder.average_color),
             metadata=job_metadata.from_text(item.metadata),
+            source=None if item.source is None else item.source.to_source(),
             **values,
         )
 
@@ -329,6 +375,15 @@ class DynamoJobStore:
         k = self._idempotency
         with suppress(ConditionFailed):  # already gone, or taken over by a newer request
             self._write(lambda: k(IDEMPOTENCY_PREFIX + scope).delete(condition=k.job_id == job_id))
+
+    def same_content(self, owner: str, sha256: str) -> Optional[str]:
+        with dynamo_errors(UNAVAILABLE):
+            item = find(self._contents, _content_key(owner, sha256))
+        return None if item is None else item.job_id
+
+    def note_content(self, owner: str, sha256: str, job_id: str, expires_at: datetime) -> None:
+        self._write(lambda: self._contents(_content_key(owner, sha256), job_id=job_id,
+                                           expires_at=expires_at).save())
 
     def get(self, job_id: str) -> Optional[Job]:
         with dynamo_errors(UNAVAILABLE):
@@ -508,6 +563,11 @@ class DynamoJobStore:
     def _write(call) -> None:
         with dynamo_errors(UNAVAILABLE, conditional=True):
             retrying_conflicts(call)
+
+
+def _content_key(owner: str, sha256: str) -> str:
+    """Hashed with the owner, so the key names no owner and no two owners share one."""
+    return CONTENT_PREFIX + hashlib.sha256(f"{owner}\n{sha256}".encode()).hexdigest()
 
 
 def _sleep(seconds: float) -> None:

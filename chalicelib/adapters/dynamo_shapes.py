@@ -21,7 +21,7 @@ from typing import Callable
 # The shape this release writes. A change to what a job item stores bumps it, with a reader
 # step below, a fixture folder tests/fixtures/records/<version>/ and a CHANGELOG.md line
 # (tests/unit/test_stored_shapes.py holds the four together).
-SHAPE_VERSION = 3
+SHAPE_VERSION = 4
 
 # What each shape is, by the version that first wrote it (CHANGELOG.md has the releases).
 SHAPES = {
@@ -36,6 +36,11 @@ SHAPES = {
        "may hold `thumb_512`; may carry `write_id` (the last conditional write's id) and "
        "`metadata` (JSON text); both optional, absent on items written before them: no "
        "reader step",
+    4: "adds `source` (a map: w, h, f, b, t, c, a: width, height, format, bytes, "
+       "captured_at, color_space, has_alpha), the original's facts once read, a ready job's `phash` (16 hex "
+       "characters) and `duplicate_of` (the job whose renditions it copied); absent on items "
+       "written before them and on jobs not that far yet: no reader step. A new kind of "
+       "item beside the jobs, `content#<hash>` (job_id, expires_at): the duplicate index",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

@@ -38,6 +38,18 @@ class S3Store:
         except (BotoCoreError, ClientError) as error:
             raise TransientError("storage unavailable") from error
 
+    def copy(self, source_key: str, key: str) -> None:
+        # CopyObject keeps the source's metadata (Content-Type, Cache-Control) by default.
+        try:
+            self._client.copy_object(Bucket=self._bucket, Key=key,
+                                     CopySource={"Bucket": self._bucket, "Key": source_key})
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in _MISSING:
+                raise KeyError(source_key) from None
+            raise TransientError("storage unavailable") from error
+        except BotoCoreError as error:
+            raise TransientError("storage unavailable") from error
+
     def head(self, key: str) -> Optional[StoredObject]:
         # A missing key reads as 404 only with s3:ListBucket on the bucket; without it S3
         # answers 403, which must stay an outage here, never "missing" (infra/stage_config.py).

@@ -10,6 +10,7 @@ from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode
 
 
@@ -141,6 +142,13 @@ class Job:
     sizes: tuple[RenditionName, ...] = ALWAYS
     # The app's own strings (chalicelib/domain/metadata.py), as the upload gave them.
     metadata: dict[str, str] = field(default_factory=dict)
+    # The original's facts (chalicelib/domain/source.py), once its bytes have been read.
+    source: Optional[Source] = None
+    # A ready job's perceptual hash: 64 bits as 16 hex characters (chalicelib/imaging/phash.py).
+    phash: Optional[str] = None
+    # A ready job whose renditions are copies of this earlier job's (the same owner's same
+    # bytes: chalicelib/usecases/duplicates.py); its objects are its own all the same.
+    duplicate_of: Optional[str] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -189,9 +197,11 @@ class Job:
         )
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
-              retention: timedelta, placeholder: Optional[Placeholder] = None) -> "Job":
+              retention: timedelta, placeholder: Optional[Placeholder] = None,
+              phash: Optional[str] = None, duplicate_of: Optional[str] = None) -> "Job":
         return self._move(
-            JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder,
+            JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder, phash=phash,
+            duplicate_of=duplicate_of,
             lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )

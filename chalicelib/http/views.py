@@ -7,6 +7,7 @@ from typing import Optional
 from chalicelib.domain.delivery import cache_key
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
+from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
 from chalicelib.http import auth, prefer, problems
 from chalicelib.domain.webhooks import Attempt, Webhook
@@ -61,9 +62,15 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
         if job.placeholder is not None:  # every job made ready since placeholders exist
             body["placeholder"] = {"blurhash": job.placeholder.blurhash,
                                    "average_color": job.placeholder.average_color}
+        if job.phash is not None:  # every job made ready since phash exists
+            body["phash"] = job.phash
+        if job.duplicate_of is not None:  # its renditions are copies of that job's
+            body["duplicate_of"] = job.duplicate_of
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}
+    if job.source is not None:  # once the original was read (and on no job from before)
+        body["source"] = source_body(job.source)
     if job.metadata:  # as the upload gave it; jobs without (and older ones) have none
         body["metadata"] = dict(job.metadata)
     body["created_at"] = rfc3339(job.created_at)
@@ -71,6 +78,12 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
         body["finished_at"] = rfc3339(job.finished_at)
     body["expires_at"] = rfc3339(job.expires_at)
     return body
+
+
+def source_body(source: Source) -> dict:
+    return {"width": source.width, "height": source.height, "format": source.format,
+            "bytes": source.bytes, "captured_at": source.captured_at,
+            "color_space": source.color_space.value, "has_alpha": source.has_alpha}
 
 
 def push_body(job: Job, urls: Optional[Urls]) -> dict:

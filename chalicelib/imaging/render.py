@@ -39,8 +39,11 @@ from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFor
 from chalicelib.domain.jobs import Placeholder
 from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
+from chalicelib.domain.source import Source
+from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
+from chalicelib.imaging.phash import phash
 from chalicelib.imaging.placeholder import make_placeholder
 from chalicelib.imaging.similarity import Reference
 
@@ -87,6 +90,7 @@ class ImageInfo:
     content_type: str
     width: int
     height: int
+    source: Source
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class Output:
 class Rendered:
     renditions: dict[RenditionName, Output]
     placeholder: Placeholder
+    phash: str  # chalicelib/imaging/phash.py, of the decoded picture
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,21 @@ def inspect(data: bytes, max_pixels: int, limits: DecodeLimits = DecodeLimits())
     The decode limits are checked from the structure too (ImageTooComplex)."""
     im, content_type = _open(data, max_pixels, limits)
     with im:
-        return ImageInfo(content_type, im.width, im.height)
+        return ImageInfo(content_type, im.width, im.height, read_facts(im, content_type, len(data)))
+
+
+def facts_of(data: bytes) -> Source | None:
+    """The original's facts (chalicelib/imaging/facts.py) from its header, or None when it is
+    no image of an allowed type or its header cannot be read. No limit is checked: a job that
+    fails on one (too many pixels, say) still says what it was sent."""
+    content_type = sniff(data)
+    if content_type not in ALLOWED_TYPES:
+        return None
+    try:
+        with _decoding(), Image.open(io.BytesIO(data), formats=[PIL_FORMATS[content_type]]) as im:
+            return read_facts(im, content_type, len(data))
+    except (ImageTooLarge, InvalidImage):
+        return None
 
 
 @contextmanager
@@ -218,14 +237,14 @@ def make_images(
     limits: DecodeLimits = DecodeLimits(),
     formats: Sequence[RenditionFormat] = (),
 ) -> Rendered:
-    """make_renditions, each rendition also coded in `formats` (the extra ones), and the
-    placeholder: one decode for them all."""
+    """make_renditions, each rendition also coded in `formats` (the extra ones), the
+    placeholder and the perceptual hash: one decode for them all."""
     im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
         largest = _decode_within(im, max(spec.box for spec in specs))
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
         outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats, hints) for spec in specs}
-        return Rendered(outputs, make_placeholder(largest))
+        return Rendered(outputs, make_placeholder(largest), phash(largest))
 
 
 def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:

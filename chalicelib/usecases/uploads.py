@@ -50,7 +50,7 @@ class Uploads:
                                      given)
         now = ctx.clock()
         job = self._idempotency.new_job(owner, JobStatus.QUEUED, now, formats=asked, sizes=sizes,
-                                        metadata=given)
+                                        metadata=given, source=info.source)
         accepted = self._idempotency.create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return self._repair(accepted, data, info.content_type)

@@ -8,6 +8,7 @@ late cancel can never move a job backwards or produce a second result.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import time
 
@@ -24,13 +25,14 @@ from chalicelib.domain import sniff
 from chalicelib.domain.delivery import rendition_cache_control
 from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import render
 from chalicelib.imaging.sandbox import run_limited, start_early
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Metric
-from chalicelib.usecases import announce, lifecycle
+from chalicelib.usecases import announce, duplicates, lifecycle
 from chalicelib.usecases.context import Context
 
 log = get_logger("worker")
@@ -85,9 +87,13 @@ class Worker:
         # one check that the job is still to be done, made just before the resize, so a job
         # cancelled or deleted during the download is never resized, with no read to ask.
         original = self._fetch(ctx.object_keys.original(job_id))
-        job = self._claim(job_id)
+        # From the header (no decode, a millisecond): every route's job gets its facts here,
+        # and a job that then fails on its pixels still has them.
+        source = render.facts_of(original) if isinstance(original, bytes) else None
+        job = self._claim(job_id, source)
         if isinstance(job, Outcome):
             return job
+        job = _with_source(job, source)
         announce.job_moved(ctx, job)
         timings = {}
         if job.attempt == 1:
@@ -113,7 +119,7 @@ class Worker:
         except Exception as error:  # noqa: BLE001 - raised again after the claim
             return error
 
-    def _claim(self, job_id: str) -> Job | Outcome:
+    def _claim(self, job_id: str, source: Source | None) -> Job | Outcome:
         """The claimed job, or what became of the event. The claim is tried before any read:
         nearly every event finds its job queued, so the job is read only when it loses."""
         ctx = self._ctx
@@ -123,7 +129,8 @@ class Worker:
             pass
         current = ctx.jobs.get(job_id)
         if current is not None and current.status is JobStatus.AWAITING_UPLOAD:
-            current = lifecycle.mark_arrived(ctx, current)  # a direct upload's bytes arrived: queue it
+            # A direct upload's bytes arrived: queue it, with their facts.
+            current = lifecycle.mark_arrived(ctx, _with_source(current, source))
             if current.status is JobStatus.QUEUED:
                 try:
                     return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
@@ -135,7 +142,7 @@ class Worker:
         if current.status.terminal or current.status is JobStatus.AWAITING_UPLOAD:
             log.info("event_duplicate", job_id=job_id, status=current.status.value)
             return Outcome.DUPLICATE
-        return self._unclaimable(current)
+        return self._unclaimable(_with_source(current, source))
 
     def _unclaimable(self, current: Job) -> Outcome:
         """A queued or processing job whose claim lost, read by the claim rule (Job.claimable):
@@ -167,10 +174,14 @@ class Worker:
             if mismatch is not None:
                 log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
                 return self._fail(job, mismatch)
-            # No check after the resize: the finishing write is conditional on this attempt,
-            # so a job cancelled, deleted or taken over meanwhile keeps none of it.
-            rendered = self._renditions(original, job)
-            stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
+            content = duplicates.content_of(original)
+            done = self._reused(job, content)
+            if done is None:
+                # No check after the resize: the finishing write is conditional on this attempt,
+                # so a job cancelled, deleted or taken over meanwhile keeps none of it.
+                rendered = self._renditions(original, job)
+                stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
+                done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -183,7 +194,6 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 lifecycle.call_best_effort(ctx.jobs.release_lease, job.job_id, job.attempt, ctx.clock())
             raise
-        done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder)
         try:
             ctx.jobs.finish_attempt(done, job.attempt)
         except ConditionFailed:
@@ -193,15 +203,33 @@ class Worker:
                 lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
                 log.warning("job_finish_lost", job_id=job.job_id, attempt=job.attempt)
                 return Outcome.LOST
-        largest = max(stored.values(), key=lambda r: r.width * r.height)
+        largest = max(done.renditions.values(), key=lambda r: r.width * r.height)
         log.info("job_ready", job_id=job.job_id, attempt=job.attempt,
-                 width=largest.width, height=largest.height)
+                 width=largest.width, height=largest.height, duplicate_of=done.duplicate_of)
+        duplicates.note(ctx, done, content)
         lifecycle.conclude(ctx, done)
         # Earlier attempts of this job are over (their leases ended before this claim); what
         # one left behind goes now, and the orphan scan covers a crash before this line.
         for attempt in range(1, job.attempt):
             lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, attempt)
         return Outcome.READY
+
+    def _reused(self, job: Job, content: str) -> Job | None:
+        """The job made ready from copies of the owner's earlier job of the same bytes
+        (chalicelib/usecases/duplicates.py), or None when there is none to reuse."""
+        ctx = self._ctx
+        twin = duplicates.twin_of(ctx, job, content)
+        if twin is None:
+            return None
+        try:
+            copied = duplicates.copy_renditions(ctx, job, twin)
+        except KeyError:  # the twin was deleted meanwhile: this job is made afresh
+            log.info("duplicate_gone", job_id=job.job_id, duplicate_of=twin.job_id)
+            lifecycle.call_best_effort(lifecycle.delete_attempt_renditions, ctx, job, job.attempt)
+            return None
+        log.info("job_reused", job_id=job.job_id, duplicate_of=twin.job_id)
+        return job.ready(ctx.clock(), copied, ctx.retention, twin.placeholder, twin.phash,
+                         duplicate_of=twin.job_id)
 
     def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a
@@ -249,6 +277,11 @@ class Worker:
         failed = lifecycle.fail(self._ctx, job, code,
                                 lambda f: self._ctx.jobs.finish_attempt(f, job.attempt))
         return Outcome.FAILED if failed else Outcome.LOST
+
+
+def _with_source(job: Job, source: Source | None) -> Job:
+    """The job with its original's facts, as read now (None: the header was unreadable)."""
+    return job if source is None else dataclasses.replace(job, source=source)
 
 
 # Types a client may declare for the same bytes: the sniffer tells HEIC from HEIF by brand.

@@ -30,6 +30,10 @@ SHORT = {
     # Small photos (no 12 MP ones to make), and the second row with 2 workers as by default.
     "load.py": (["--uploads", "4", "--clients", "2", "--workers", "2", "--backends", "sqs",
                  "--deadline", "120", "--sizes", "640x480,800x600"], 300),
+    # One round at 800x600 (the 12 MP photo's encodes are its cost).
+    "duplicates.py": (["--size", "800x600", "--runs", "1"], 120),
+    # Three photos, a small one for the CPU share (the 12 MP job is its cost).
+    "phash.py": (["--photos", "3", "--size", "800x600", "--runs", "1"], 120),
     "push_trigger.py": (["--changes", "5", "--connections", "1"], 300),
     # Each API process is an interpreter importing the service: one of the owner's, one other's.
     "rate_limit.py": (["--processes", "1", "--seconds", "0.2"], 300),

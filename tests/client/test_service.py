@@ -33,6 +33,21 @@ def test_metadata_goes_up_with_either_route_and_comes_back_on_the_job(runner, ow
             client.upload(small, metadata={"bad key": "x"})
 
 
+def test_the_sdk_gives_the_photos_facts_from_either_route(runner, owner, tmp_path):
+    from tests.images import photo_as, private_exif
+
+    turned = tmp_path / "turned.jpg"
+    turned.write_bytes(photo_as("JPEG", exif=private_exif(orientation=6).tobytes()))
+    for threshold in (10 ** 9, 1):  # through /images, then straight to storage
+        with Client(runner.api, token_for(owner), max_upload_bytes=threshold) as client:
+            job = client.upload(turned).wait(deadline=60)
+            assert job.source == {"width": 400, "height": 600, "format": "jpeg", "bytes": turned.stat().st_size,
+                                  "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "srgb",
+                                  "has_alpha": False}
+            assert job.phash is not None and len(job.phash) == 16
+    assert job.duplicate_of is not None  # the second: the same owner's same bytes
+
+
 def test_jobs_pages_through_every_job_newest_first_and_filters_by_status(runner, owner, tmp_path):
     photo = tmp_path / "p.jpg"
     photo.write_bytes(jpeg())

@@ -74,7 +74,7 @@ def test_upload_poll_ready_and_download_both_renditions(runner):
     assert done.headers["Cache-Control"] == "no-store" and "Retry-After" not in done.headers
     assert job["status"] == "ready"
     assert set(job) == {"job_id", "status", "image_url", "thumb_url", "renditions",
-                        "urls_expire_at", "placeholder", "created_at", "finished_at", "expires_at"}
+                        "urls_expire_at", "placeholder", "phash", "source", "created_at", "finished_at", "expires_at"}
     assert job["renditions"]["display"] == {"url": job["image_url"], "width": 1280, "height": 853,
                                             "content_type": "image/jpeg", "variants": {},
                                             "cache_key": job["renditions"]["display"]["cache_key"]}
@@ -104,7 +104,8 @@ def test_an_image_that_cannot_be_decoded_ends_failed_with_a_safe_error(runner):
     job = poll(runner, r.headers["Location"]).json()
     assert job["status"] == "failed"
     assert job["error"] == {"code": "invalid_image", "message": "The image could not be processed"}
-    assert set(job) == {"job_id", "status", "error", "created_at", "finished_at", "expires_at"}
+    assert set(job) == {"job_id", "status", "error", "source", "created_at", "finished_at", "expires_at"}
+    assert job["source"]["width"] == 2000  # its header was readable
 
 
 @pytest.mark.parametrize("auth", [None, "Bearer nonsense", "Basic YWxpY2U6cHc="])

@@ -519,6 +519,43 @@ def test_metadata_round_trips_in_its_order_and_old_items_have_none(store):
     assert store.get(plain.job_id).metadata == {}
 
 
+def test_source_round_trips_through_create_move_and_finish_and_old_items_have_none(store):
+    from chalicelib.domain.source import ColorSpace, Source
+
+    facts = Source(width=3024, height=4032, format="heic", bytes=2_345_678,
+                   captured_at="2024-05-01T12:34:56+02:00", color_space=ColorSpace.DISPLAY_P3, has_alpha=False)
+    job = dataclasses.replace(new_job(), source=facts)
+    store.create(job, QUOTA)
+    assert store.get(job.job_id) == job
+    local = dataclasses.replace(facts, captured_at=None, color_space=ColorSpace.OTHER, has_alpha=True)
+    plain = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(plain, QUOTA)
+    assert store.get(plain.job_id).source is None
+    failed = dataclasses.replace(plain.failed(NOW, ErrorCode.INVALID_IMAGE, timedelta(days=1)), source=local)
+    store.move(failed, JobStatus.QUEUED)
+    assert store.get(plain.job_id).source == local
+
+
+def test_the_content_index_is_per_owner_and_a_later_note_replaces_an_earlier(store):
+    content = "ab" * 32
+    assert store.same_content("alice", content) is None
+    store.note_content("alice", content, "job-1", NOW + timedelta(days=1))
+    assert store.same_content("alice", content) == "job-1"
+    assert store.same_content("bob", content) is None  # never another owner's
+    assert store.same_content("alice", "cd" * 32) is None
+    store.note_content("alice", content, "job-2", NOW + timedelta(days=2))
+    assert store.same_content("alice", content) == "job-2"
+
+
+def test_duplicate_of_round_trips_and_old_items_have_none(store):
+    job = dataclasses.replace(new_job(), duplicate_of="4b0e1c52-8f0a-4d7e-9a3c-2f6b1d9e8a70", phash="bb8320376c0f3637")
+    store.create(job, QUOTA)
+    assert store.get(job.job_id) == job
+    plain = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(plain, QUOTA)
+    assert (store.get(plain.job_id).duplicate_of, store.get(plain.job_id).phash) == (None, None)
+
+
 def test_owned_pages_newest_first_never_another_owners_and_within_bounds(store):
     alice = _owned_jobs("alice", 7)
     bob = _owned_jobs("bob", 3)

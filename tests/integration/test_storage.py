@@ -33,6 +33,18 @@ def test_put_get_delete_round_trip(store):
         store.get("originals/a", 100)
 
 
+def test_copy_is_a_server_side_copy_with_the_sources_type_and_cache_control_and_lives_apart(store):
+    store.put("renditions/j1/1/display.avif", b"avif bytes", "image/avif", "public, max-age=60")
+    store.copy("renditions/j1/1/display.avif", "renditions/j2/1/display.avif")
+    store.delete("renditions/j1/1/display.avif")  # the first job deleted: the copy stays
+    assert store.get("renditions/j2/1/display.avif", 100) == b"avif bytes"
+    assert store.head("renditions/j2/1/display.avif").cache_control == "public, max-age=60"
+    url = store.presign_get("renditions/j2/1/display.avif", 60)
+    assert requests.get(url, timeout=10).headers["Content-Type"] == "image/avif"
+    with pytest.raises(KeyError):
+        store.copy("renditions/j1/1/display.avif", "renditions/j3/1/display.avif")
+
+
 def test_delete_many_removes_every_key_in_batches_and_ignores_missing_ones(store):
     keys = [f"renditions/j{n:04d}/display.jpg" for n in range(1005)]  # two DeleteObjects calls
     for key in keys[:3] + keys[-3:]:

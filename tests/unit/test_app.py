@@ -92,7 +92,7 @@ def test_status_resource_is_not_cached_and_says_when_to_come_back(client):
     got = client.http.get(location, headers=auth())
     assert got.status_code == 200
     assert got.headers["Cache-Control"] == "no-store" and got.headers["Retry-After"] == "2"
-    assert set(json.loads(got.body)) == {"job_id", "status", "created_at", "expires_at"}
+    assert set(json.loads(got.body)) == {"job_id", "status", "source", "created_at", "expires_at"}
     assert_problem(client.http.get(location, headers=auth("bob")), 404, "job_not_found")
 
 
@@ -110,7 +110,7 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
     got = json.loads(client.http.get(f"/api/v1/image-jobs/{job_id}", headers=auth()).body)
     assert got["status"] == "ready"
     assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
-                        "placeholder", "created_at", "finished_at", "expires_at"}
+                        "placeholder", "phash", "source", "created_at", "finished_at", "expires_at"}
     assert set(got["renditions"]["thumb"]) == {"url", "cache_key", "width", "height", "content_type", "variants"}
 
 

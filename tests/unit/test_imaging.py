@@ -15,7 +15,8 @@ from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFor
 from chalicelib.domain.renditions import rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, sniff
 from chalicelib.imaging import render
-from chalicelib.imaging.render import ImageInfo, inspect, make_renditions
+from chalicelib.imaging.render import inspect, make_renditions
+from tests.images import ADOBE_PRIMARIES, SRGB_PRIMARIES, rgb_icc_profile
 
 LIMIT = 50_000_000
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
@@ -71,55 +72,6 @@ def png_header_only(width: int, height: int) -> bytes:
         + png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
         + png_chunk(b"IEND", b"")
     )
-
-
-def _s15(value: float) -> bytes:
-    return struct.pack(">i", round(value * 65536))
-
-
-def _xyz(x: float, y: float, z: float) -> bytes:
-    return b"XYZ \0\0\0\0" + _s15(x) + _s15(y) + _s15(z)
-
-
-def rgb_icc_profile(name: str, red, green, blue, gamma: float = 2.2) -> bytes:
-    """A minimal ICC v2 matrix/TRC RGB display profile (the machine ships none)."""
-    text = name.encode() + b"\0"
-    desc = b"desc\0\0\0\0" + struct.pack(">I", len(text)) + text + b"\0" * 79
-    curve = b"curv\0\0\0\0" + struct.pack(">IH", 1, round(gamma * 256)) + b"\0\0"
-    d50 = (0.9642, 1.0, 0.8249)
-    tags = [
-        (b"desc", desc),
-        (b"wtpt", _xyz(*d50)),
-        (b"rXYZ", _xyz(*red)),
-        (b"gXYZ", _xyz(*green)),
-        (b"bXYZ", _xyz(*blue)),
-        (b"rTRC", curve),
-        (b"gTRC", curve),
-        (b"bTRC", curve),
-    ]
-    offset = 128 + 4 + 12 * len(tags)
-    table = body = b""
-    for sig, data in tags:
-        data += b"\0" * (-len(data) % 4)
-        table += sig + struct.pack(">II", offset + len(body), len(data))
-        body += data
-    header = (
-        struct.pack(">I", offset + len(body))
-        + b"\0" * 4
-        + struct.pack(">I", 0x02100000)
-        + b"mntrRGB XYZ "
-        + b"\0" * 12
-        + b"acsp"
-        + b"\0" * 28
-        + _xyz(*d50)[8:]
-        + b"\0" * 48
-    )
-    return header + struct.pack(">I", len(tags)) + table + body
-
-
-# sRGB primaries adapted to D50, as in an sRGB ICC profile; Adobe RGB (1998) likewise.
-SRGB_PRIMARIES = ((0.4361, 0.2225, 0.0139), (0.3851, 0.7169, 0.0971), (0.1431, 0.0606, 0.7141))
-ADOBE_PRIMARIES = ((0.6097, 0.3111, 0.0195), (0.2053, 0.6257, 0.0609), (0.1492, 0.0632, 0.7446))
 
 
 # --------------------------------------------------------------------------- sniff
@@ -188,7 +140,8 @@ def test_inspect_reads_type_and_stored_size():
     exif = Image.Exif()
     exif[0x0112] = 6
     data = encode(solid(RED, (300, 100)), "JPEG", exif=exif.tobytes())
-    assert inspect(data, LIMIT) == ImageInfo("image/jpeg", 300, 100)
+    info = inspect(data, LIMIT)
+    assert (info.content_type, info.width, info.height) == ("image/jpeg", 300, 100)
 
 
 @pytest.mark.parametrize("data", [b"", b"plain text", encode(SOURCE, "BMP")])
@@ -217,7 +170,8 @@ def test_inspect_garbage_behind_magic_is_invalid(data):
 def test_pixel_limit_checked_from_header_before_decoding():
     data = png_header_only(8000, 8000)  # 64 MP claimed over ~100 bytes
     # Under a big enough limit the header alone is read: no decode, so no error yet.
-    assert inspect(data, 100_000_000) == ImageInfo("image/png", 8000, 8000)
+    info = inspect(data, 100_000_000)
+    assert (info.content_type, info.width, info.height) == ("image/png", 8000, 8000)
     with pytest.raises(ImageTooLarge) as caught:
         inspect(data, 10_000_000)
     assert "8000x8000" in caught.value.detail

@@ -72,8 +72,13 @@ def test_the_changelog_names_every_shape_once_and_the_previous_release_is_one_of
     introduced = [n for shapes in sections.values() for n in shapes]
     assert sorted(introduced) == list(range(1, SHAPE_VERSION + 1)), (
         f"each stored shape is named (**Stored shape N**) in exactly one section: {sections}")
-    assert sections["Unreleased"] <= {SHAPE_VERSION}, "an unreleased shape is the one written now"
     releases = [v for v in sections if v != "Unreleased"]
+    released = {n for v in releases for n in sections[v]}
+    # Two unreleased shapes may stand side by side (3, then 4 from issue 50): both newer than
+    # every release's, the newest the one written now.
+    assert all(n > max(released) for n in sections["Unreleased"]) and \
+        (not sections["Unreleased"] or max(sections["Unreleased"]) == SHAPE_VERSION), \
+        "the unreleased shapes are the newest, up to the one written now"
     # The previous release is the newest one; the shape it wrote is the newest named up to it.
     previous = releases[0]
     shape = max(n for v in releases for n in sections[v])
@@ -84,6 +89,8 @@ def test_the_changelog_names_every_shape_once_and_the_previous_release_is_one_of
 
 def test_todays_fixtures_are_exactly_what_todays_code_writes():
     for name, raw in items(SHAPE_VERSION).items():
+        # write_id is the last write's own id, never a field of the job: each write makes anew.
+        raw = {attribute: value for attribute, value in raw.items() if attribute != "write_id"}
         assert write_back(raw) == raw, (
             f"{name}: the written shape changed. Bump SHAPE_VERSION with a reader step for the "
             "old shape, record tests/fixtures/records/<new>/ and add the CHANGELOG line "

@@ -27,9 +27,25 @@ export interface JobBody {
   thumb_url?: string;
   renditions?: Record<string, RenditionBody>;
   placeholder?: { blurhash?: string; average_color?: string };
+  source?: SourceFacts;
+  phash?: string;
+  duplicate_of?: string;
   error?: { code?: string; message?: string };
   upload?: Record<string, unknown>;
   [field: string]: unknown;
+}
+
+/** The original's own facts (`source`; docs/contract.md "The photo's facts"). */
+export interface SourceFacts {
+  /** Upright, after the EXIF orientation. */
+  width: number;
+  height: number;
+  format: "jpeg" | "png" | "webp" | "gif" | "tiff" | "heic" | "heif" | "avif" | (string & {});
+  bytes: number;
+  /** RFC 3339; the camera's local date-time without an offset when the file gave none. */
+  captured_at: string | null;
+  color_space: "srgb" | "display-p3" | "adobe-rgb" | "other" | (string & {});
+  has_alpha: boolean;
 }
 
 export interface RenditionBody {
@@ -111,6 +127,19 @@ export class Job {
   get placeholder(): { blurhash?: string; average_color?: string } | null {
     const value = this._data.placeholder;
     return value && typeof value === "object" ? { ...(value as object) } : null;
+  }
+  /** A ready job's perceptual hash (16 hex characters; phashDistance compares two), or null. */
+  get phash(): string | null {
+    return typeof this._data.phash === "string" ? this._data.phash : null;
+  }
+  /** The earlier job (the same owner's same bytes) whose renditions this one's copy, or null. */
+  get duplicateOf(): string | null {
+    return typeof this._data.duplicate_of === "string" ? this._data.duplicate_of : null;
+  }
+  /** The original's facts once it has been read; null before (and on older jobs). */
+  get source(): SourceFacts | null {
+    const value = this._data.source;
+    return value && typeof value === "object" ? { ...(value as SourceFacts) } : null;
   }
   /** The app's own strings given at upload (`metadata`), or {} when it gave none. */
   get metadata(): Record<string, string> {

@@ -7,11 +7,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Optional, Protocol, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, Optional, Protocol, Tuple, TypedDict, Union
 
 import httpx
 
 from . import errors, polling
+
+
+class SourceFacts(TypedDict):
+    """The original's own facts (`source`; docs/contract.md "The photo's facts")."""
+
+    width: int  # upright, after the EXIF orientation
+    height: int
+    format: str  # jpeg, png, webp, gif, tiff, heic, heif, avif
+    bytes: int
+    captured_at: Optional[str]  # RFC 3339; without an offset when the file gave none
+    color_space: str  # srgb, display-p3, adobe-rgb, other
+    has_alpha: bool
 
 
 class Status(str, Enum):
@@ -140,6 +152,24 @@ class Job:
         """The app's own strings, as the upload gave them ({} when it gave none)."""
         value = self._data.get("metadata")
         return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def source(self) -> Optional[SourceFacts]:
+        """The original's facts once it has been read (None before, and on older jobs)."""
+        value = self._data.get("source")
+        return SourceFacts(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
+
+    @property
+    def phash(self) -> Optional[str]:
+        """A ready job's perceptual hash (16 hex characters; image_jobs.phash_distance compares)."""
+        value = self._data.get("phash")
+        return value if isinstance(value, str) else None
+
+    @property
+    def duplicate_of(self) -> Optional[str]:
+        """The earlier job (the same owner's same bytes) whose renditions this one's copy."""
+        value = self._data.get("duplicate_of")
+        return value if isinstance(value, str) else None
 
     @property
     def owner(self) -> Optional[str]:

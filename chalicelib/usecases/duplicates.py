@@ -1,0 +1,67 @@
+"""Exact duplicates reuse the work: a job whose original has the same bytes (SHA-256) as a
+ready job of the same owner, not deleted nor expired, that made every size and format the new
+one asks for, is made ready by server-side copies of that job's renditions: no decode, no
+encode. The copies are the new job's own objects, under its own keys, with its own lifetime,
+so deleting either job never touches the other's.
+
+The index: one item per owner and content (JobStore.same_content / note_content), written
+when a job becomes ready and living as long as it; a stale one (its job deleted, expired,
+or made with fewer sizes or formats) is read and ignored. Never across owners: the owner is
+part of the key, and the job read back is checked to be the owner's. Two identical uploads at
+once both find nothing and are both processed; each then notes itself.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Optional
+
+from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.runtime.logs import get_logger
+from chalicelib.usecases import lifecycle
+from chalicelib.usecases.context import Context
+
+log = get_logger("duplicates")
+
+
+def content_of(data: bytes) -> str:
+    """The original's SHA-256, hex: what the index is keyed by (with the owner)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def twin_of(ctx: Context, job: Job, content: str) -> Optional[Job]:
+    """The owner's ready job of the same bytes whose renditions cover the job's, or None."""
+    twin_id = ctx.jobs.same_content(job.owner, content)
+    if twin_id is None or twin_id == job.job_id:
+        return None
+    twin = ctx.jobs.get(twin_id)
+    if (twin is None or twin.owner != job.owner or twin.status is not JobStatus.READY
+            or twin.is_expired(ctx.clock())):
+        return None
+    if not set(job.sizes) <= set(twin.renditions) or not set(job.formats) <= set(twin.formats):
+        return None
+    return twin
+
+
+def copy_renditions(ctx: Context, job: Job, twin: Job) -> dict:
+    """The twin's renditions the job asks for, copied under this attempt's keys. KeyError
+    when one of the twin's objects is gone (it was deleted meanwhile)."""
+    keys = ctx.object_keys
+    copied = {}
+    for name in job.sizes:
+        source = twin.renditions[name]
+        key = keys.rendition(job.job_id, job.attempt, name)
+        ctx.objects.copy(source.key, key)
+        variants = {}
+        for fmt in job.formats:
+            if fmt in source.variants:  # the twin made none where the JPEG was the better file
+                variant_key = keys.rendition(job.job_id, job.attempt, name, fmt)
+                ctx.objects.copy(source.variants[fmt].key, variant_key)
+                variants[fmt] = Variant(variant_key, source.variants[fmt].bytes)
+        copied[name] = Rendition(key, source.width, source.height, source.content_type, variants)
+    return copied
+
+
+def note(ctx: Context, job: Job, content: str) -> None:
+    """A ready job is the one its bytes now lead to, as long as it lives. Best effort: a lost
+    note costs only a later duplicate's reuse."""
+    lifecycle.call_best_effort(ctx.jobs.note_content, job.owner, content, job.job_id, job.expires_at)
