@@ -181,7 +181,10 @@ def test_the_status_keyed_index_throttles_at_10m_a_day_and_the_sharded_one_does_
     unsharded = sim.simulate(sim.prod(10e6, **SHORT), seed=2)
     assert unsharded.index_503 > 0 and unsharded.retried_after_vt > 0
     assert unsharded.heat[1] > 1.5  # about 2.3 without the feedback of failed writes
-    sharded = sim.simulate(sim.prod(10e6, shards=cap.due_shards(), parallel_sweeper=True, **SHORT), seed=2)
+    # With the worker's reservation at 790 the API's room on a default 1,000 account refuses
+    # 0.3 % of this burst (docs/scale.md, worker function): 10M/day asks for the quota raised.
+    sharded = sim.simulate(sim.prod(10e6, shards=cap.due_shards(), parallel_sweeper=True,
+                                    account_concurrency=1_200, **SHORT), seed=2)
     assert sharded.index_503 == sharded.retried_after_vt == 0
     assert sharded.heat[cap.due_shards()] < 0.1
     assert sharded.accepted == sharded.arrivals
