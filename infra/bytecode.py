@@ -1,4 +1,6 @@
-"""Put compiled bytecode in the deployment package, for the Lambda cold start.
+"""Put compiled bytecode in the deployment package, for the Lambda cold start, and drop
+what the functions never load (infra/prune.py: botocore's models of services never called,
+numpy's tests), to keep it under Lambda's 50 MB for a direct upload.
 
     python -m infra.bytecode PROJECT_DIR     # after `chalice package`, before `chalice deploy`
     python -m infra.bytecode --zip FILE.zip  # one package, in place
@@ -32,12 +34,14 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from infra.prune import drops
+
 RUNTIME = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def add_bytecode(package: Path, runtime: str = RUNTIME) -> int:
-    """Rewrite the zip with a checked-hash .pyc beside every .py; returns how many were
-    added. Sources that don't compile on this Python are left as they are (importing them
+    """Rewrite the zip with a checked-hash .pyc beside every .py, without what infra.prune
+    drops; returns how many .pyc were added. Sources that don't compile on this Python are left as they are (importing them
     would fail on the runtime anyway)."""
     if runtime != RUNTIME:
         raise SystemExit(f"{package.name} is for {runtime}; this is {RUNTIME}: run this with "
@@ -47,7 +51,7 @@ def add_bytecode(package: Path, runtime: str = RUNTIME) -> int:
         rewritten = Path(work) / "package.zip"
         with zipfile.ZipFile(package) as old, zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as new:
             for info in old.infolist():
-                if "__pycache__/" in info.filename:
+                if "__pycache__/" in info.filename or drops(info.filename):
                     continue
                 data = old.read(info)
                 new.writestr(info, data)
@@ -108,8 +112,10 @@ def main() -> int:
     parser.add_argument("--runtime", default=RUNTIME, help="the package's runtime (--zip; default %(default)s)")
     args = parser.parse_args()
     package = args.zip or cached_package(args.project.resolve())
+    before = package.stat().st_size
     added = add_bytecode(package, args.runtime)
-    print(f"{package}: {added} .pyc files added ({sys.implementation.cache_tag}, checked-hash)")
+    print(f"{package}: {added} .pyc files added ({sys.implementation.cache_tag}, checked-hash); "
+          f"{before / 1e6:.1f} MB -> {package.stat().st_size / 1e6:.1f} MB zipped")
     return 0
 
 

@@ -1,6 +1,7 @@
 """`chalice package` makes a zip that loads on its Lambda runtime, wired as the stage says."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -96,9 +97,66 @@ def test_the_package_checks_cognitos_rs256_tokens_at_a_websocket_connect(package
 
 
 def test_the_package_fits_lambdas_direct_upload_limits(packaged):
+    """As `make deploy` uploads it: after infra.bytecode, which adds .pyc files and drops
+    what infra.prune names (Chalice's own zip is over 50 MB since numpy came in)."""
     unzipped = sum(p.stat().st_size for p in packaged.unpacked.rglob("*") if p.is_file())
-    assert packaged.zip_path.stat().st_size < MAX_ZIPPED
+    assert packaged.deployed_zip.stat().st_size < MAX_ZIPPED
     assert unzipped < MAX_UNZIPPED
+
+
+def _services_the_code_creates_clients_for() -> set[str]:
+    """Every string given to botocore's create_client, Clients.lazy, or clients.load/create
+    (chalicelib/adapters/botocore_clients.py) in app.py and chalicelib/, as a call's argument
+    or a functools.partial's."""
+    found = set()
+    for path in [ROOT / "app.py", *sorted((ROOT / "chalicelib").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = node.args[0] if node.args and _name(node.func) == "partial" else node.func
+            if _makes_clients(callee):
+                found |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return found
+
+
+def _makes_clients(callee) -> bool:
+    if not isinstance(callee, ast.Attribute):
+        return False
+    return callee.attr in ("lazy", "create_client") or (
+        callee.attr in ("load", "create") and _name(callee.value) == "clients")
+
+
+def _name(node) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def test_every_service_the_code_creates_a_client_for_has_its_model_in_the_package(packaged):
+    """infra.prune drops botocore's other models: a client of a service whose model is gone
+    fails when it is made. Each is made here by the package's own Clients, with only the
+    package and the standard library on the path; a dropped one (ec2) fails as it would."""
+    import subprocess
+
+    from infra.prune import SERVICES
+
+    services = _services_the_code_creates_clients_for() | {"dynamodb"}  # PynamoDB's
+    assert {"s3", "sqs", "cloudwatch", "secretsmanager", "cloudfront", "apigatewaymanagementapi"} <= services
+    assert services <= SERVICES
+    probe = ("import os, sys, json; sys.path.insert(0, os.getcwd())\n"
+             "from botocore.exceptions import UnknownServiceError\n"
+             "from chalicelib.adapters.botocore_clients import Clients\n"
+             "import pynamodb.connection.base as base\n"
+             "clients = Clients('us-east-1'); made = {}\n"
+             "for name in json.loads(sys.argv[1]) + ['ec2']:\n"
+             "    try: made[name] = clients.create(name, None, None).meta.service_model.service_name\n"
+             "    except UnknownServiceError: made[name] = None\n"
+             "print(json.dumps([base.SERVICE_NAME, made]))")
+    env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, "-S", "-c", probe, json.dumps(sorted(SERVICES))],
+                            cwd=packaged.unpacked, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    pynamodb_service, made = json.loads(result.stdout)
+    assert pynamodb_service == "dynamodb"
+    assert made == {**{name: name for name in SERVICES}, "ec2": None}
 
 
 def test_the_checker_refuses_a_library_built_on_a_newer_glibc(tmp_path):
