@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 from chalicelib.domain.idempotency import IdempotencyRecord
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus
 from chalicelib.domain.listing import ListCursor, OwnedPage
+from chalicelib.domain.source import Source
 from chalicelib.domain.storage import PresignedPost, PresignedPut, ScanPoint, StoredObject, StoredPart
 from chalicelib.domain.webhooks import Address, Attempt, Breaker, Webhook, WebhookEvent
 
@@ -205,8 +206,11 @@ class JobStore(Protocol):
         ...
 
     # -- the worker: its attempt number is a fencing token --------------------------------
-    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
-        """-> processing, attempt + 1, leased until now + lease; returns the claimed job.
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int,
+              source: Source | None = None) -> Job:
+        """-> processing, attempt + 1, leased until now + lease, and the original's facts
+        stored when given (a job the multipart completion queued has none yet); returns the
+        claimed job.
 
         Precondition: the job is queued, or processing with a lease that has ended, and has
         had fewer than max_attempts attempts."""

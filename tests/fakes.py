@@ -137,7 +137,8 @@ class FakeJobStore:
                 raise ConditionFailed()
             self.items[job.job_id] = job
 
-    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int,
+              source=None) -> Job:
         with self._lock:
             self._check()
             job = self._current(job_id)
@@ -146,6 +147,7 @@ class FakeJobStore:
             claimed = dataclasses.replace(
                 job, status=JobStatus.PROCESSING, attempt=job.attempt + 1,
                 lease_expires_at=now + lease, sweep_at=now + lease, updated_at=now,
+                source=job.source if source is None else source,
             )
             self.items[job_id] = claimed
             return claimed

@@ -473,7 +473,8 @@ class DynamoJobStore:
             same_attempt |= m.attempt.does_not_exist()
         self._save(job, (m.status == from_status.value) & same_attempt)
 
-    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int) -> Job:
+    def claim(self, job_id: str, now: datetime, lease: timedelta, max_attempts: int,
+              source: Optional[Source] = None) -> Job:
         m = self._model
         item = m(JOB_PREFIX + job_id)
         lease_end = now + lease
@@ -492,6 +493,7 @@ class DynamoJobStore:
                 m.sweep_at.set(lease_end),
                 m.updated_at.set(now),
                 m.write_id.set(write_id),
+                *([] if source is None else [m.source.set(SourceAttribute.of(source))]),
             ],
             condition=m.pk.exists() & claimable,  # exists: never an upsert
         ))

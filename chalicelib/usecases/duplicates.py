@@ -23,9 +23,15 @@ from chalicelib.usecases.context import Context
 log = get_logger("duplicates")
 
 
-def content_of(data: bytes) -> str:
-    """The original's SHA-256, hex: what the index is keyed by (with the owner)."""
-    return hashlib.sha256(data).hexdigest()
+def content_of(ctx: Context, data: bytes) -> str:
+    """What the index is keyed by (with the owner), hex: the original's SHA-256 with what its
+    renditions are made by (the rendition table, the coding settings, the pixel limit). A
+    deployment that changes any of these makes other renditions of the same bytes (or fails
+    them), so a job made before the change is no longer found."""
+    s = ctx.settings
+    recipe = repr((ctx.renditions, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
+                   s.max_pixels)).encode()
+    return hashlib.sha256(recipe + hashlib.sha256(data).digest()).hexdigest()
 
 
 def twin_of(ctx: Context, job: Job, content: str) -> Optional[Job]:

@@ -254,9 +254,9 @@ class PushingJobStore:
             self._store.move(job, from_status)
         self._fanout.offer(job)
 
-    def claim(self, job_id: str, now, lease, max_attempts: int) -> Job:
+    def claim(self, job_id: str, now, lease, max_attempts: int, source=None) -> Job:
         with self._unsure(job_id):
-            job = self._store.claim(job_id, now, lease, max_attempts)
+            job = self._store.claim(job_id, now, lease, max_attempts, source)
         self._fanout.offer(job)
         return job
 

@@ -124,7 +124,7 @@ class Worker:
         nearly every event finds its job queued, so the job is read only when it loses."""
         ctx = self._ctx
         try:
-            return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
+            return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts, source)
         except ConditionFailed:
             pass
         current = ctx.jobs.get(job_id)
@@ -133,7 +133,7 @@ class Worker:
             current = lifecycle.mark_arrived(ctx, _with_source(current, source))
             if current.status is JobStatus.QUEUED:
                 try:
-                    return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts)
+                    return ctx.jobs.claim(job_id, ctx.clock(), ctx.lease, ctx.settings.max_attempts, source)
                 except ConditionFailed:
                     current = ctx.jobs.get(job_id)
         if current is None:
@@ -174,7 +174,7 @@ class Worker:
             if mismatch is not None:
                 log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
                 return self._fail(job, mismatch)
-            content = duplicates.content_of(original)
+            content = duplicates.content_of(ctx, original)
             done = self._reused(job, content)
             if done is None:
                 # No check after the resize: the finishing write is conditional on this attempt,

@@ -148,8 +148,8 @@ class Recording:
         super().move(job, from_status)
         self._note(job.job_id)
 
-    def claim(self, job_id, now, lease, max_attempts):
-        claimed = super().claim(job_id, now, lease, max_attempts)
+    def claim(self, job_id, now, lease, max_attempts, source=None):
+        claimed = super().claim(job_id, now, lease, max_attempts, source)
         self._note(job_id)
         return claimed
 

@@ -536,6 +536,22 @@ def test_source_round_trips_through_create_move_and_finish_and_old_items_have_no
     assert store.get(plain.job_id).source == local
 
 
+def test_a_claim_stores_the_facts_it_is_given_and_keeps_those_it_is_not(store):
+    """A job the multipart completion queued has no facts until the worker reads its bytes:
+    the claim stores them, so GET shows them while the job is processed and after a retry."""
+    from chalicelib.domain.source import ColorSpace, Source
+
+    facts = Source(width=4032, height=3024, format="jpeg", bytes=3_456_789,
+                   captured_at=None, color_space=ColorSpace.SRGB, has_alpha=False)
+    job = new_job()
+    store.create(job, QUOTA)
+    claimed = store.claim(job.job_id, NOW, timedelta(minutes=5), 3, facts)
+    assert claimed.source == facts and store.get(job.job_id).source == facts
+    store.release_lease(job.job_id, claimed.attempt, NOW)
+    again = store.claim(job.job_id, NOW, timedelta(minutes=5), 3)
+    assert again.source == facts and store.get(job.job_id).source == facts
+
+
 def test_the_content_index_is_per_owner_and_a_later_note_replaces_an_earlier(store):
     content = "ab" * 32
     assert store.same_content("alice", content) is None

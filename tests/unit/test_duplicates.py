@@ -129,3 +129,20 @@ def test_two_identical_uploads_at_once_both_end_ready(use_cases):
     for job in done:
         assert all(key in use_cases.ctx.objects.objects for key in objects_of(use_cases, job))
     assert made(use_cases).duplicate_of in {j.job_id for j in done}
+
+
+@pytest.mark.parametrize("change", [{"jpeg_quality": 80}, {"display_box": 1024}])
+def test_after_a_deployment_changes_how_renditions_are_made_the_same_bytes_are_made_afresh(
+        use_cases, decodes, change):
+    """A copy must be what processing would make now: the same bytes under other coding
+    settings or another rendition table are not the earlier job's renditions."""
+    import dataclasses
+
+    first = made(use_cases)
+    ctx = use_cases.ctx
+    redeployed = UseCases(fake_context(settings=dataclasses.replace(ctx.settings, **change), jobs=ctx.jobs,
+                                       objects=ctx.objects, publisher=ctx.publisher, backlog=ctx.backlog,
+                                       clock=ctx.clock))
+    again = made(redeployed)
+    assert again.duplicate_of is None and decodes == [first.job_id, again.job_id]
+    assert made(redeployed).duplicate_of == again.job_id

@@ -334,7 +334,6 @@ class Client:
         self._send_stored(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress,
                           stop, keep_stopped)
         return job
-        return job
 
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
                             on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = (),
