@@ -97,11 +97,12 @@ def measure(endpoint: str, count: int, repeat: int, whole_list: bool) -> list[tu
     # The token the list gives half-way down (made as the list makes it, rather than by paging
     # 50 times through moto's slow queries).
     from chalicelib.domain.listing import ListCursor
-    from chalicelib.usecases.listing import _binding, _encode
+    from chalicelib.usecases.listing import TOKEN_KEY, _Tokens
 
     newest_first = sorted(jobs, key=lambda j: (j.created_at, j.job_id), reverse=True)
     middle = newest_first[count // 2]
-    token = _encode(ListCursor(middle.created_at, middle.job_id), _binding("alice", "alice", ListQuery()))
+    tokens = _Tokens(lambda: listing._ctx.keys.key(TOKEN_KEY), "alice", "alice", ListQuery())
+    token = tokens.make(ListCursor(middle.created_at, middle.job_id))
     deep = ListQuery(page_size=20, page_token=token)
     ready = ListQuery(page_size=20, statuses=frozenset({JobStatus.READY}))
 

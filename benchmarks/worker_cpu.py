@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import itertools
 import json
 import os
 import sys
@@ -243,13 +244,20 @@ def instrumented_runner(calls_path: str) -> None:
     runpy.run_module("local", run_name="__main__")
 
 
+_UPLOADS = itertools.count()
+
+
 def upload_all(runner: stack.Runner, images: list[bytes], count: int, token: str) -> None:
+    """Each upload in bytes of its own (the same pixels): duplicates are copied, not decoded."""
     import requests
+
+    sys.path.insert(0, str(SCRIPT.parent.parent))
+    from tests.images import unique
 
     session = requests.Session()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "image/jpeg"}
     for i in range(count):
-        answer = session.post(f"{runner.api_url}/api/v1/images", data=images[i % len(images)],
+        answer = session.post(f"{runner.api_url}/api/v1/images", data=unique(images[i % len(images)], f"upload {next(_UPLOADS)}"),
                               headers=headers, timeout=60)
         if answer.status_code != 202:
             raise RuntimeError(f"upload answered {answer.status_code}: {answer.text}")

@@ -191,3 +191,21 @@ def as_plain_heif(heic: bytes) -> bytes:
     """A HEIC file whose brands say only `mif1` (plain HEIF, as some cameras label theirs)."""
     size = int.from_bytes(heic[:4], "big")
     return heic[:size].replace(b"heic", b"mif1").replace(b"heix", b"mif1") + heic[size:]
+
+
+def unique(data: bytes, tag: str) -> bytes:
+    """The same picture in other bytes: a JPEG comment after SOI, or a PNG tEXt chunk after
+    IHDR, holding `tag`. Uploads that must each be processed use it: the worker copies an
+    owner's exact duplicate instead of decoding it (chalicelib/usecases/duplicates.py)."""
+    import struct
+    import zlib
+
+    text = tag.encode()
+    if data[:2] == b"\xff\xd8":
+        return data[:2] + b"\xff\xfe" + struct.pack(">H", len(text) + 2) + text + data[2:]
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        body = b"tEXt" + b"Comment\x00" + text
+        chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body))
+        ihdr_end = 8 + 8 + 13 + 4  # signature, IHDR's length and type, its 13 bytes, its CRC
+        return data[:ihdr_end] + chunk + data[ihdr_end:]
+    raise ValueError("unique() takes a JPEG or a PNG")

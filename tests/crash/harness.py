@@ -31,6 +31,13 @@ from tests.images import jpeg
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 IMAGE = jpeg(96, 64)
+
+
+def image_of(key: str) -> bytes:
+    """The photo an upload under `key` sends: the same for the same key, as a retry sends it,
+    and other bytes under another key, so that a job on a table shared across tests is never
+    another test's duplicate (which would be copied, and reach no crash point of processing)."""
+    return jpeg(96, 64, comment=key.encode())
 HOWS = ("kill", "error")
 WHENS = ("before", "after")
 # A conditional write that landed but whose answer was lost: the SDK sends it again and the

@@ -15,7 +15,7 @@ import sys
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.config import Settings
 from chalicelib.usecases import UseCases
-from tests.crash.harness import IMAGE, Injector
+from tests.crash.harness import Injector, image_of
 from tests.fakes import fake_context
 
 
@@ -47,7 +47,7 @@ def main(step: str, call: str, nth: str, when: str) -> int:
                                       publisher=injector.wrap("queue", real.publisher),
                                       backlog=injector.wrap("queue", real.backlog)))
     if step == "upload":
-        use_cases.uploads.accept_upload("alice", IMAGE, os.environ["CRASH_IDEMPOTENCY_KEY"])
+        use_cases.uploads.accept_upload("alice", image_of(os.environ["CRASH_IDEMPOTENCY_KEY"]), os.environ["CRASH_IDEMPOTENCY_KEY"])
     elif step == "worker":
         import boto3
 

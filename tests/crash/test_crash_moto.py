@@ -18,7 +18,7 @@ from chalicelib.usecases.context import new_job_id
 from local.provision import provision
 from local.services import aws_client
 from tests.conftest import ROOT
-from tests.crash.harness import IMAGE, Injector, Killed, Point, retrying
+from tests.crash.harness import Injector, Killed, Point, image_of, retrying
 from tests.fakes import Clock, fake_context
 
 
@@ -118,7 +118,7 @@ class MotoWorld:
 
 def check(world: MotoWorld, key: str) -> list[str]:
     found = []
-    final = retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", IMAGE, key))
+    final = retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", image_of(key), key))
     world.settle()
     if final is None or world.store.get(final.job.job_id).status is not JobStatus.READY:
         found.append("4: the key does not lead to a ready image")
@@ -162,14 +162,14 @@ def _steps(key: str):
     def prepare(world):
         if world.path == "upload":
             return
-        world.use_cases.uploads.accept_upload("alice", IMAGE, key)
+        world.use_cases.uploads.accept_upload("alice", image_of(key), key)
         if world.path == "sweeper":
             world.lose_messages()  # the notification was lost
             world.clock.advance(world.settings.queue_timeout_seconds + 1)
 
     def step(world):
         if world.path == "upload":
-            world.use_cases.uploads.accept_upload("alice", IMAGE, key)
+            world.use_cases.uploads.accept_upload("alice", image_of(key), key)
         elif world.path == "worker":
             world.deliver()
         else:
@@ -199,7 +199,7 @@ def test_a_crash_on_moto_leaves_the_invariants_holding(moto_stack, path, call, n
     injector.armed = False
     assert injector.fired, "the crash point was never reached"
     if path == "upload":
-        retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", IMAGE, key))
+        retrying(world, lambda: world.use_cases.uploads.accept_upload("alice", image_of(key), key))
     world.settle()
     assert check(world, key) == []
 
@@ -217,7 +217,7 @@ def test_an_upload_killed_after_storing_the_original_is_finished_by_the_retry(mo
     world = MotoWorld(Injector(), moto_stack)
     done = _child(moto_stack, "upload", "objects.put", 0, "after", "sigkill-upload")
     assert done.returncode == -9, done.stderr.decode()[-2000:]
-    replay = world.use_cases.uploads.accept_upload("alice", IMAGE, "sigkill-upload")
+    replay = world.use_cases.uploads.accept_upload("alice", image_of("sigkill-upload"), "sigkill-upload")
     assert replay.replayed  # the key held the killed request's job ...
     world.ids.append(replay.job.job_id)
     world.settle()
@@ -227,7 +227,7 @@ def test_an_upload_killed_after_storing_the_original_is_finished_by_the_retry(mo
 
 def test_a_worker_killed_between_its_renditions_and_its_finish_is_redelivered(moto_stack):
     world = MotoWorld(Injector(), moto_stack)
-    job = world.use_cases.uploads.accept_upload("alice", IMAGE, "sigkill-worker").job
+    job = world.use_cases.uploads.accept_upload("alice", image_of("sigkill-worker"), "sigkill-worker").job
     done = _child(moto_stack, "worker", "objects.put", 1, "after", "sigkill-worker")
     assert done.returncode == -9, done.stderr.decode()[-2000:]
     stale = world.store.get(job.job_id)

@@ -239,15 +239,15 @@ def test_every_route_is_behind_the_stacks_cognito_user_pool(packaged, outputs):
                   for method, op in item.items() if method not in ("parameters", "options")]
     served = [(path, method, op) for path, method, op in operations
               if method in spec["paths"][f"/{stage}{path}"]]
-    # The five job routes and the list, the two of a direct upload, the four webhook ones, push,
-    # and the seven of the service principal.
-    assert len(served) == 20
+    # The five job routes and the list, the two of a direct upload, the five webhook ones (the
+    # test event's included), push, and the eight of the service principal.
+    assert len(served) == 22
     for path, method, op in served:
         # The service routes take only an access token with the service's scope (API Gateway
         # checks it); every other route an ID token (no scope).
         scopes = [SERVICE_SCOPE] if path.startswith("/v1/service/") else []
         assert op.get("security") == [{name: scopes}], f"{method.upper()} {path} has no authorizer"
-    assert sum(1 for path, _, _ in served if path.startswith("/v1/service/")) == 7
+    assert sum(1 for path, _, _ in served if path.startswith("/v1/service/")) == 8
     # The methods a path lacks reach the app, which answers 405 with Allow, token or not.
     for path, method, op in operations:
         if (path, method, op) not in served:

@@ -267,6 +267,8 @@ def exercise(store: DynamoJobStore) -> set[str]:
     call("finish_attempt", ready, claimed.attempt)
     with pytest.raises(ConditionFailed):
         call("finish_attempt", ready, claimed.attempt)
+    call("note_content", "alice", "ab" * 32, "j1", ready.expires_at)  # the duplicate index: PutItem
+    call("same_content", "alice", "ab" * 32)  # GetItem
     j2 = call("get", "j2")
     call("update_if_unchanged", j2.resent(NOW, week), j2)
     call("move", j2.cancelled(NOW, week), JobStatus.QUEUED)

@@ -27,6 +27,7 @@ from chalicelib.domain.jobs import JobStatus
 from chalicelib.domain.renditions import RenditionName
 from local.provision import provision
 from local.services import aws_client
+from tests.images import unique
 from tests.conftest import AMQP_URL, rabbit_up, wait_for_broker  # noqa: F401 (used by the fault tests)
 from tests.faults.broker import own_broker  # noqa: F401 (a fixture of the fault tests)
 from tests.local_runner import Proc, start_local
@@ -122,8 +123,11 @@ class World:
 
     # -- jobs --------------------------------------------------------------------------------------
     def upload(self, count: int = 1, data: bytes | None = None) -> list[str]:
+        """Each upload in bytes of its own, so that each is processed, never copied from
+        another as its duplicate."""
         data = data or photo()
-        return [self.service.uploads.accept_upload("alice", data).job.job_id for _ in range(count)]
+        return [self.service.uploads.accept_upload("alice", unique(data, uuid.uuid4().hex)).job.job_id
+                for _ in range(count)]
 
     def deliver_again(self, job_id: str, times: int) -> None:
         """The same object-created event, delivered again (at-least-once delivery)."""
