@@ -71,6 +71,9 @@ IAM_ACTION = {
     "s3:UploadPart": "s3:PutObject",
     "s3:CompleteMultipartUpload": "s3:PutObject",
     "s3:ListParts": "s3:ListMultipartUploadParts",
+    # A duplicate's renditions: PutObject on the copy, GetObject on its source
+    # (test_a_duplicates_copy_may_read_its_source_and_write_its_copy).
+    "s3:CopyObject": "s3:PutObject",
 }
 # Only a direct upload is multipart, and only originals are uploaded.
 ORIGINALS_ONLY = {"s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"}
@@ -449,6 +452,15 @@ def test_a_missing_original_reads_as_404_under_the_stage_policy(outputs):
     # And the reads themselves, on the objects.
     original = f"{outputs['ImagesBucketArn']}/{Settings().originals_prefix}5a3e2c1d"
     assert allows(policy, "s3:GetObject", original, {})
+
+
+def test_a_duplicates_copy_may_read_its_source_and_write_its_copy(outputs):
+    """S3 authorizes CopyObject as GetObject on the source and PutObject on the copy, both
+    renditions (chalicelib/usecases/duplicates.py)."""
+    policy = stage_policy(outputs, Settings(), "image-jobs", "dev")
+    rendition = f"{outputs['ImagesBucketArn']}/{Settings().renditions_prefix}5a3e2c1d/1/display.jpg"
+    assert allows(policy, "s3:GetObject", rendition, {})
+    assert allows(policy, "s3:PutObject", rendition, {})
 
 
 def test_a_prefix_condition_on_listing_would_make_it_403():
