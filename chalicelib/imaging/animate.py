@@ -119,17 +119,15 @@ def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec]
 
 
 def _frame(im: Image.Image, target: tuple[int, int], orientation: int, icc: bytes | None) -> Image.Image:
-    """The decoded canvas as the largest rendition's frame: upright, sRGB, its alpha kept
-    (an animation is WebP, and a sticker's transparency is part of it)."""
+    """The decoded canvas as the largest rendition's frame: upright, sRGB, and on white
+    where it is transparent, as its still is. Pillow 12.2's animated WebP encoder (its own
+    save_all too) writes no alpha, so transparent pixels would show whatever colour they
+    hide (black, in most GIFs); on white, every frame looks as the still does."""
     alpha = im.has_transparency_data or im.mode in ("RGBA", "LA", "PA")
     frame = im.convert("RGBA" if alpha else "RGB")
     if frame.size != target:
         frame = render._resized(frame, target)
-    if icc:
-        colour = render._to_srgb(frame.convert("RGB"), icc)
-        if alpha:
-            colour.putalpha(frame.getchannel("A"))
-        frame = colour
+    frame = render._to_srgb(render._flatten(frame), icc)
     if orientation in render._TRANSPOSE:
         frame = frame.transpose(render._TRANSPOSE[orientation])
     frame.info = {}
