@@ -124,3 +124,15 @@ def test_a_job_made_before_animations_is_not_copied_for_the_same_bytes(use_cases
     assert duplicates.content_of(ctx, data) != duplicates.content_of(
         UseCases(fake_context(settings=Settings(bucket="images", max_animation_frames=10),
                               jobs=FakeJobStore(), objects=FakeObjectStore(), clock=Clock(START))).ctx, data)
+
+
+def test_the_orphan_scan_and_clean_up_know_the_animations_keys(use_cases):
+    from chalicelib.domain.jobs import JobObjects
+    from chalicelib.usecases import lifecycle
+
+    job = made(use_cases, animated("gif", frames=3))
+    keys = {r.animation.key for r in job.renditions.values()}
+    assert keys <= JobObjects.of(job).result_keys  # a ready job's: never an orphan
+    assert keys <= set(lifecycle.rendition_keys(use_cases.ctx, job))
+    # An attempt's keys (what a failed or lost attempt leaves) name its animations too.
+    assert keys <= set(use_cases.ctx.object_keys.renditions(job.job_id, 1, list(job.renditions)))
