@@ -7,11 +7,11 @@ tests/animations.py): a 12-frame 480x360 GIF, a 150-frame 640x480 GIF and a 60-f
 1080x1080 animated WebP; each one's still is its first frame alone, in the same format and
 size. (`--scale` shrinks every side, for CI's short run.)
 
-1. Time to ready and worker CPU per job: the worker use case (handle_object_created, from
-   the event to the job's ready write) over in-memory stores, with the decoding child as
-   deployed (decode_cpu_seconds, its memory ceiling, the animation's call of its own), the
-   animated file and its still in turn, each run; the child is warm (started before).
-   CPU is the worker process's and its decoding children's (benchmarks/stack.py).
+1. Time to ready and worker CPU per job: through the local stack (`python -m local`, the
+   API and one worker thread on moto's server, the decoding child as deployed: its CPU and
+   memory limits, the animation's call of its own), the animated file and its still in
+   turn, each run, from the upload's 202 to the job's `job_ready` line. CPU is the worker
+   process's and its decoding children's (benchmarks/stack.py).
 2. Peak memory per job: in a fresh process for each file, the stills' decode and then the
    animation (render.make_images, animate.make_animations) as the child runs them, the
    process's peak resident memory (VmHWM) over what it held before: what the decode ceiling
@@ -68,8 +68,9 @@ def _status(field: str) -> int:
     raise KeyError(field)
 
 
-def peak_child(kind: str, frames: int, width: int, height: int) -> dict:
-    """In this fresh process: the peak of the stills' decode, then of the animation's."""
+def peak_child(which: str, kind: str, frames: int, width: int, height: int) -> dict:
+    """In this fresh process: the peak of the stills' decode or of the animation's (each in a
+    process of its own: memory one call freed would hide the other's)."""
     from chalicelib.config import Settings
     from chalicelib.domain.renditions import rendition_specs
     from chalicelib.imaging import animate, render
@@ -77,52 +78,69 @@ def peak_child(kind: str, frames: int, width: int, height: int) -> dict:
     data, _ = make(kind, frames, width, height)
     s = Settings()
     specs = rendition_specs(s)
-    peaks = {}
-    for label, call in (("stills", lambda: render.make_images(data, s.max_pixels, specs, render.Coding.of(s))),
-                        ("animation", lambda: animate.make_animations(data, s.max_pixels, specs, s.webp_quality))):
-        Path("/proc/self/clear_refs").write_text("5")  # VmHWM from now (Linux 4.0+)
-        before = _status("VmRSS")
-        call()
-        peaks[label] = _status("VmHWM") - before
-    return {"peaks": peaks, "ceiling": s.decode_memory_mb}
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from now (Linux 4.0+)
+    before = _status("VmRSS")
+    if which == "stills":
+        render.make_images(data, s.max_pixels, specs, render.Coding.of(s))
+    else:
+        animate.make_animations(data, s.max_pixels, specs, s.webp_quality)
+    return {"peak": _status("VmHWM") - before, "ceiling": s.decode_memory_mb}
 
 
-def timed_jobs(inputs: dict, runs: int) -> dict:
-    """Each file's job through the worker, animated and still in turn: ready seconds and CPU."""
-    from datetime import datetime, timezone
+def timed_jobs(inputs: dict, runs: int, wait_seconds: float) -> dict:
+    """Each file's job through the local stack (`python -m local`: the API, one worker thread,
+    moto's server), animated and still in turn: seconds from the upload's 202 to its
+    job_ready line, and the worker process's CPU (its decoding children's included)."""
+    import requests
 
-    from chalicelib.config import Settings
-    from chalicelib.domain.events import ObjectCreated
-    from chalicelib.imaging.sandbox import run_limited
-    from chalicelib.usecases import UseCases
-    from tests.fakes import Clock, FakeJobStore, FakeObjectStore, fake_context
-
-    settings = Settings(bucket="images", max_upload_bytes=200 * 2**20)
-    clock = Clock(datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc))
-    run_limited(len, b"warm", cpu_seconds=5, wall_seconds=60)  # the decoding child, started
     results: dict = {name: {"animated": [], "still": [], "cpu_animated": [], "cpu_still": [], "bytes": None}
                      for name in inputs}
-    pid = os.getpid()
-    for run in range(runs):
-        for name, (animated, still) in inputs.items():
-            for label, data in (("animated", animated), ("still", still)):
-                # A fresh store each job: no duplicate is ever copied, every job is made.
-                use_cases = UseCases(fake_context(settings=settings, jobs=FakeJobStore(), objects=FakeObjectStore(),
-                                                  clock=clock))
-                job = use_cases.uploads.accept_upload("bench", data).job
-                event = ObjectCreated(bucket="images", key=job.original_key, size=len(data), etag="e")
-                cpu, started = stack.cpu_seconds(pid, children=True), time.perf_counter()
-                use_cases.worker.handle_object_created(event)
-                seconds = time.perf_counter() - started
-                cpu = stack.cpu_seconds(pid, children=True) - cpu
-                done = use_cases.ctx.jobs.items[job.job_id]
-                assert done.status.value == "ready", done
-                results[name][label].append(seconds)
-                results[name][f"cpu_{label}"].append(cpu)
-                if label == "animated":
-                    animations = {n: r.animation for n, r in done.renditions.items()}
-                    results[name]["bytes"] = {n: (a.bytes if a else None) for n, a in animations.items()}
-                    results[name]["skipped"] = done.animation_skipped and done.animation_skipped.value
+    runner = stack.Runner(ROOT, "api,worker", {"WORKER_CONCURRENCY": "1", "AUTH_MODE": "jwt",
+                                               "MAX_UPLOAD_BYTES": str(64 * 2**20)})
+    with runner:
+        def token_of(owner: str) -> str:
+            return subprocess.run([sys.executable, "-m", "local.token", owner, "--ttl", "3600"], cwd=ROOT,
+                                  env={**stack.AWS_ENV, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+                                  capture_output=True, text=True, check=True).stdout.strip()
+
+        session = requests.Session()
+        worker = runner.process.pid
+        ready = 0
+
+        def job(data: bytes, content_type: str, owner: str) -> tuple[float, float, dict]:
+            """An owner of its own per job: an owner's exact duplicate would be copied, not made."""
+            nonlocal ready
+            token = token_of(owner)
+            answer = session.post(f"{runner.api_url}/api/v1/images", data=data, timeout=120,
+                                  headers={"Authorization": f"Bearer {token}", "Content-Type": content_type})
+            if answer.status_code != 202:
+                raise RuntimeError(f"upload answered {answer.status_code}: {answer.text}")
+            cpu, started = stack.cpu_seconds(worker, children=True), time.perf_counter()
+            ready += 1
+            deadline = time.monotonic() + wait_seconds
+            while runner.log_path.read_text().count('"event": "job_ready"') < ready:
+                if time.monotonic() > deadline or runner.process.poll() is not None:
+                    raise RuntimeError(f"job not ready in {wait_seconds:.0f} s; see {runner.log_path}")
+                time.sleep(0.005)
+            seconds = time.perf_counter() - started
+            cpu = stack.cpu_seconds(worker, children=True) - cpu
+            body = session.get(f"{runner.api_url}{answer.headers['Location']}", timeout=30,
+                               headers={"Authorization": f"Bearer {token}"}).json()
+            return seconds, cpu, body
+
+        warm, _ = next(iter(inputs.values()))
+        job(warm, "image/gif", "warm-up")  # the decoding child started, the imports done
+        for run in range(runs):
+            for name, (animated, still) in inputs.items():
+                kind = "image/webp" if name.startswith("webp") else "image/gif"
+                for label, data in (("animated", animated), ("still", still)):
+                    seconds, cpu, body = job(data, kind, f"bench-{run}-{label}-{name.split()[1]}-{kind[6:]}")
+                    results[name][label].append(seconds)
+                    results[name][f"cpu_{label}"].append(cpu)
+                    if label == "animated":
+                        results[name]["bytes"] = {n: r.get("animation", {}).get("bytes")
+                                                  for n, r in body.get("renditions", {}).items()}
+                        results[name]["skipped"] = (body.get("animation_skipped") or {}).get("code")
     return results
 
 
@@ -130,18 +148,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="every side times this (CI: 0.25)")
+    parser.add_argument("--wait", type=float, default=300, help="seconds a job may take to be ready")
     args = parser.parse_args()
     shapes = {name: (kind, frames, max(16, round(w * args.scale)), max(16, round(h * args.scale)))
               for name, (kind, frames, w, h) in INPUTS.items()}
     inputs = {name: make(*shape) for name, shape in shapes.items()}
-    with stack_quiet():
-        timed = timed_jobs(inputs, args.runs)
-    peaks = {}
+    timed = timed_jobs(inputs, args.runs, args.wait)
+    peaks: dict = {}
     for name, shape in shapes.items():
-        done = subprocess.run([sys.executable, __file__, "--peak", *map(str, shape)], capture_output=True,
-                              text=True, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        peaks[name] = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"animated vs a still of the same size: median of {args.runs} runs, one worker, warm decoding child; "
+        for which in ("stills", "animation"):
+            done = subprocess.run([sys.executable, __file__, "--peak", which, *map(str, shape)], capture_output=True,
+                                  text=True, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            peaks.setdefault(name, {"peaks": {}, "ceiling": row["ceiling"]})["peaks"][which] = row["peak"]
+    print(f"animated vs a still of the same size: median of {args.runs} runs through the local stack "
+          "(one worker thread, moto), upload's 202 to job_ready; "
           f"load {stack.load_average()}")
     print(f"{'input':<22}{'ready s':>9}{'still s':>9}{'ratio':>7}{'CPU s':>8}{'still CPU':>10}"
           f"{'peak MiB':>10}{'stills MiB':>11}{'ceiling':>8}{'source KiB':>11}{'anim KiB':>10}{'display KiB':>12}  note")
@@ -163,21 +184,9 @@ def main() -> None:
           f"{'met' if within else 'missed'}")
 
 
-class stack_quiet:
-    """The worker logs a line per event to stdout: kept out of the report."""
-
-    def __enter__(self):
-        self.real = sys.stdout
-        sys.stdout = open(os.devnull, "w")
-
-    def __exit__(self, *exc):
-        sys.stdout.close()
-        sys.stdout = self.real
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--peak"]:
-        kind, frames, width, height = sys.argv[2], *map(int, sys.argv[3:6])
-        print(json.dumps(peak_child(kind, frames, width, height)))
+        which, kind, frames, width, height = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+        print(json.dumps(peak_child(which, kind, frames, width, height)))
     else:
         main()

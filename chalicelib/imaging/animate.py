@@ -33,9 +33,11 @@ from PIL import _webp  # noqa: E402
 # libwebp's keyframe spacing for lossy animation, as gif2webp and Pillow default to: a key
 # frame at most every 5 frames bounds a seek, at least 3 apart bounds the size.
 _KMIN, _KMAX = 3, 5
-# libwebp's method: 4 is its default for stills; animation codes every frame of every size,
-# and 2 costs about half of 4's CPU for a few per cent more bytes (benchmarks/animation.py).
-_METHOD = 2
+# libwebp's method (effort), 0 to 6: stills use 4. An animation codes every frame of every
+# size, so it is most of an animated job's time: 0 takes about 3/4 of 2's CPU for about 1/4
+# more bytes (12 frames of 480x360: 0.33 s against 0.44 s; 150 of 640x480: 5.5 s against
+# 7.5 s), and even so the animations are a fraction of the GIF's bytes (benchmarks/animation.py).
+_METHOD = 0
 _TRANSPARENT = 0  # the canvas's background, ARGB: transparent, as browsers show a GIF's
 
 
