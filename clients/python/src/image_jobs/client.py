@@ -21,6 +21,7 @@ import httpx
 from . import errors, polling
 from ._version import __version__
 from .job import Job, Status
+from .prepared import PreparedUpload
 from .push import OPEN_TIMEOUT, Hub, Watch
 from .sniff import OCTET_STREAM, guess_type
 from .source import CHUNK, RangeReader, Source, UploadFile
@@ -281,6 +282,41 @@ class Client:
                                   metadata, keep_stopped)
         return self._held_poll(job, wait)
 
+    def prepare_upload(self, file: Optional[Source] = None, *, size: Optional[int] = None,
+                       content_type: Optional[str] = None, sha256: Optional[str] = None,
+                       idempotency_key: Optional[str] = None, formats: Sequence[str] = (),
+                       renditions: Optional[Sequence[str]] = None,
+                       metadata: Optional[Dict[str, str]] = None) -> PreparedUpload:
+        """Make the job of an upload whose bytes another program sends (a phone's background
+        uploader), and answer a PreparedUpload: its `job`, the plain HTTP `requests` (method,
+        url, headers, offset, length) that send the file, and `complete()` for when they are
+        sent; `to_dict()` saves it for another process. Below `multipart_threshold` one PUT
+        (pinned by the file's SHA-256 when it is known), from it one request a part.
+
+        `file`: a path (read in chunks for its type and checksum), bytes or a file object; or
+        None, for a backend that has only what the app told it: `size`, `content_type` and,
+        optionally, `sha256` (base64 of the digest; with it storage refuses other bytes).
+        The same options as upload(): `idempotency_key` (the same key answers the same job
+        and upload, with its stored parts marked), `formats`, `renditions`, `metadata`.
+        Never through POST /images, whatever the size: a background uploader sends a file as
+        it is, with no form around it."""
+        if file is not None:
+            source = UploadFile(file)
+            size = source.size
+            content_type = content_type or guess_type(source.head()) or OCTET_STREAM
+            if size < self.multipart_threshold and sha256 is None:
+                sha256 = source.sha256()
+        if size is None or content_type is None:
+            raise ValueError("prepare_upload needs a file, or its size and content_type")
+        response = self._create_direct(size, content_type, idempotency_key or str(uuid.uuid4()),
+                                       _asked(tuple(formats), renditions), metadata, sha256)
+        return PreparedUpload._of(Job._accepted(self, response), size)
+
+    def prepared(self, saved: Dict[str, Any]) -> PreparedUpload:
+        """A PreparedUpload that to_dict() saved (in this process or another), with this client
+        for its calls: PreparedUpload.from_dict(saved, client)."""
+        return PreparedUpload.from_dict(saved, self)
+
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
                on_part_progress: Optional[PartProgress] = None,
                stop: Optional[threading.Event] = None, keep_stopped: bool = False) -> Job:
@@ -368,18 +404,20 @@ class Client:
         except errors.WaitTimeout:
             return job
 
-    def _create_direct(self, file: UploadFile, ctype: str, key: str, asked: Dict[str, List[str]],
-                       metadata: Optional[Dict[str, str]], stop: Optional[threading.Event] = None,
-                       sha256: Optional[str] = None) -> httpx.Response:
-        """POST /uploads for this file: a single PUT (pinned by its SHA-256) below the multipart
+    def _create_direct(self, size: int, ctype: str, key: str, asked: Dict[str, List[str]],
+                       metadata: Optional[Dict[str, str]], sha256: Optional[str] = None,
+                       stop: Optional[threading.Event] = None) -> httpx.Response:
+        """POST /uploads: a single PUT (pinned by the SHA-256 when given) below the multipart
         threshold, parts from it."""
-        body: Dict[str, Any] = {"content_type": ctype, "size": file.size, **asked}
+        body: Dict[str, Any] = {"content_type": ctype, "size": size, **asked}
         if metadata:
             body["metadata"] = dict(metadata)
-        if file.size >= self.multipart_threshold:
+        if size >= self.multipart_threshold:
             body["method"] = "multipart"
         else:
-            body.update(method="PUT", sha256=sha256 or file.sha256())
+            body["method"] = "PUT"
+            if sha256 is not None:
+                body["sha256"] = sha256
         _stop_if_set(stop, "POST /uploads")
         return self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key}, json=body)
 
@@ -388,7 +426,8 @@ class Client:
                        on_part_progress: Optional[PartProgress] = None,
                        asked: Optional[Dict[str, List[str]]] = None, stop: Optional[threading.Event] = None,
                        metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
-        response = self._create_direct(file, ctype, key, asked or {}, metadata, stop)
+        sha256 = file.sha256() if file.size < self.multipart_threshold else None
+        response = self._create_direct(file.size, ctype, key, asked or {}, metadata, sha256, stop)
         job = Job._accepted(self, response)
         upload = job.raw.get("upload")
         if job.status == Status.AWAITING_UPLOAD and isinstance(upload, dict) and upload.get("method"):
