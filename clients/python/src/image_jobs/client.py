@@ -177,6 +177,30 @@ class Client:
             if not token:
                 return
 
+    # -- the owner's webhook (docs/contract.md "Notifications") --------------------------------
+    def set_webhook(self, url: str) -> Dict[str, Any]:
+        """Register (or change) the owner's one webhook, told when a job of theirs is finished.
+        Its `secret` (whsec_...) is in the answer only when it is new: keep it to verify."""
+        return self.request("PUT", f"{API_ROOT}/webhook", json={"url": url}).json()
+
+    def webhook(self) -> Dict[str, Any]:
+        """The owner's webhook: url, breaker and last 20 delivery attempts (`deliveries`, newest
+        first); {"url": None} when there is none."""
+        return self.request("GET", f"{API_ROOT}/webhook").json()
+
+    def test_webhook(self) -> Dict[str, Any]:
+        """Send a signed `webhook.test` event to it now: the attempt, with the receiver's
+        `status_code` or the `reason` it never answered. 3 in a row, then one per 20 s
+        (RateLimited); WebhookNotFound when none is registered."""
+        return self.request("POST", f"{API_ROOT}/webhook/test", retry=False).json()
+
+    def delete_webhook(self) -> None:
+        self.request("DELETE", f"{API_ROOT}/webhook")
+
+    def rotate_webhook_secret(self) -> Dict[str, Any]:
+        """A new secret (the old one still signs for 24 hours), in the answer."""
+        return self.request("POST", f"{API_ROOT}/webhook/rotate-secret").json()
+
     # -- the service webhook (the service principal's token) ----------------------------------
     def set_service_webhook(self, url: str, events: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """Register (or change) the one webhook for every owner's jobs; `events`: the statuses
