@@ -524,13 +524,12 @@ class Client:
             start = (number - 1) * size
 
             def progress(n: int, total: int) -> None:
-                with lock:
-                    sent[number] = n
-                    total_sent = done + sum(sent.values())
                 if on_part_progress is not None:
                     on_part_progress(number, n, total)
-                if on_progress is not None:
-                    on_progress(total_sent, file.size)
+                with lock:  # held while reporting, so the totals reported never go back
+                    sent[number] = n
+                    if on_progress is not None:
+                        on_progress(done + sum(sent.values()), file.size)
 
             # The URL signs the part's length: the header is sent, never a chunked body.
             self._put_to_storage(part["url"], {"Content-Length": str(part["size"])}, file, start, part["size"],
