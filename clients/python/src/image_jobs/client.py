@@ -25,6 +25,7 @@ from .prepared import PreparedUpload
 from .push import OPEN_TIMEOUT, Hub, Watch
 from .sniff import OCTET_STREAM, guess_type
 from .source import CHUNK, RangeReader, Source, UploadFile
+from .upload_state import UploadState
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_ROOT = "/api/v1"
@@ -66,6 +67,9 @@ class Client:
     service principal"), whose jobs are read, listed and deleted on the /service/ routes; by
     default the client reads it from the token: a JWT whose `scope` claim names
     `image-jobs/service` (read, not verified: the server checks the token).
+    `resume_dir`: a directory where upload() of a path keeps its Idempotency-Key and, once
+    cut, its job's Location (upload_state.py; the CLI's is upload_state.directory()), so the
+    same call after a crash or a stop resumes: only what storage lacks is sent.
     `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
     """
 
@@ -79,7 +83,8 @@ class Client:
                  sleep: Callable[[float], Any] = time.sleep,
                  random: Callable[[], float] = _random.random,
                  cache_dir: Optional[Union[str, Path]] = None,
-                 direct_threshold: Optional[int] = None, service: Optional[bool] = None):
+                 direct_threshold: Optional[int] = None, service: Optional[bool] = None,
+                 resume_dir: Optional[Union[str, Path]] = None):
         if direct_threshold is not None:  # its name in 0.1.0: read for one release
             warnings.warn("direct_threshold is max_upload_bytes now", DeprecationWarning, stacklevel=2)
             max_upload_bytes = direct_threshold
@@ -90,6 +95,7 @@ class Client:
         self._token_provider = token_provider
         self._service = service
         self.max_upload_bytes = max_upload_bytes
+        self.resume_dir = None if resume_dir is None else Path(resume_dir)
         self.multipart_threshold = multipart_threshold
         self.bytes_to_storage = 0  # bytes of files (and parts) sent to storage: what a resume saves
         self.max_attempts = max(1, max_attempts)
@@ -291,12 +297,58 @@ class Client:
         owner's limit until its upload's deadline), unless `keep_stopped`: then it stays
         `awaiting_upload` for resume().
         """
-        formats = tuple(formats)
         file = UploadFile(source)
-        key = idempotency_key or str(uuid.uuid4())
+        asked = _asked(tuple(formats), renditions)
+        if self.resume_dir is not None and file.path is not None and idempotency_key is None:
+            state = UploadState(self.base_url, file.path, self.resume_dir,
+                                {**asked, **({"metadata": metadata} if metadata else {})})
+            return self._upload_kept(state, file, content_type, filename, on_progress, wait, on_part_progress,
+                                     asked, stop, metadata, keep_stopped)
+        return self._upload(file, content_type, idempotency_key or str(uuid.uuid4()), filename, on_progress,
+                            wait, on_part_progress, asked, stop, metadata, keep_stopped)
+
+    def _upload_kept(self, state: UploadState, file: UploadFile, content_type: Optional[str],
+                     filename: Optional[str], on_progress: Optional[Progress], wait: float,
+                     on_part_progress: Optional[PartProgress], asked: Dict[str, List[str]],
+                     stop: Optional[threading.Event], metadata: Optional[Dict[str, str]],
+                     keep_stopped: bool) -> Job:
+        """upload() with its record kept under the file's fingerprint: a saved Location is
+        resumed (a job gone or without its file is left, and the file uploaded anew with a new
+        key); the key is saved before any byte; a cut that leaves the job awaiting its file
+        saves its Location (the error's `state` names the record); anything else forgets it."""
+        try:
+            location = state.load().get("location")
+            job = None
+            if location:
+                assert file.path is not None
+                job = self.resume_saved(location, file.path, on_progress=on_progress,
+                                        on_part_progress=on_part_progress, stop=stop, keep_stopped=keep_stopped)
+                if job is None:
+                    state.forget()
+                else:
+                    job = self._held_poll(job, wait)
+            if job is None:
+                key = state.load().get("idempotency_key") or str(uuid.uuid4())
+                state.save(idempotency_key=key)  # before any byte: a replay finds the same job
+                job = self._upload(file, content_type, key, filename, on_progress, wait, on_part_progress, asked,
+                                   stop, metadata, keep_stopped)
+        except errors.ImageJobsError as exc:
+            cut = getattr(exc, "job", None)
+            if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD.value:
+                state.save(location=cut.location)
+                exc.state = state.path  # type: ignore[attr-defined]
+            else:
+                state.forget()
+            raise
+        state.forget()
+        return job
+
+    def _upload(self, file: UploadFile, content_type: Optional[str], key: str, filename: Optional[str],
+                on_progress: Optional[Progress], wait: float, on_part_progress: Optional[PartProgress],
+                asked: Dict[str, List[str]], stop: Optional[threading.Event],
+                metadata: Optional[Dict[str, str]], keep_stopped: bool) -> Job:
         ctype = content_type or guess_type(file.head()) or OCTET_STREAM
         name = filename or file.name
-        asked = _asked(formats, renditions)
         if file.size <= self.max_upload_bytes:
             try:
                 return self._upload_through_api(file, ctype, key, on_progress, wait, asked, metadata, stop)
