@@ -36,6 +36,8 @@ class Storage:
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.url.host == "storage.test":
+            if request.method == "PUT":  # the length is signed: never a chunked body
+                assert "transfer-encoding" not in request.headers and "content-length" in request.headers
             for chunk in request.stream:
                 with self.lock:
                     self.received += len(chunk)

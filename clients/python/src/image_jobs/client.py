@@ -553,8 +553,10 @@ class Client:
                         on_progress: Optional[Progress], stop: Optional[threading.Event] = None) -> str:
         """One presigned PUT of `length` bytes of the file from `offset`, with exactly the
         signed headers; the answer's ETag. `stop` ends it between two chunks."""
+        # The length is signed: sent as a header, never a chunked body (whatever headers say).
+        sent = {**{k: v for k, v in headers.items() if k.lower() != "content-length"}, "Content-Length": str(length)}
         response = self._to_storage(lambda: self._http.put(
-            url, content=_CountingBody(self, file, offset, length, on_progress, stop), headers=headers))
+            url, content=_CountingBody(self, file, offset, length, on_progress, stop), headers=sent))
         return response.headers.get("ETag", "")
 
     def _put_parts(self, upload: Dict[str, Any], file: UploadFile, on_progress: Optional[Progress],
@@ -583,9 +585,7 @@ class Client:
                     if on_progress is not None:
                         on_progress(done + sum(sent.values()), file.size)
 
-            # The URL signs the part's length: the header is sent, never a chunked body.
-            self._put_to_storage(part["url"], {"Content-Length": str(part["size"])}, file, start, part["size"],
-                                 progress)
+            self._put_to_storage(part["url"], {}, file, start, part["size"], progress)
 
         with ThreadPoolExecutor(PART_CONCURRENCY) as pool:
             for future in [pool.submit(one, part) for part in todo]:
