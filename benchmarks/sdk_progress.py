@@ -148,7 +148,7 @@ def main() -> None:
                 a, b = statistics.median(without), statistics.median(with_)
                 events = max(counts)  # a retried PUT counts again: the most is shown
                 print(f"| {route} | {size // MIB} MiB | {kind} | {events} | {size // events // 1024} KiB "
-                      f"| {a * 1000:.1f} ms | {b * 1000:.1f} ms | {b / a:.3f} |")
+                      f"| {a * 1000:.1f} ms | {b * 1000:.1f} ms | {b / a if a else float('nan'):.3f} |")
     finally:
         sink.terminate()
         sink.wait(10)
