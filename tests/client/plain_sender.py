@@ -17,7 +17,7 @@ def main(saved_path: str, file_path: str) -> None:
     for index, request in enumerate(requests, start=1):
         if not sys.stdin.readline():
             return
-        number = request.get("part_number") or index
+        number = request.get("partNumber") or index
         with open(file_path, "rb") as file:
             file.seek(request["offset"])
             body = file.read(request["length"])

@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from image_jobs import InvalidRequest, PreparedUpload, UploadRequest
+from image_jobs import PreparedUpload, UploadIncomplete, UploadRequest
 
 from tests.client.fakes import JOB_PATH, JPEG, FakeApi, FakeTime, accepted, job_answer, problem
 
@@ -74,33 +74,44 @@ def test_without_a_file_the_size_and_type_are_needed(api):
         api.client().prepare_upload(size=10)
 
 
-def test_the_saved_dict_is_json_and_another_client_takes_it_up(api):
+def saved(method: str, **extra) -> dict:
+    """What to_dict() (and the JavaScript package's toJSON()) writes."""
+    return {"version": 1, "job": "http://api.test" + JOB_PATH, "method": method, "size": 17 * MIB,
+            "contentType": "image/jpeg", "partSize": 8 * MIB if method == "multipart" else None,
+            "expiresAt": None, "requests": [], "record": None, **extra}
+
+
+def test_the_saved_dict_is_json_in_the_javascript_packages_shape_and_another_client_takes_it_up(api):
     api.on("POST", UPLOADS, accepted("awaiting_upload", upload=multipart()))
     prepared = api.client(multipart_threshold=16 * MIB).prepare_upload(size=17 * MIB, content_type="image/jpeg")
-    saved = json.loads(json.dumps(prepared.to_dict()))
-    restored = PreparedUpload.from_dict(saved, FakeApi(FakeTime()).client())
-    assert restored.to_dict() == saved and restored.requests == prepared.requests
-    assert restored.job.location == prepared.job.location and "tok" not in json.dumps(saved)
+    kept = json.loads(json.dumps(prepared.to_dict()))
+    assert set(kept) == {"version", "job", "method", "size", "contentType", "partSize", "expiresAt", "requests",
+                         "record"}  # clients/js/src/prepared.ts, SavedUpload
+    assert set(kept["requests"][0]) == {"method", "url", "headers", "offset", "length", "partNumber"}
+    restored = PreparedUpload.from_dict(kept, FakeApi(FakeTime()).client())
+    assert restored.to_dict() == kept and restored.requests == prepared.requests
+    assert restored.job.location == prepared.job.location and "tok" not in json.dumps(kept)
     with pytest.raises(ValueError):
-        PreparedUpload.from_dict({**saved, "version": 99}, api.client())
+        PreparedUpload.from_dict({**kept, "version": 99}, api.client())
 
 
 def test_renew_lists_only_the_parts_storage_lacks_with_fresh_urls_then_nothing_once_arrived(api):
     api.on("GET", JOB_PATH + "/upload", httpx.Response(200, json=multipart(stored={1, 3})),
            job_answer("queued"))
-    prepared = api.client().prepared({"version": 1, "location": "http://api.test" + JOB_PATH, "method": "multipart",
-                                      "size": 17 * MIB, "requests": []})
-    assert [(r.part_number, r.offset) for r in prepared.renew().requests] == [(2, 8 * MIB)]
-    assert prepared.renew().requests == [] and prepared.job.status == "queued"
+    prepared = api.client().prepared(saved("multipart"))
+    assert [(r.part_number, r.offset) for r in prepared.renew()] == [(2, 8 * MIB)]
+    assert prepared.expires_at == "2026-07-15T10:15:00Z"
+    assert prepared.renew() == [] and prepared.job.status == "queued"
 
 
-def test_complete_posts_the_multipart_completion_and_a_missing_part_is_named(api):
+def test_complete_posts_the_multipart_completion_and_names_the_parts_storage_lacks(api):
     api.on("POST", JOB_PATH + "/upload", problem(400, "invalid_request"), job_answer("queued"))
-    prepared = api.client().prepared({"version": 1, "location": "http://api.test" + JOB_PATH, "method": "multipart",
-                                      "size": 17 * MIB, "requests": []})
-    with pytest.raises(InvalidRequest):
+    api.on("GET", JOB_PATH + "/upload", httpx.Response(200, json=multipart(stored={1, 3})))
+    prepared = api.client().prepared(saved("multipart"))
+    with pytest.raises(UploadIncomplete) as incomplete:
         prepared.complete()
-    assert prepared.complete().status == "queued"
+    assert incomplete.value.missing == [2] and [r.part_number for r in prepared.requests] == [2]
+    assert prepared.complete().status == "queued" and prepared.requests == []
     assert all(r.content == b"" for r in api.sent("POST", JOB_PATH + "/upload"))  # the server lists the parts
 
 
@@ -109,7 +120,13 @@ def test_complete_of_a_single_put_waits_until_the_job_has_left_awaiting_upload(a
     api.on("GET", JOB_PATH, job_answer("awaiting_upload"),
            httpx.Response(200, headers=held, json={"job_id": "j-1", "status": "awaiting_upload"}),
            httpx.Response(200, headers=held, json={"job_id": "j-1", "status": "queued"}))
-    prepared = api.client(waits=True).prepared({"version": 1, "location": "http://api.test" + JOB_PATH,
-                                                "method": "PUT", "size": 10, "requests": []})
+    prepared = api.client(waits=True).prepared(saved("PUT", size=10))
     assert prepared.complete().status == "queued"
     assert api.sent("POST") == []
+
+
+def test_complete_of_a_put_whose_file_storage_never_told_of_is_incomplete(api):
+    api.on("GET", JOB_PATH, job_answer("awaiting_upload"))
+    with pytest.raises(UploadIncomplete) as incomplete:
+        api.client().prepared(saved("PUT", size=10)).complete(timeout=10)
+    assert incomplete.value.missing == [] and incomplete.value.job.status == "awaiting_upload"

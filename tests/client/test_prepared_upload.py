@@ -62,14 +62,14 @@ def test_a_multipart_upload_sent_by_plain_processes_killed_half_way_is_completed
 
     # Another process of the backend: what is left, freshly signed, for another plain client.
     with Client(runner.api, token_for(owner)) as again:
-        left = PreparedUpload.from_dict(saved, again).renew()
-        assert {r.part_number for r in left.requests} == {1, 2, 3} - stored
+        left = PreparedUpload.from_dict(saved, again)
+        assert {r.part_number for r in left.renew()} == {1, 2, 3} - stored
         rest = json.loads(json.dumps(left.to_dict()))
     second = sender(rest, photo, tmp_path, "second")
     out, err = second.communicate("go\n" * len(rest["requests"]), timeout=120)
     assert second.returncode == 0, err
     assert [line.split()[:2] for line in out.splitlines() if line.startswith("stored")] == [
-        ["stored", str(r["part_number"])] for r in rest["requests"]]
+        ["stored", str(r["partNumber"])] for r in rest["requests"]]
 
     with Client(runner.api, token_for(owner)) as last:
         job = last.prepared(saved).complete()  # the first saved dict: completion needs no URLs

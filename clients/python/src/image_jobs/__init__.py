@@ -41,6 +41,7 @@ from .errors import (  # noqa: E402
     WaitTimeout,
     WaitCancelled,
     UploadStopped,
+    UploadIncomplete,
     WebhookVerificationError,
     ERRORS_BY_CODE,
 )
@@ -102,4 +103,5 @@ __all__ = [
     "WaitTimeout",
     "WaitCancelled",
     "UploadStopped",
+    "UploadIncomplete",
 ]

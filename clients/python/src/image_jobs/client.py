@@ -386,7 +386,7 @@ class Client:
             raise ValueError("prepare_upload needs a file, or its size and content_type")
         response = self._create_direct(size, content_type, idempotency_key or str(uuid.uuid4()),
                                        _asked(tuple(formats), renditions), metadata, sha256)
-        return PreparedUpload._of(Job._accepted(self, response), size)
+        return PreparedUpload._of(Job._accepted(self, response), size, content_type)
 
     def prepared(self, saved: Dict[str, Any]) -> PreparedUpload:
         """A PreparedUpload that to_dict() saved (in this process or another), with this client
