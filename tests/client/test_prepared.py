@@ -130,3 +130,15 @@ def test_complete_of_a_put_whose_file_storage_never_told_of_is_incomplete(api):
     with pytest.raises(UploadIncomplete) as incomplete:
         api.client().prepared(saved("PUT", size=10)).complete(timeout=10)
     assert incomplete.value.missing == [] and incomplete.value.job.status == "awaiting_upload"
+
+
+def test_the_focus_goes_as_the_contract_says_on_either_route(api):
+    """`?focus=x,y` on POST /images, `"focus": {"x", "y"}` in POST /uploads (and prepare_upload)."""
+    api.on("POST", "/api/v1/images", accepted("queued"))
+    api.on("POST", UPLOADS, accepted("awaiting_upload", upload=put()))
+    client = api.client()
+    client.upload(JPEG, focus=(0.25, 0.5), formats=["avif"])
+    client.prepare_upload(JPEG, focus=(0.25, 0.5))
+    (images,) = api.sent("POST", "/api/v1/images")
+    assert images.url.params["focus"] == "0.25,0.5" and images.url.params["formats"] == "avif"
+    assert json.loads(api.sent("POST", UPLOADS)[0].content)["focus"] == {"x": 0.25, "y": 0.5}

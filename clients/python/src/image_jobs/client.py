@@ -265,7 +265,8 @@ class Client:
                on_part_progress: Optional[PartProgress] = None,
                formats: Sequence[str] = (), stop: Optional[threading.Event] = None,
                metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False,
-               renditions: Optional[Sequence[str]] = None) -> Job:
+               renditions: Optional[Sequence[str]] = None,
+               focus: Optional[Tuple[float, float]] = None) -> Job:
         """Upload one image and return its job: `queued` (or further along) once its file is
         stored. After a single PUT the job leaves `awaiting_upload` when storage's notification
         arrives: the upload waits for that, held, for at most polling.ARRIVAL_SECONDS (it reads
@@ -287,6 +288,8 @@ class Client:
         server enables them; download(format=...) saves them.
         `renditions`: the sizes to make besides display and thumb (docs/contract.md "Sizes for
         every screen", such as "thumb_512"); None for the server's default set.
+        `focus`: (x, y), fractions 0..1 of the upright image, the point the square renditions
+        are placed around, where the server has it.
         `metadata`: the app's own strings, kept with the job and shown as `job.metadata`
         (the server's bounds: 16 keys, 512 characters a value, 2 KiB in all).
         `stop`: once set, the upload ends with UploadStopped and starts no request more:
@@ -298,7 +301,7 @@ class Client:
         `awaiting_upload` for resume().
         """
         file = UploadFile(source)
-        asked = _asked(tuple(formats), renditions)
+        asked = _asked(tuple(formats), renditions, focus)
         if self.resume_dir is not None and file.path is not None and idempotency_key is None:
             state = UploadState(self.base_url, file.path, self.resume_dir,
                                 {**asked, **({"metadata": metadata} if metadata else {})})
@@ -309,7 +312,7 @@ class Client:
 
     def _upload_kept(self, state: UploadState, file: UploadFile, content_type: Optional[str],
                      filename: Optional[str], on_progress: Optional[Progress], wait: float,
-                     on_part_progress: Optional[PartProgress], asked: Dict[str, List[str]],
+                     on_part_progress: Optional[PartProgress], asked: Dict[str, Any],
                      stop: Optional[threading.Event], metadata: Optional[Dict[str, str]],
                      keep_stopped: bool) -> Job:
         """upload() with its record kept under the file's fingerprint: a saved Location is
@@ -345,7 +348,7 @@ class Client:
 
     def _upload(self, file: UploadFile, content_type: Optional[str], key: str, filename: Optional[str],
                 on_progress: Optional[Progress], wait: float, on_part_progress: Optional[PartProgress],
-                asked: Dict[str, List[str]], stop: Optional[threading.Event],
+                asked: Dict[str, Any], stop: Optional[threading.Event],
                 metadata: Optional[Dict[str, str]], keep_stopped: bool) -> Job:
         ctype = content_type or guess_type(file.head()) or OCTET_STREAM
         name = filename or file.name
@@ -362,6 +365,7 @@ class Client:
                        content_type: Optional[str] = None, sha256: Optional[str] = None,
                        idempotency_key: Optional[str] = None, formats: Sequence[str] = (),
                        renditions: Optional[Sequence[str]] = None,
+                       focus: Optional[Tuple[float, float]] = None,
                        metadata: Optional[Dict[str, str]] = None) -> PreparedUpload:
         """Make the job of an upload whose bytes another program sends (a phone's background
         uploader), and answer a PreparedUpload: its `job`, the plain HTTP `requests` (method,
@@ -385,7 +389,7 @@ class Client:
         if size is None or content_type is None:
             raise ValueError("prepare_upload needs a file, or its size and content_type")
         response = self._create_direct(size, content_type, idempotency_key or str(uuid.uuid4()),
-                                       _asked(tuple(formats), renditions), metadata, sha256)
+                                       _asked(tuple(formats), renditions, focus), metadata, sha256)
         return PreparedUpload._of(Job._accepted(self, response), size, content_type)
 
     def prepared(self, saved: Dict[str, Any]) -> PreparedUpload:
@@ -452,7 +456,7 @@ class Client:
         return job
 
     def _upload_through_api(self, file: UploadFile, ctype: str, key: str,
-                            on_progress: Optional[Progress], wait: float, asked: Dict[str, List[str]],
+                            on_progress: Optional[Progress], wait: float, asked: Dict[str, Any],
                             metadata: Optional[Dict[str, str]] = None,
                             stop: Optional[threading.Event] = None) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
@@ -462,7 +466,7 @@ class Client:
         hold = min(int(wait), self.hold_seconds) if self.waits else 0
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
-        query = "&".join(f"{name}={','.join(values)}" for name, values in asked.items())
+        query = "&".join(f"{name}={_listed(value)}" for name, value in asked.items())
         _stop_if_set(stop, "POST /images")
         response = self.request("POST", f"{API_ROOT}/images{'?' + query if query else ''}",
                                 body=lambda: _chunks(file, on_progress, stop), headers=headers)
@@ -480,7 +484,7 @@ class Client:
         except errors.WaitTimeout:
             return job
 
-    def _create_direct(self, size: int, ctype: str, key: str, asked: Dict[str, List[str]],
+    def _create_direct(self, size: int, ctype: str, key: str, asked: Dict[str, Any],
                        metadata: Optional[Dict[str, str]], sha256: Optional[str] = None,
                        stop: Optional[threading.Event] = None) -> httpx.Response:
         """POST /uploads: a single PUT (pinned by the SHA-256 when given) below the multipart
@@ -500,7 +504,7 @@ class Client:
     def _upload_direct(self, file: UploadFile, ctype: str, name: str, key: str,
                        on_progress: Optional[Progress],
                        on_part_progress: Optional[PartProgress] = None,
-                       asked: Optional[Dict[str, List[str]]] = None, stop: Optional[threading.Event] = None,
+                       asked: Optional[Dict[str, Any]] = None, stop: Optional[threading.Event] = None,
                        metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
         sha256 = file.sha256() if file.size < self.multipart_threshold else None
         response = self._create_direct(file.size, ctype, key, asked or {}, metadata, sha256, stop)
@@ -750,15 +754,26 @@ def _cancel_stopped(job: Job) -> None:
         pass
 
 
-def _asked(formats: Sequence[str], renditions: Optional[Sequence[str]]) -> Dict[str, List[str]]:
-    """What an upload names besides its file: extra formats, and the sizes (renditions) when
-    given (an empty list asks for display and thumb alone; None for the server's default)."""
-    asked: Dict[str, List[str]] = {}
+def _asked(formats: Sequence[str], renditions: Optional[Sequence[str]],
+           focus: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+    """What an upload names besides its file, as POST /uploads' body has it: extra formats, the
+    sizes (renditions) when given (an empty list asks for display and thumb alone; None for
+    the server's default), and the focus (x, y: fractions of the upright image) when given."""
+    asked: Dict[str, Any] = {}
     if formats:
         asked["formats"] = list(formats)
     if renditions is not None:
         asked["renditions"] = list(renditions)
+    if focus is not None:
+        asked["focus"] = {"x": focus[0], "y": focus[1]}
     return asked
+
+
+def _listed(value: Any) -> str:
+    """A body's value as POST /images' query has it: `avif,webp`, `0.3,0.6` for the focus."""
+    if isinstance(value, dict):
+        return f"{value['x']},{value['y']}"
+    return ",".join(value)
 
 
 def _chunks(file: UploadFile, on_progress: Optional[Progress],
