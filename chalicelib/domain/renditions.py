@@ -115,7 +115,8 @@ class AnimationSkipped(StrEnum):
 
     TOO_MANY_FRAMES = "animation_too_many_frames"    # over MAX_ANIMATION_FRAMES
     TOO_MANY_PIXELS = "animation_too_many_pixels"    # frames x width x height over MAX_ANIMATION_PIXELS
-    TOO_COMPLEX = "animation_too_complex"            # over ANIMATION_CPU_SECONDS or DECODE_MEMORY_MB
+    # over ANIMATION_CPU_SECONDS or DECODE_MEMORY_MB, or out of the invocation's wall time
+    TOO_COMPLEX = "animation_too_complex"
 
     @property
     def message(self) -> str:

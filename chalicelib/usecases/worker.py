@@ -284,7 +284,10 @@ class Worker:
                 return self._limited(animate.make_animations, args, s.animation_cpu_seconds), None
             except animate.AnimationRefused as refused:
                 reason = refused.reason
-            except ImageTooComplex:
+            except (ImageTooComplex, TransientError):
+                # Over its CPU or memory; or out of wall time (a machine too busy) or its child
+                # died: a retry would remake the stills for an animation that may never fit,
+                # and the stills must not be lost to it (three such attempts failed the job).
                 reason = AnimationSkipped.TOO_COMPLEX
         log.info("animation_skipped", job_id=job.job_id, code=reason.value, frames=source.frames)
         return {}, reason
