@@ -68,14 +68,15 @@ def _status(field: str) -> int:
     raise KeyError(field)
 
 
-def peak_child(which: str, kind: str, frames: int, width: int, height: int) -> dict:
-    """In this fresh process: the peak of the stills' decode or of the animation's (each in a
-    process of its own: memory one call freed would hide the other's)."""
+def peak_child(which: str, path: str) -> dict:
+    """In this fresh process: the peak of the stills' decode or of the animation's, of the file
+    at `path` (made by the parent: making it here would leave its frames' freed memory for the
+    decode to reuse, hiding its peak), each in a process of its own for the same reason."""
     from chalicelib.config import Settings
     from chalicelib.domain.renditions import rendition_specs
     from chalicelib.imaging import animate, render
 
-    data, _ = make(kind, frames, width, height)
+    data = Path(path).read_bytes()
     s = Settings()
     specs = rendition_specs(s)
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM from now (Linux 4.0+)
@@ -155,12 +156,18 @@ def main() -> None:
     inputs = {name: make(*shape) for name, shape in shapes.items()}
     timed = timed_jobs(inputs, args.runs, args.wait)
     peaks: dict = {}
-    for name, shape in shapes.items():
+    import tempfile
+
+    for name, (animated, _) in inputs.items():
+        file = tempfile.NamedTemporaryFile(suffix=".img", delete=False)
+        file.write(animated)
+        file.close()
         for which in ("stills", "animation"):
-            done = subprocess.run([sys.executable, __file__, "--peak", which, *map(str, shape)], capture_output=True,
+            done = subprocess.run([sys.executable, __file__, "--peak", which, file.name], capture_output=True,
                                   text=True, cwd=ROOT, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
             row = json.loads(done.stdout.strip().splitlines()[-1])
             peaks.setdefault(name, {"peaks": {}, "ceiling": row["ceiling"]})["peaks"][which] = row["peak"]
+        os.unlink(file.name)
     print(f"animated vs a still of the same size: median of {args.runs} runs through the local stack "
           "(one worker thread, moto), upload's 202 to job_ready; "
           f"load {stack.load_average()}")
@@ -186,7 +193,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--peak"]:
-        which, kind, frames, width, height = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
-        print(json.dumps(peak_child(which, kind, frames, width, height)))
+        print(json.dumps(peak_child(sys.argv[2], sys.argv[3])))
     else:
         main()
