@@ -288,9 +288,9 @@ def test_thumb_is_cut_from_display_not_original(monkeypatch):
     seen: list[tuple[int, int]] = []
     real_cover = render._cover
 
-    def spy(im, size):
+    def spy(im, size, focus):
         seen.append(im.size)
-        return real_cover(im, size)
+        return real_cover(im, size, focus)
 
     monkeypatch.setattr(render, "_cover", spy)
     display, _ = make_renditions(encode(solid(RED, (2400, 1600)), "JPEG"), LIMIT).values()
