@@ -33,10 +33,10 @@ PLACES = 4
 
 CENTRE = Focus(0.5, 0.5, FocusSource.CENTRE)
 
-# A number as JSON writes it (no leading "+" or ".", no "nan", "inf" or "1_0", which float()
-# takes): the query's numbers read the same as the body's.
-_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_QUERY = re.compile(rf"\s*({_NUMBER})\s*,\s*({_NUMBER})\s*", re.ASCII)
+# A fraction 0..1 in plain decimals: 0, 1, 0.31, 1.0 (no sign, exponent, "nan", "inf" or
+# "1_0", which float() takes). The pattern is the whole rule, as openapi.yaml's Focus says.
+_FRACTION = r"0(?:\.[0-9]+)?|1(?:\.0+)?"
+_QUERY = re.compile(rf" *({_FRACTION}) *, *({_FRACTION}) *", re.ASCII)
 
 _QUERY_FORM = "focus must be two fractions of the upright image, x,y from its top left, each 0..1 (e.g. focus=0.31,0.22)"
 _BODY_FORM = 'focus must be {"x": <0..1>, "y": <0..1>}: fractions of the upright image from its top left'
