@@ -20,7 +20,7 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                          "--out then saves the first of them where made")
     up.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
                     help="the app's own strings, kept with each job (repeat for more)")
+    up.add_argument("--focus", type=_focus_arg, metavar="X,Y",
+                    help="where the subject is, fractions 0..1 of the upright image from its top "
+                         "left (e.g. 0.31,0.22): the square renditions are placed around it")
     up.set_defaults(command=_upload)
     ls = sub.add_parser("list", parents=[common], help="list jobs, newest first")
     ls.add_argument("--status", action="append", default=[], metavar="STATUS",
@@ -117,6 +120,15 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     de.set_defaults(command=_delete)
     return parser
+
+
+def _focus_arg(text: str) -> Tuple[float, float]:
+    """--focus X,Y as two numbers (the server judges their range)."""
+    try:
+        x, y = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("X,Y: two numbers, e.g. 0.31,0.22") from None
+    return x, y
 
 
 def _metadata(args: argparse.Namespace) -> Dict[str, str]:
@@ -166,7 +178,8 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
                 # interrupted; Job.wait's first held poll goes at once instead.
                 job = client.upload(path, on_progress=sent, on_part_progress=bars.update,
                                      formats=_formats(args), idempotency_key=key, stop=stop,
-                                     metadata=_metadata(args) or None, keep_stopped=True)
+                                     metadata=_metadata(args) or None, keep_stopped=True,
+                                     focus=getattr(args, "focus", None))
         except ImageJobsError as exc:
             cut = getattr(exc, "job", None)
             if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD:
@@ -400,7 +413,8 @@ class _Printer:
         if failure:
             return [failure]
         line = f"{o.name}: {job.status} {job.job_id if job.finished else job.location}"
-        return [line] + [f"  {name}: {path}" for name, path in o.saved.items()]
+        focus = [f"  focus: {job.focus['x']},{job.focus['y']} ({job.focus['source']})"] if job.focus else []
+        return [line] + focus + [f"  {name}: {path}" for name, path in o.saved.items()]
 
     @staticmethod
     def _failure(o: Outcome) -> Optional[str]:

@@ -237,7 +237,8 @@ class Client:
                on_progress: Optional[Progress] = None, wait: float = 0,
                on_part_progress: Optional[PartProgress] = None,
                formats: Sequence[str] = (), stop: Optional[threading.Event] = None,
-               metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
+               metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False,
+               focus: Optional[Tuple[float, float]] = None) -> Job:
         """Upload one image and return its job: `queued` (or further along) once its file is
         stored. After a single PUT the job leaves `awaiting_upload` when storage's notification
         arrives: the upload waits for that, held, for at most polling.ARRIVAL_SECONDS (it reads
@@ -255,6 +256,10 @@ class Client:
         server enables them; download(format=...) saves them.
         `metadata`: the app's own strings, kept with the job and shown as `job.metadata`
         (the server's bounds: 16 keys, 512 characters a value, 2 KiB in all).
+        `focus`: (x, y), the point the square renditions are placed around, as fractions
+        0..1 of the upright image from its top left; without it the server finds one. The
+        job shows the one used as `job.focus` once ready. The server refuses anything else
+        (InvalidRequest).
         `stop`: once set, the upload ends with UploadStopped and starts no request more:
         POST /images or a single PUT at once (between two chunks), a multipart one once the
         parts in flight are stored, starting no other part nor the completion. Its `job` is
@@ -264,17 +269,19 @@ class Client:
         `awaiting_upload` for resume().
         """
         formats = tuple(formats)
+        point = None if focus is None else _focus(focus)
         data, name = _read(source)
         key = idempotency_key or str(uuid.uuid4())
         ctype = content_type or guess_type(data) or OCTET_STREAM
         name = filename or name
         if len(data) <= self.max_upload_bytes:
             try:
-                return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop)
+                return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop,
+                                                point)
             except errors.FileTooLarge:
                 pass  # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
         job = self._upload_direct(data, ctype, name, key, on_progress, on_part_progress, formats, stop,
-                                  metadata, keep_stopped)
+                                  metadata, keep_stopped, point)
         return self._held_poll(job, wait)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
@@ -338,7 +345,8 @@ class Client:
     def _upload_through_api(self, data: bytes, ctype: str, key: str,
                             on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = (),
                             metadata: Optional[Dict[str, str]] = None,
-                            stop: Optional[threading.Event] = None) -> Job:
+                            stop: Optional[threading.Event] = None,
+                            focus: Optional[Tuple[float, float]] = None) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
         headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
         if metadata:  # a header (JSON escapes keep it ASCII), never the query string
@@ -346,7 +354,9 @@ class Client:
         hold = min(int(wait), self.hold_seconds) if self.waits else 0
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
-        query = f"?formats={','.join(formats)}" if formats else ""
+        params = ([f"formats={','.join(formats)}"] if formats else []) + \
+            ([f"focus={_decimal(focus[0])},{_decimal(focus[1])}"] if focus is not None else [])
+        query = "?" + "&".join(params) if params else ""
         _stop_if_set(stop, "POST /images")
         response = self.request("POST", f"{API_ROOT}/images{query}", body=lambda: _chunks(data, on_progress, stop),
                                 headers=headers)
@@ -368,10 +378,13 @@ class Client:
                        on_progress: Optional[Progress],
                        on_part_progress: Optional[PartProgress] = None,
                        formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None,
-                       metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
+                       metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False,
+                       focus: Optional[Tuple[float, float]] = None) -> Job:
         body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
         if metadata:
             body["metadata"] = dict(metadata)
+        if focus is not None:
+            body["focus"] = {"x": focus[0], "y": focus[1]}
         if formats:
             body["formats"] = list(formats)
         if len(data) >= self.multipart_threshold:
@@ -716,3 +729,19 @@ def _storage_error(response: httpx.Response) -> errors.StorageError:
     except ET.ParseError:
         pass
     return errors.StorageError(response.status_code, code, message)
+
+
+def _focus(focus: Any) -> Tuple[float, float]:
+    """upload()'s `focus`, (x, y) (a Job's `focus` mapping too), as two floats; the server
+    judges the values (its 400 is InvalidRequest)."""
+    if isinstance(focus, dict):
+        focus = (focus.get("x"), focus.get("y"))
+    x, y = focus
+    return float(x), float(y)
+
+
+def _decimal(value: float) -> str:
+    """A number in plain decimals, as the query's focus takes it (0.00001, never 1e-05)."""
+    from decimal import Decimal
+
+    return format(Decimal(repr(value)), "f")
