@@ -58,7 +58,8 @@ def _kept(value: float) -> float:
 def parse_query(text: object) -> Focus:
     """`focus=x,y` on POST /images -> the client's Focus; 400 invalid_request for anything
     but two finite numbers 0..1 separated by a comma."""
-    match = _QUERY.fullmatch(text) if isinstance(text, str) else None
+    # Whitespace around it is no part of it (as around the names of ?formats=).
+    match = _QUERY.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise InvalidRequest(_QUERY_FORM)
     return _client(float(match.group(1)), float(match.group(2)), _QUERY_FORM)

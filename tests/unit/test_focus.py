@@ -88,7 +88,7 @@ def test_the_window_is_a_square_inside_the_image_with_the_focus_as_near_its_cent
 
 @pytest.mark.parametrize("text, expected", [
     ("0.31,0.22", (0.31, 0.22)), ("0,1", (0.0, 1.0)), ("1,0", (1.0, 0.0)), (" 0.5 , 0.5 ", (0.5, 0.5)),
-    ("1.000,0.0", (1.0, 0.0)), ("0.123456,0.98765", (0.1235, 0.9877)),
+    ("1.000,0.0", (1.0, 0.0)), ("\t0.5,0.5\n", (0.5, 0.5)), ("0.123456,0.98765", (0.1235, 0.9877)),
 ])
 def test_focus_x_y_in_the_query_is_the_clients_focus_rounded_to_four_places(text, expected):
     assert parse_query(text) == Focus(*expected, FocusSource.CLIENT)
@@ -98,7 +98,7 @@ def test_focus_x_y_in_the_query_is_the_clients_focus_rounded_to_four_places(text
     "", "0.5", "0.5,", ",0.5", "0.5,0.5,0.5", "1.5,0.5", "0.5,-0.1", "-1,0", "nan,0.5", "0.5,inf",
     "NaN,NaN", "infinity,0", "x,y", "0.5;0.5", "0.5 0.5", "+0.5,0.5", ".5,.5", "1_0,0", "0x1,0",
     "true,false", "[0.5,0.5]", '{"x":0.5,"y":0.5}', "0.5,0.5\n0", "１,0", "5e-1,0.5", "0.5,1E0",
-    "-0,0", "1.0001,0", "01,0", "0.,0", "\t0.5,0.5",
+    "-0,0", "1.0001,0", "01,0", "0.,0", "0.5\t,0.5",
 ])
 def test_anything_but_two_fractions_in_the_query_is_invalid_request(text):
     with pytest.raises(InvalidRequest) as refused:
