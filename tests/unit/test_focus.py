@@ -340,3 +340,16 @@ def test_post_uploads_takes_focus_and_refuses_a_bad_one_with_400(client):
         r = c.http.post("/api/v1/uploads", headers=headers,
                         body=json.dumps(body)[:-1] + f', "focus": {bad}}}')
         assert r.status_code == 400 and json.loads(r.body)["code"] == "invalid_request", bad
+
+
+def test_the_focus_goes_into_the_decoding_child_and_comes_back_with_the_renditions():
+    from chalicelib.imaging.sandbox import run_limited
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = jpeg_of(upright_bands().transpose(Image.Transpose.ROTATE_90), exif=exif.tobytes())
+    args = (data, 10_000_000, THUMB, render.Coding(), render.DecodeLimits(), ())
+    given = run_limited(render.make_images, *args, at(0.5, 1.0), cpu_seconds=20, wall_seconds=120)
+    assert given.focus == at(0.5, 1.0) and colour_of(given.renditions[RenditionName.THUMB].data) == 2
+    found = run_limited(render.make_images, *args, None, cpu_seconds=20, wall_seconds=120)
+    assert found.focus == CENTRE and colour_of(found.renditions[RenditionName.THUMB].data) == 1
