@@ -57,7 +57,7 @@ def _kept(value: float) -> float:
 
 def parse_query(text: object) -> Focus:
     """`focus=x,y` on POST /images -> the client's Focus; 400 invalid_request for anything
-    but two finite numbers 0..1 separated by a comma."""
+    but two fractions 0..1 in plain decimals separated by a comma."""
     # Whitespace around it is no part of it (as around the names of ?formats=).
     match = _QUERY.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
