@@ -207,12 +207,6 @@ def test_without_a_clients_focus_the_child_finds_one_on_the_decoded_upright_pict
     assert colour_of(rendered.renditions[RenditionName.THUMB].data) == 2
 
 
-def test_the_placeholder_finder_answers_the_centre_until_the_detector_replaces_it():
-    rendered = render.make_images(jpeg_of(upright_bands()), 10_000_000, THUMB)
-    assert rendered.focus == Focus(0.5, 0.5, FocusSource.CENTRE)
-    assert colour_of(rendered.renditions[RenditionName.THUMB].data) == 1
-
-
 # ------------------------------------------------------------ the job: fingerprint, duplicates
 
 
@@ -270,7 +264,9 @@ def test_without_a_clients_focus_a_ready_job_shows_the_one_found_and_no_job_befo
     queued_with = use_cases.uploads.accept_upload("alice", unique(photo(), "1"), focus=at(0.1, 0.2)).job
     assert "focus" not in job_body(queued_with, None)  # the client's, kept, shown once ready
     ready = made(use_cases, data=unique(photo(), "2"))
-    assert job_body(ready, use_cases.manage.urls(ready))["focus"] == {"x": 0.5, "y": 0.5, "source": "centre"}
+    shown = job_body(ready, use_cases.manage.urls(ready))["focus"]
+    assert set(shown) == {"x", "y", "source"} and 0 <= shown["x"] <= 1 and 0 <= shown["y"] <= 1
+    assert shown["source"] in {"faces", "saliency", "centre"}  # found, whichever way
 
 
 def test_the_same_bytes_with_another_clients_focus_are_no_duplicate(use_cases):
@@ -352,4 +348,5 @@ def test_the_focus_goes_into_the_decoding_child_and_comes_back_with_the_renditio
     given = run_limited(render.make_images, *args, at(0.5, 1.0), cpu_seconds=20, wall_seconds=120)
     assert given.focus == at(0.5, 1.0) and colour_of(given.renditions[RenditionName.THUMB].data) == 2
     found = run_limited(render.make_images, *args, None, cpu_seconds=20, wall_seconds=120)
-    assert found.focus == CENTRE and colour_of(found.renditions[RenditionName.THUMB].data) == 1
+    assert found.focus == render.make_images(*args).focus  # found there as here
+    assert found.focus.source is not FocusSource.CLIENT
