@@ -23,7 +23,7 @@ def test_upload_sends_the_focus_in_the_images_query_in_plain_decimals():
 
 def test_upload_sends_the_focus_as_a_member_of_a_direct_upload():
     api = FakeApi(FakeTime()).on("POST", UPLOADS, accepted("queued"))
-    api.client(max_upload_bytes=1000).upload(PNG, focus={"x": 0, "y": 1})
+    api.client(max_upload_bytes=1000).upload(PNG, focus=(0, 1))
     (create,) = api.sent("POST", UPLOADS)
     assert json.loads(create.content)["focus"] == {"x": 0.0, "y": 1.0}
 
