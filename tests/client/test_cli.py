@@ -223,7 +223,7 @@ def test_upload_takes_a_focus_and_shows_the_jobs(cli, tmp_path):
     (job,) = json_lines(done.stdout)
     assert job["focus"] == {"x": 0.9, "y": 0.25, "source": "client"}
     shown = cli("status", job["job_id"])
-    assert shown.stdout.splitlines()[1] == "  focus: 0.9,0.25 (client)"
+    assert shown.stdout == f"{job['job_id']}: ready {job['job_id']} focus=0.9,0.25 (client)\n"
     refused = cli("upload", "wide.jpg", "--focus", "1.5,0")
     assert refused.returncode == 1 and "invalid_request" in refused.stdout + refused.stderr
     usage = cli("upload", "wide.jpg", "--focus", "half")

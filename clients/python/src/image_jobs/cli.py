@@ -382,8 +382,9 @@ class _Printer:
         if failure:
             return [failure]
         line = f"{o.name}: {job.status} {job.job_id if job.finished else job.location}"
-        focus = [f"  focus: {job.focus['x']},{job.focus['y']} ({job.focus['source']})"] if job.focus else []
-        return [line] + focus + [f"  {name}: {path}" for name, path in o.saved.items()]
+        if job.focus:  # a ready job's: where its squares are placed
+            line += f" focus={job.focus['x']},{job.focus['y']} ({job.focus['source']})"
+        return [line] + [f"  {name}: {path}" for name, path in o.saved.items()]
 
     @staticmethod
     def _failure(o: Outcome) -> Optional[str]:
