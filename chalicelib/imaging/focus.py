@@ -1,0 +1,374 @@
+"""Where a decoded picture's subject is (`find`): its faces, else its most salient region, else
+its centre. Pixels in, a Focus out; deterministic (no randomness, no threads, no state but
+the model read once).
+
+Faces: OpenCV's LBP frontal-face cascade (models/lbpcascade_frontalface_opencv.xml, the file
+scikit-image ships; see models/README.md), evaluated here with numpy on a small grey copy:
+each scale of a pyramid is scanned by the first stage over every window at once (array
+slices of the integral image), and the later stages only over the windows still alive,
+as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
+groupRectangles does; a face needs several. With several faces, the focus is the centre of
+the box around them, leaving out faces much smaller than the largest (in a photo of a group,
+a far smaller "face" is a false hit or a passer-by).
+
+Saliency, when there is no face: what libvips' attention crop weighs (edges, skin, colour
+saturation), on a copy of a hundred-odd pixels, with one change that matters for people:
+skin weighs more than colour, so a person beside a brighter object keeps the focus. The map
+is blurred over a region of about a third of the short side, and the focus is its peak
+region's centre of mass. A picture with nothing to find (flat, or a peak no higher than the
+rest) has its focus in the centre.
+"""
+from __future__ import annotations
+
+import threading
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from chalicelib.domain.focus import Focus, FocusSource
+
+MODEL = Path(__file__).with_name("models") / "lbpcascade_frontalface_opencv.xml"
+
+# Faces are looked for on a grey copy this long on its long side: the cascade's 24 px window
+# then finds faces from about an eighth of a 4:3 picture's short side up.
+FACE_SIDE = 224
+# Each level of the pyramid is this much smaller than the one before (OpenCV's default is 1.1:
+# fewer levels, fewer windows; overlapping hits still meet at neighbouring scales).
+_PYRAMID_STEP = 1.25
+# Windows are tried every second pixel of each level (OpenCV's step below scale 2).
+_WINDOW_STEP = 2
+# Hits of one face that overlap (OpenCV's groupRectangles eps) and how many make a face.
+_GROUP_EPS = 0.2
+_MIN_NEIGHBOURS = 3
+# Faces less than this share of the largest face's side are left out of the box.
+_FACE_SHARE = 0.5
+
+# Saliency is computed on a copy this long on its long side.
+SALIENCY_SIDE = 96
+# The weights of the three maps (each 0..1): skin first, then edges, then saturation.
+_SKIN, _EDGES, _SATURATION = 2.0, 1.0, 1.0
+# Below this mean of the weighted map there is nothing to look at (a flat or near-flat picture).
+_FLAT = 0.02
+# The peak region's mean must be this many times the picture's mean, or the picture is
+# evenly busy (a texture) and its centre is as good as any point.
+_PEAK_CONTRAST = 1.15
+
+
+def find(image: Image.Image) -> Focus:
+    """The focus of a decoded, upright image (any mode; RGB expected): faces, else saliency,
+    else the centre."""
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+    width, height = image.size
+    if min(width, height) < 2:
+        return Focus(0.5, 0.5, FocusSource.CENTRE)
+    small = _shrunk(image, FACE_SIDE)
+    box = faces_box(small)
+    if box is not None:
+        left, top, right, bottom = box
+        return Focus(_clamp((left + right) / 2), _clamp((top + bottom) / 2), FocusSource.FACES)
+    point = salient_point(_shrunk(small, SALIENCY_SIDE))
+    if point is not None:
+        return Focus(_clamp(point[0]), _clamp(point[1]), FocusSource.SALIENCY)
+    return Focus(0.5, 0.5, FocusSource.CENTRE)
+
+
+def _clamp(value: float) -> float:
+    return round(min(1.0, max(0.0, value)), 4)
+
+
+def _shrunk(image: Image.Image, side: int) -> Image.Image:
+    """A copy whose long side is at most `side`: a box reduce by the largest integer factor
+    (cheap), then a bilinear resample of what is left (less than 2x)."""
+    width, height = image.size
+    scale = side / max(width, height)
+    if scale >= 1:
+        return image
+    factor = int(1 / scale)
+    if factor >= 2:
+        image = image.reduce(factor)
+    target = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return image.resize(target, Image.Resampling.BILINEAR)
+
+
+# ------------------------------------------------------------------------------ faces
+
+
+@dataclass(frozen=True)
+class _Stage:
+    threshold: float
+    # Each stump's LBP feature as the 4x4 corners of its 3x3 cells in the integral image,
+    # row by row, as (dy, dx) from the window's top left: shape (stumps, 16) each.
+    dy: np.ndarray
+    dx: np.ndarray
+    leaves: np.ndarray  # (stumps, 256): each stump's vote for each LBP code
+
+
+@dataclass(frozen=True)
+class Cascade:
+    window: int
+    stages: tuple[_Stage, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> "Cascade":
+        """An OpenCV cascade of LBP stumps (the XML format OpenCV's traincascade writes)."""
+        root = ElementTree.parse(path).getroot().find("cascade")
+        if root.findtext("featureType").strip() != "LBP":
+            raise ValueError("not an LBP cascade")
+        window = int(root.findtext("width"))
+        rects = [tuple(int(v) for v in f.findtext("rect").split()) for f in root.find("features")]
+        codes = np.arange(256)
+        grid = np.arange(4)
+        stages = []
+        for stage in root.find("stages"):
+            dys, dxs, leaves = [], [], []
+            for tree in stage.find("weakClassifiers"):
+                nodes = [int(v) for v in tree.findtext("internalNodes").split()]
+                left, right = (float(v) for v in tree.findtext("leafValues").split())
+                x, y, w, h = rects[nodes[2]]
+                dys.append(np.repeat(y + grid * h, 4))
+                dxs.append(np.tile(x + grid * w, 4))
+                subset = np.array([v & 0xFFFFFFFF for v in nodes[3:11]], dtype=np.uint64)
+                # OpenCV: the left leaf where the code's bit is set in the 256-bit subset.
+                inside = (subset[codes >> 5] >> (codes & 31).astype(np.uint64)) & 1
+                leaves.append(np.where(inside == 1, left, right))
+            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
+                                 np.array(leaves, dtype=np.float32)))
+        return cls(window, tuple(stages))
+
+
+_cascade: Cascade | None = None
+_cascade_lock = threading.Lock()
+
+
+def cascade() -> Cascade:
+    """The model, read once per process."""
+    global _cascade
+    with _cascade_lock:
+        if _cascade is None:
+            _cascade = Cascade.read(MODEL)
+        return _cascade
+
+
+def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[float, float, float, int]]:
+    """Faces in a 2-D uint8 array: (x, y, side, hits) in its pixels, grouped, largest first.
+
+    Every level of the pyramid is stacked in one integral image of the first level's width,
+    so that one pass of each stage covers the windows of all levels."""
+    model = model or cascade()
+    window = model.window
+    height, width = grey.shape
+    levels, scale = [], 1.0
+    while min(round(width / scale), round(height / scale)) >= window:
+        levels.append(scale)
+        scale *= _PYRAMID_STEP
+    if not levels:
+        return []
+    source = Image.fromarray(grey)
+    stride = width + 1
+    tops, heights, widths = [], [], []
+    rows = 0
+    for scale in levels:
+        size = (round(width / scale), round(height / scale))
+        tops.append(rows)
+        widths.append(size[0])
+        heights.append(size[1])
+        rows += size[1] + 1 + (size[1] + 1) % _WINDOW_STEP  # each level's top on the window grid
+    integral = np.zeros((rows, stride), dtype=np.int32)
+    level = source
+    for top, w, h in zip(tops, widths, heights):
+        if level.size != (w, h):  # each from the one before: a small resample each
+            level = level.resize((w, h), Image.Resampling.BILINEAR)
+        block = integral[top + 1: top + h + 1, 1: w + 1]
+        np.cumsum(np.cumsum(np.asarray(level, dtype=np.int32), axis=0), axis=1, out=block)
+        integral[top + 1: top + h + 1, w + 1:] = block[:, -1:]  # past the level's right edge: flat
+    flat = integral.ravel()
+
+    # The first stage over every window at once: each corner of a feature, for all windows,
+    # is a strided slice of the integral image.
+    first = model.stages[0]
+    grid_rows = (rows - window) // _WINDOW_STEP
+    grid_cols = (stride - 1 - window) // _WINDOW_STEP + 1
+    total = np.zeros((grid_rows, grid_cols), dtype=np.float32)
+    # The integral image split by the parity of row and column: the corners of the windows on
+    # the grid are then slices of one of them, whose rows are contiguous (twice as fast).
+    parts = {(i, j): np.ascontiguousarray(integral[i::_WINDOW_STEP, j::_WINDOW_STEP])
+             for i in range(_WINDOW_STEP) for j in range(_WINDOW_STEP)}
+    for dy, dx, leaf in zip(first.dy, first.dx, first.leaves):
+        corners = []
+        for y, x in zip(dy.tolist(), dx.tolist()):
+            part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
+            top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
+            corners.append(part[top: top + grid_rows, left: left + grid_cols])
+        total += leaf[_codes(corners)]
+    # Windows inside one level only.
+    valid = np.zeros(grid_rows, dtype=np.int32)  # per grid row: how many columns fit in its level
+    for top, w, h in zip(tops, widths, heights):
+        first_row = top // _WINDOW_STEP
+        last_row = (top + h - window) // _WINDOW_STEP
+        valid[first_row: last_row + 1] = (w - window) // _WINDOW_STEP + 1
+    alive = (total >= first.threshold) & (np.arange(grid_cols)[None, :] < valid[:, None])
+    gy, gx = np.nonzero(alive)
+    origin = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:])
+    if origin.size == 0:
+        return []
+    # A face passes at the windows around it too, a false hit mostly alone: the windows one
+    # pixel around each hit (skipped by the grid's step) are tried as well, and every window
+    # that passes counts as one of the face's neighbours, as in OpenCV's grouping.
+    tops_ = np.array(tops)
+    level_of = np.searchsorted(tops_, origin // stride, side="right") - 1
+    around = []
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            if dy or dx:
+                ys, xs = np.divmod(origin + dy * stride + dx, stride)
+                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + np.array(heights)[level_of] - window)
+                          & (xs >= 0) & (xs <= np.array(widths)[level_of] - window))
+                around.append((origin + dy * stride + dx)[inside])
+    origin = np.union1d(origin, _passing(flat, stride, np.concatenate(around), model.stages))
+    ys, xs = np.divmod(origin, stride)
+    hits = []
+    level_of = np.searchsorted(tops_, ys, side="right") - 1
+    for x, y, index in zip(xs.tolist(), ys.tolist(), level_of.tolist()):
+        scale = levels[index]
+        hits.append((x * scale, (y - tops[index]) * scale, window * scale))
+    return _grouped(hits)
+
+
+def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.ndarray:
+    """The windows (by their top-left corner's index in the flat integral image) that pass
+    every stage; each stage sees only the windows that passed the one before."""
+    for stage in stages:
+        if origin.size == 0:
+            break
+        offsets = stage.dy * stride + stage.dx  # (stumps, 16)
+        corners = flat[origin[:, None, None] + offsets[None, :, :]]  # (windows, stumps, 16)
+        codes = _codes(list(np.moveaxis(corners, 2, 0)))  # (windows, stumps)
+        total = stage.leaves[np.arange(len(stage.leaves))[None, :], codes].sum(axis=1)
+        origin = origin[total >= stage.threshold]
+    return origin
+
+
+# A feature's 16 corners, row by row; its cells' sums compared with the centre's, in OpenCV's
+# bit order (the top-left cell the highest bit, then clockwise).
+_CLOCKWISE = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+
+
+def _codes(corners: list[np.ndarray]) -> np.ndarray:
+    """OpenCV's LBP code of a 3x3 grid of cells from its 4x4 integral-image corners: a bit for
+    each outer cell whose sum is at least the centre's (uint8)."""
+    c = corners
+    across = [[c[i * 4 + j + 1] - c[i * 4 + j] for j in range(3)] for i in range(4)]  # row segments
+    cells = [[across[i + 1][j] - across[i][j] for j in range(3)] for i in range(3)]
+    centre = cells[1][1]
+    code = None
+    for bit, (i, j) in zip(range(7, -1, -1), _CLOCKWISE):
+        set_ = (cells[i][j] >= centre).view(np.uint8)
+        if code is None:
+            code = set_ << bit
+        else:
+            code |= set_ << bit if bit else set_
+    return code
+
+
+def _grouped(hits: list[tuple[float, float, float]]) -> list[tuple[float, float, float, int]]:
+    """OpenCV's groupRectangles for squares: hits whose corners are within eps of each other's
+    size join one group (transitively); a group of at least _MIN_NEIGHBOURS hits is a face at
+    its mean; a face inside a larger one with more hits is dropped."""
+    if not hits:
+        return []
+    boxes = np.array(hits, dtype=np.float64)
+    x, y, s = boxes[:, 0], boxes[:, 1], boxes[:, 2]
+    delta = _GROUP_EPS * np.minimum(s[:, None], s[None, :])
+    near = ((np.abs(x[:, None] - x[None, :]) <= delta) & (np.abs(y[:, None] - y[None, :]) <= delta)
+            & (np.abs(x[:, None] + s[:, None] - x[None, :] - s[None, :]) <= delta))
+    labels = np.arange(len(hits))
+    while True:  # each hit takes the least label among its neighbours until none changes
+        spread = np.where(near, labels[None, :], len(hits)).min(axis=1)
+        if np.array_equal(spread, labels):
+            break
+        labels = spread
+    faces = []
+    for label in np.unique(labels):
+        members = boxes[labels == label]
+        if len(members) >= _MIN_NEIGHBOURS:
+            mx, my, ms = members.mean(axis=0)
+            faces.append((float(mx), float(my), float(ms), len(members)))
+    kept = []
+    for face in faces:
+        fx, fy, fs, n = face
+        inside = any(o is not face and ox <= fx and oy <= fy and fx + fs <= ox + os_ and fy + fs <= oy + os_
+                     and on >= n for o in faces for ox, oy, os_, on in [o])
+        if not inside:
+            kept.append(face)
+    return sorted(kept, key=lambda f: (-f[2], f[0], f[1]))
+
+
+def faces_box(image: Image.Image) -> tuple[float, float, float, float] | None:
+    """The box around the image's faces (left, top, right, bottom as fractions of its sides),
+    leaving out faces under _FACE_SHARE of the largest one's side; None without a face."""
+    found = detect_faces(np.asarray(image.convert("L")))
+    if not found:
+        return None
+    largest = found[0][2]
+    kept = [f for f in found if f[2] >= _FACE_SHARE * largest]
+    width, height = image.size
+    return (min(f[0] for f in kept) / width, min(f[1] for f in kept) / height,
+            max(f[0] + f[2] for f in kept) / width, max(f[1] + f[2] for f in kept) / height)
+
+
+# --------------------------------------------------------------------------- saliency
+
+
+def saliency_map(image: Image.Image) -> np.ndarray:
+    """Per pixel, 0..: skin, edges and saturation weighed as the constants above say."""
+    rgb = np.asarray(image, dtype=np.float32) / 255
+    grey = image.convert("L")
+    edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES), dtype=np.float32) / 255
+    edges[0, :] = edges[-1, :] = 0  # FIND_EDGES leaves the border as it was
+    edges[:, 0] = edges[:, -1] = 0
+    top, bottom = rgb.max(axis=2), rgb.min(axis=2)
+    saturation = np.where(top > 0, (top - bottom) / np.maximum(top, 1e-6), 0) * top  # dark is not colourful
+    ycbcr = np.asarray(image.convert("YCbCr"), dtype=np.int16)
+    cb, cr, luma = ycbcr[:, :, 1], ycbcr[:, :, 2], ycbcr[:, :, 0]
+    # Skin of every complexion in YCbCr (Chai and Ngan's chroma box), away from the extremes of light.
+    skin = ((cb >= 77) & (cb <= 127) & (cr >= 137) & (cr <= 173) & (luma > 40) & (luma < 240)).astype(np.float32)
+    return _SKIN * skin + _EDGES * np.minimum(edges * 4, 1) + _SATURATION * saturation
+
+
+def salient_point(image: Image.Image) -> tuple[float, float] | None:
+    """The centre of mass of the peak region of the blurred saliency map (fractions of the
+    sides), or None when nothing stands out."""
+    energy = saliency_map(image)
+    height, width = energy.shape
+    if float(energy.mean()) < _FLAT:
+        return None
+    radius = max(1, round(min(width, height) / 6))
+    peak_map = _box_sums(energy, radius)
+    y, x = np.unravel_index(int(np.argmax(peak_map)), peak_map.shape)
+    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_sums(np.ones_like(energy), radius)[y, x]:
+        return None
+    top, bottom = max(0, y - radius), min(height, y + radius + 1)
+    left, right = max(0, x - radius), min(width, x + radius + 1)
+    region = energy[top:bottom, left:right]
+    mass = float(region.sum())
+    ys, xs = np.mgrid[top:bottom, left:right]
+    cx = float((region * xs).sum()) / mass
+    cy = float((region * ys).sum()) / mass
+    return (cx + 0.5) / width, (cy + 0.5) / height
+
+
+def _box_sums(values: np.ndarray, radius: int) -> np.ndarray:
+    """Each pixel's sum over the square of `radius` around it (cut at the edges)."""
+    height, width = values.shape
+    integral = np.zeros((height + 1, width + 1), dtype=np.float64)
+    np.cumsum(np.cumsum(values, axis=0), axis=1, out=integral[1:, 1:])
+    top = np.clip(np.arange(height) - radius, 0, height)
+    bottom = np.clip(np.arange(height) + radius + 1, 0, height)
+    left = np.clip(np.arange(width) - radius, 0, width)
+    right = np.clip(np.arange(width) + radius + 1, 0, width)
+    return (integral[bottom][:, right] - integral[top][:, right] - integral[bottom][:, left]
+            + integral[top][:, left])
