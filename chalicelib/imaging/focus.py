@@ -40,16 +40,25 @@ FACE_SIDE = 224
 _PYRAMID_STEP = 1.25
 # Windows are tried every second pixel of each level (OpenCV's step below scale 2).
 _WINDOW_STEP = 2
+# The stages the grid's windows pass before the windows around them are tried too.
+_EXPAND_AT = 6
 # Hits of one face that overlap (OpenCV's groupRectangles eps) and how many make a face.
 _GROUP_EPS = 0.2
-_MIN_NEIGHBOURS = 3
+_MIN_NEIGHBOURS = 2
 # Faces less than this share of the largest face's side are left out of the box.
 _FACE_SHARE = 0.5
+# In a colour picture, the least share of skin in the middle of a face.
+_FACE_SKIN = 0.25
+# A picture whose chroma stays this near grey everywhere is grey (Cb and Cr from 128).
+_GREY_CHROMA = 3
 
 # Saliency is computed on a copy this long on its long side.
 SALIENCY_SIDE = 96
 # The weights of the three maps (each 0..1): skin first, then edges, then saturation.
 _SKIN, _EDGES, _SATURATION = 2.0, 1.0, 1.0
+_EDGE_GAIN = 4
+_RARITY = "abs"
+_DENSITY_RADIUS = 2
 # Below this mean of the weighted map there is nothing to look at (a flat or near-flat picture).
 _FLAT = 0.02
 # The peak region's mean must be this many times the picture's mean, or the picture is
@@ -212,23 +221,23 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
         valid[first_row: last_row + 1] = (w - window) // _WINDOW_STEP + 1
     alive = (total >= first.threshold) & (np.arange(grid_cols)[None, :] < valid[:, None])
     gy, gx = np.nonzero(alive)
-    origin = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:])
-    if origin.size == 0:
+    # The grid skips three windows in four, and a face passes every stage at a few windows
+    # only: the windows on the grid still alive after the first _EXPAND_AT stages (near-faces,
+    # by then few) bring the windows one pixel around them, and all go through the rest.
+    near = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:_EXPAND_AT])
+    if near.size == 0:
         return []
-    # A face passes at the windows around it too, a false hit mostly alone: the windows one
-    # pixel around each hit (skipped by the grid's step) are tried as well, and every window
-    # that passes counts as one of the face's neighbours, as in OpenCV's grouping.
-    tops_ = np.array(tops)
-    level_of = np.searchsorted(tops_, origin // stride, side="right") - 1
-    around = []
+    tops_, heights_, widths_ = np.array(tops), np.array(heights), np.array(widths)
+    level_of = np.searchsorted(tops_, near // stride, side="right") - 1
+    around = [near]
     for dy in (-1, 0, 1):
         for dx in (-1, 0, 1):
             if dy or dx:
-                ys, xs = np.divmod(origin + dy * stride + dx, stride)
-                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + np.array(heights)[level_of] - window)
-                          & (xs >= 0) & (xs <= np.array(widths)[level_of] - window))
-                around.append((origin + dy * stride + dx)[inside])
-    origin = np.union1d(origin, _passing(flat, stride, np.concatenate(around), model.stages))
+                ys, xs = np.divmod(near + dy * stride + dx, stride)
+                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + heights_[level_of] - window)
+                          & (xs >= 0) & (xs <= widths_[level_of] - window))
+                around.append(_passing(flat, stride, (near + dy * stride + dx)[inside], model.stages[:_EXPAND_AT]))
+    origin = _passing(flat, stride, np.unique(np.concatenate(around)), model.stages[_EXPAND_AT:])
     ys, xs = np.divmod(origin, stride)
     hits = []
     level_of = np.searchsorted(tops_, ys, side="right") - 1
@@ -309,15 +318,38 @@ def _grouped(hits: list[tuple[float, float, float]]) -> list[tuple[float, float,
 
 def faces_box(image: Image.Image) -> tuple[float, float, float, float] | None:
     """The box around the image's faces (left, top, right, bottom as fractions of its sides),
-    leaving out faces under _FACE_SHARE of the largest one's side; None without a face."""
+    leaving out faces under _FACE_SHARE of the largest one's side; None without a face.
+
+    In a colour picture a face must have skin's colours in its middle (the cascade sees grey
+    only, and its false hits are on shirts, walls and foliage); in a grey one, any face counts."""
     found = detect_faces(np.asarray(image.convert("L")))
+    if found and image.mode == "RGB":
+        skin = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
+        if skin is not None:
+            found = [f for f in found if _skin_share(skin, f) >= _FACE_SKIN]
     if not found:
         return None
-    largest = found[0][2]
+    largest = max(f[2] for f in found)
     kept = [f for f in found if f[2] >= _FACE_SHARE * largest]
     width, height = image.size
     return (min(f[0] for f in kept) / width, min(f[1] for f in kept) / height,
             max(f[0] + f[2] for f in kept) / width, max(f[1] + f[2] for f in kept) / height)
+
+
+def _skin(ycbcr: np.ndarray) -> np.ndarray | None:
+    """Where the picture has skin's colours (bool), or None for a grey picture (no colour)."""
+    cb, cr, luma = ycbcr[:, :, 1], ycbcr[:, :, 2], ycbcr[:, :, 0]
+    if max(np.abs(cb - 128).max(), np.abs(cr - 128).max()) <= _GREY_CHROMA:
+        return None
+    # Skin of every complexion in YCbCr (Chai and Ngan's chroma box), away from the extremes of light.
+    return (cb >= 77) & (cb <= 127) & (cr >= 137) & (cr <= 173) & (luma > 40) & (luma < 240)
+
+
+def _skin_share(skin: np.ndarray, face: tuple[float, float, float, int]) -> float:
+    """The share of skin in the middle half of a face's box."""
+    x, y, side, _ = face
+    middle = skin[int(y + side / 4): int(y + side * 3 / 4) + 1, int(x + side / 4): int(x + side * 3 / 4) + 1]
+    return float(middle.mean()) if middle.size else 0.0
 
 
 # --------------------------------------------------------------------------- saliency
@@ -332,11 +364,17 @@ def saliency_map(image: Image.Image) -> np.ndarray:
     edges[:, 0] = edges[:, -1] = 0
     top, bottom = rgb.max(axis=2), rgb.min(axis=2)
     saturation = np.where(top > 0, (top - bottom) / np.maximum(top, 1e-6), 0) * top  # dark is not colourful
-    ycbcr = np.asarray(image.convert("YCbCr"), dtype=np.int16)
-    cb, cr, luma = ycbcr[:, :, 1], ycbcr[:, :, 2], ycbcr[:, :, 0]
-    # Skin of every complexion in YCbCr (Chai and Ngan's chroma box), away from the extremes of light.
-    skin = ((cb >= 77) & (cb <= 127) & (cr >= 137) & (cr <= 173) & (luma > 40) & (luma < 240)).astype(np.float32)
-    return _SKIN * skin + _EDGES * np.minimum(edges * 4, 1) + _SATURATION * saturation
+    found = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
+    skin = np.zeros(rgb.shape[:2], dtype=np.float32) if found is None else found.astype(np.float32)
+    edges = np.minimum(edges * _EDGE_GAIN, 1)
+    if _RARITY:
+        density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
+        maps = []
+        for m in (skin, density, saturation):
+            d = m - np.median(m)
+            maps.append(np.abs(d) if _RARITY == "abs" else np.maximum(d, 0))
+        skin, edges, saturation = maps
+    return _SKIN * skin + _EDGES * edges + _SATURATION * saturation
 
 
 def salient_point(image: Image.Image) -> tuple[float, float] | None:
