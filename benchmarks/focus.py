@@ -18,11 +18,12 @@ costs a job.
    point); ours (focus.find on the canvas as the worker has it, decoded and upright).
    Targets (issue 49): ours >= 0.95 overall, >= 0.9 on person-beside-object, and never below
    libvips on any group.
-2. CPU: focus.find per image at the working size, beside make_images on a 12 MP photo (the
-   decode child's work for a job: decode, renditions, placeholder, hash), measured in turn in
-   this process; the share of the job is find over make_images (the worker's whole CPU for a
-   job is larger still, benchmarks/worker_cpu.py, so the share printed is an upper bound).
-   Target: at most 10 %.
+2. CPU: focus.find per image at the working size (on the scenes, and on the largest rendition
+   of a 12 MP photo-like JPEG, benchmarks/worker_cpu.py's), beside make_images on that JPEG
+   (the decode child's work for a job: decode, renditions, placeholder, hash), measured in
+   turn in this process. Its share of make_images is an upper bound of its share of the job;
+   the target is against the worker's whole CPU for a 12 MP job (WORKER_CPU_MS, from
+   benchmarks/worker_cpu.py): at most 10 %.
 3. Package size: what numpy (the detector's only new dependency) and the model add to the
    deployment package, as infra.bytecode writes it (infra.prune's rules, a .pyc beside each
    .py), zipped and unzipped, beside Lambda's 250 MB unzipped limit.
@@ -57,7 +58,7 @@ KEEP = 0.9
 # Faces of Labeled Faces in the Wild used as persons.
 FACES = 16
 LAMBDA_UNZIPPED = 250 * 1024 * 1024
-# A 12 MP job's worker CPU, decode child included (benchmarks/worker_cpu.py on main before this
+# A 12 MP job's worker CPU, decode child included (benchmarks/worker_cpu.py's method, on main before this
 # change), and the package's size then (docs/deploy.md): the figures the costs are put against.
 WORKER_CPU_MS = 160
 PACKAGE_MB = (25.0, 82)  # zipped, unzipped
@@ -277,12 +278,12 @@ def quality(all_scenes: list[Scene]) -> tuple[dict, dict, list[str]]:
 
 
 def job_cpu(size: tuple[int, int], runs: int) -> tuple[float, float, tuple[int, int]]:
-    """CPU ms of make_images on a photo of `size` (scikit-image's astronaut scaled up, JPEG q90)
-    and of focus.find on its largest rendition, in turn; and that rendition's size."""
-    photo = photo_image("astronaut.png").resize(size, Image.Resampling.BICUBIC)
-    out = io.BytesIO()
-    photo.save(out, "JPEG", quality=90)
-    data = out.getvalue()
+    """CPU ms of make_images on the photo-like JPEG benchmarks/worker_cpu.py times (its first
+    seed, at `size`), and of focus.find on that job's largest rendition, in turn; and that
+    rendition's size."""
+    from load import photo_like
+
+    data = photo_like(*size, seed=21, quality=90)
     largest = render._decode_within(Image.open(io.BytesIO(data)), LONG_SIDE)
     render.make_images(data, 50_000_000)
     focus.find(largest)  # warm-up: the model read
@@ -363,17 +364,21 @@ def main() -> int:
         print(f"{group:<24} {row['scenes']:>6} {row['centre']:>7.2f} {row['libvips attention']:>18.2f} {row['ours']:>6.2f}")
     print(f"\nCPU ms per scene (median): centre {cpu['centre']:.2f}, libvips attention {cpu['libvips attention']:.1f}, "
           f"ours {cpu['ours']:.1f}")
-    print(f"a {width}x{height} JPEG: make_images {job:.0f} ms of CPU; focus.find on its largest rendition "
-          f"({working[0]}x{working[1]}) {found:.1f} ms: {found / job:.1%} of the job's decode-child work "
-          f"(an upper bound of its share of the worker's CPU)")
+    per_scene = cpu["ours"]
+    print(f"a {width}x{height} photo-like JPEG (benchmarks/worker_cpu.py's): make_images {job:.0f} ms of CPU; "
+          f"focus.find on its largest rendition ({working[0]}x{working[1]}) {found:.1f} ms, on a scene (median, "
+          f"faces or saliency) {per_scene:.1f} ms")
+    worst = max(found, per_scene)
+    print(f"the focus, at most {worst:.1f} ms: {worst / job:.1%} of make_images (the decode child's work, measured "
+          f"beside it; an upper bound of its share), {worst / WORKER_CPU_MS:.1%} of a 12 MP job's {WORKER_CPU_MS} ms "
+          "of worker CPU (benchmarks/worker_cpu.py)")
     numpy_zip, numpy_raw = sizes["numpy"]
     own_zip, own_raw = sizes["model and module"]
-    print(f"against a 12 MP job's {WORKER_CPU_MS} ms of worker CPU (benchmarks/worker_cpu.py): {found / WORKER_CPU_MS:.1%}")
     print(f"package: numpy adds {numpy_zip / 1e6:.1f} MB zipped, {numpy_raw / 1e6:.1f} MB unzipped (infra.prune's rules, "
           f"with .pyc); the model and module {own_zip / 1e3:.0f} KB zipped, {own_raw / 1e3:.0f} KB unzipped")
     after = (PACKAGE_MB[0] + (numpy_zip + own_zip) / 1e6, PACKAGE_MB[1] + (numpy_raw + own_raw) / 1e6)
     print(f"the package: {PACKAGE_MB[0]:.1f} MB zipped / {PACKAGE_MB[1]} MB unzipped before, about {after[0]:.1f} MB / "
-          f"{after[1]:.0f} MB after (Lambda's limits: 50 MB zipped for a direct upload, {LAMBDA_UNZIPPED / 1e6:.0f} MB unzipped)")
+          f"{after[1]:.0f} MB after (Lambda's limits: 50 MB zipped for a direct upload, 250 MiB unzipped)")
     for line in misses:
         print("ours misses: " + line)
     missed = []
@@ -384,8 +389,8 @@ def main() -> int:
     for group, row in table.items():
         if row["ours"] < row["libvips attention"]:
             missed.append(f"ours below libvips on {group}")
-    if found / job > 0.10:
-        missed.append(f"the focus costs {found / job:.1%} of the job (> 10 %)")
+    if worst / WORKER_CPU_MS > 0.10:
+        missed.append(f"the focus costs {worst / WORKER_CPU_MS:.1%} of a job's worker CPU (> 10 %)")
     print()
     for line in missed:
         print("TARGET MISSED: " + line)

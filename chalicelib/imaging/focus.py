@@ -33,8 +33,9 @@ from chalicelib.domain.focus import Focus, FocusSource
 MODEL = Path(__file__).with_name("models") / "lbpcascade_frontalface_opencv.xml"
 
 # Faces are looked for on a grey copy this long on its long side: the cascade's 24 px window
-# then finds faces from about an eighth of a 4:3 picture's short side up.
-FACE_SIDE = 224
+# then finds faces from an eighth of the picture's long side up. Smaller faces are left to the
+# saliency map's skin (benchmarks/focus.py: each step up in this side costs CPU per job).
+FACE_SIDE = 192
 # Each level of the pyramid is this much smaller than the one before (OpenCV's default is 1.1:
 # fewer levels, fewer windows; overlapping hits still meet at neighbouring scales).
 _PYRAMID_STEP = 1.25
@@ -229,15 +230,16 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
         return []
     tops_, heights_, widths_ = np.array(tops), np.array(heights), np.array(widths)
     level_of = np.searchsorted(tops_, near // stride, side="right") - 1
-    around = [near]
+    around = []
     for dy in (-1, 0, 1):
         for dx in (-1, 0, 1):
             if dy or dx:
                 ys, xs = np.divmod(near + dy * stride + dx, stride)
                 inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + heights_[level_of] - window)
                           & (xs >= 0) & (xs <= widths_[level_of] - window))
-                around.append(_passing(flat, stride, (near + dy * stride + dx)[inside], model.stages[:_EXPAND_AT]))
-    origin = _passing(flat, stride, np.unique(np.concatenate(around)), model.stages[_EXPAND_AT:])
+                around.append((near + dy * stride + dx)[inside])
+    around = _passing(flat, stride, np.concatenate(around), model.stages[:_EXPAND_AT])
+    origin = _passing(flat, stride, np.unique(np.concatenate([near, around])), model.stages[_EXPAND_AT:])
     ys, xs = np.divmod(origin, stride)
     hits = []
     level_of = np.searchsorted(tops_, ys, side="right") - 1
@@ -253,9 +255,9 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
     for stage in stages:
         if origin.size == 0:
             break
-        offsets = stage.dy * stride + stage.dx  # (stumps, 16)
-        corners = flat[origin[:, None, None] + offsets[None, :, :]]  # (windows, stumps, 16)
-        codes = _codes(list(np.moveaxis(corners, 2, 0)))  # (windows, stumps)
+        offsets = (stage.dy * stride + stage.dx).T  # (16, stumps)
+        corners = flat[offsets[:, None, :] + origin[None, :, None]]  # (16, windows, stumps)
+        codes = _codes(list(corners))  # (windows, stumps)
         total = stage.leaves[np.arange(len(stage.leaves))[None, :], codes].sum(axis=1)
         origin = origin[total >= stage.threshold]
     return origin

@@ -71,7 +71,7 @@ def head(face: int) -> tuple[Image.Image, tuple[float, float]]:
 @pytest.mark.parametrize("size,at", [((1280, 720), (60, 300)), ((720, 1280), (400, 80))], ids=["landscape", "portrait"])
 def test_a_face_off_centre_is_found_on_landscape_and_portrait_canvases(size, at):
     """Faces from about a ninth of the long side up (the cascade's window on the working copy)."""
-    image, face = head(170)
+    image, face = head(200)
     canvas = Image.new("RGB", size, (214, 210, 200))
     canvas.paste(image, at)
     found = focus.find(canvas)
@@ -80,7 +80,7 @@ def test_a_face_off_centre_is_found_on_landscape_and_portrait_canvases(size, at)
 
 
 def test_several_faces_give_the_box_around_them():
-    image, face = head(170)
+    image, face = head(200)
     canvas = Image.new("RGB", (1280, 640), (214, 210, 200))
     canvas.paste(image, (40, 280))
     canvas.paste(image, (950, 20))
