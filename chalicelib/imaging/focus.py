@@ -12,11 +12,14 @@ the box around them, leaving out faces much smaller than the largest (in a photo
 a far smaller "face" is a false hit or a passer-by).
 
 Saliency, when there is no face: what libvips' attention crop weighs (edges, skin, colour
-saturation), on a copy of a hundred-odd pixels, with one change that matters for people:
-skin weighs more than colour, so a person beside a brighter object keeps the focus. The map
-is blurred over a region of about a third of the short side, and the focus is its peak
-region's centre of mass. A picture with nothing to find (flat, or a peak no higher than the
-rest) has its focus in the centre.
+saturation), on a copy of a hundred-odd pixels, with two changes: each map counts by how far
+it lies from the picture's median (a subject on grass or gravel stands out from the texture,
+not the texture from it), and skin weighs more than colour, so a person beside a brighter
+object keeps the focus. The map is summed over squares of a third of the short side, and the
+focus is the best square's centre of mass. A picture with nothing to find (flat, or a peak no
+higher than the rest) has its focus in the centre.
+
+Costs and how often the thumbnail keeps its subject: benchmarks/focus.py.
 """
 from __future__ import annotations
 
@@ -57,13 +60,14 @@ _GREY_CHROMA = 3
 SALIENCY_SIDE = 96
 # The weights of the three maps (each 0..1): skin first, then edges, then saturation.
 _SKIN, _EDGES, _SATURATION = 2.0, 1.0, 1.0
+# An edge this many times weaker than black against white already counts fully.
 _EDGE_GAIN = 4
-_RARITY = "abs"
+# Edges are counted as their density over a square of this radius (px of the saliency copy).
 _DENSITY_RADIUS = 2
 # Below this mean of the weighted map there is nothing to look at (a flat or near-flat picture).
 _FLAT = 0.02
-# The peak region's mean must be this many times the picture's mean, or the picture is
-# evenly busy (a texture) and its centre is as good as any point.
+# The best square's mean must be this many times the picture's mean, or nothing stands out
+# and the centre is as good as any point.
 _PEAK_CONTRAST = 1.15
 
 
@@ -358,30 +362,26 @@ def _skin_share(skin: np.ndarray, face: tuple[float, float, float, int]) -> floa
 
 
 def saliency_map(image: Image.Image) -> np.ndarray:
-    """Per pixel, 0..: skin, edges and saturation weighed as the constants above say."""
+    """Per pixel, 0..: how far its skin, edge density and saturation lie from the picture's
+    median of each (what is everywhere, a texture or a tint, is not salient; a smooth subject
+    on a busy ground is), weighed as the constants above say."""
     rgb = np.asarray(image, dtype=np.float32) / 255
-    grey = image.convert("L")
-    edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES), dtype=np.float32) / 255
+    edges = np.asarray(image.convert("L").filter(ImageFilter.FIND_EDGES), dtype=np.float32) / 255
     edges[0, :] = edges[-1, :] = 0  # FIND_EDGES leaves the border as it was
     edges[:, 0] = edges[:, -1] = 0
+    edges = np.minimum(edges * _EDGE_GAIN, 1)
+    density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
     top, bottom = rgb.max(axis=2), rgb.min(axis=2)
-    saturation = np.where(top > 0, (top - bottom) / np.maximum(top, 1e-6), 0) * top  # dark is not colourful
+    saturation = top - bottom  # HSV's saturation times value: dark is not colourful
     found = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
     skin = np.zeros(rgb.shape[:2], dtype=np.float32) if found is None else found.astype(np.float32)
-    edges = np.minimum(edges * _EDGE_GAIN, 1)
-    if _RARITY:
-        density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
-        maps = []
-        for m in (skin, density, saturation):
-            d = m - np.median(m)
-            maps.append(np.abs(d) if _RARITY == "abs" else np.maximum(d, 0))
-        skin, edges, saturation = maps
-    return _SKIN * skin + _EDGES * edges + _SATURATION * saturation
+    skin, density, saturation = (np.abs(m - np.median(m)) for m in (skin, density, saturation))
+    return _SKIN * skin + _EDGES * density + _SATURATION * saturation
 
 
 def salient_point(image: Image.Image) -> tuple[float, float] | None:
-    """The centre of mass of the peak region of the blurred saliency map (fractions of the
-    sides), or None when nothing stands out."""
+    """The centre of mass of the saliency map in its best square (the one of a third of the
+    short side holding most of it), as fractions of the sides; None when nothing stands out."""
     energy = saliency_map(image)
     height, width = energy.shape
     if float(energy.mean()) < _FLAT:
