@@ -24,7 +24,9 @@ costs a job.
    turn in this process. Its share of make_images is an upper bound of its share of the job;
    the target is against the worker's whole CPU for a 12 MP job (WORKER_CPU_MS, from
    benchmarks/worker_cpu.py): at most 10 %.
-3. Package size: what numpy (the detector's only new dependency) and the model add to the
+3. Cold start: the CPU a fresh interpreter (a decode child) spends importing the focus module
+   (numpy with it) and reading the model, once per process.
+4. Package size: what numpy (the detector's only new dependency) and the model add to the
    deployment package, as infra.bytecode writes it (infra.prune's rules, a .pyc beside each
    .py), zipped and unzipped, beside Lambda's 250 MB unzipped limit.
 
@@ -57,7 +59,6 @@ from tests.images import photo_image  # noqa: E402
 KEEP = 0.9
 # Faces of Labeled Faces in the Wild used as persons.
 FACES = 16
-LAMBDA_UNZIPPED = 250 * 1024 * 1024
 # A 12 MP job's worker CPU, decode child included (benchmarks/worker_cpu.py's method, on main before this
 # change), and the package's size then (docs/deploy.md): the figures the costs are put against.
 WORKER_CPU_MS = 160
@@ -299,6 +300,30 @@ def job_cpu(size: tuple[int, int], runs: int) -> tuple[float, float, tuple[int, 
     return stack.median(job), stack.median(found), largest.size
 
 
+COLD = """import time
+from PIL import Image
+start = time.process_time()
+from chalicelib.imaging import focus
+imported = time.process_time()
+focus.cascade()
+print((imported - start) * 1000, (time.process_time() - imported) * 1000)
+"""
+
+
+def cold_start(runs: int) -> tuple[float, float]:
+    """CPU ms a fresh interpreter (as a decode child is) spends importing the focus (numpy with
+    it) and reading the model, once per process, Pillow already imported: medians of `runs`."""
+    import subprocess
+
+    imports, reads = [], []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", COLD], cwd=ROOT, capture_output=True, text=True, check=True)
+        imported, read = (float(v) for v in done.stdout.split())
+        imports.append(imported)
+        reads.append(read)
+    return stack.median(imports), stack.median(reads)
+
+
 def package_sizes() -> dict[str, tuple[int, int]]:
     """(zipped, unzipped) bytes of what the focus adds to the package, written as
     infra.bytecode writes it: numpy without what infra.prune drops, each .py with its .pyc;
@@ -354,6 +379,7 @@ def main() -> int:
     width, height = (int(side) for side in args.size.split("x"))
     job, found, working = job_cpu((width, height), args.runs)
     sizes = package_sizes()
+    imported, read = cold_start(max(3, args.runs))
 
     print(f"{len(all_scenes)} scenes; a square thumbnail counts as kept when it holds >= {KEEP:.0%} of the subject's box "
           f"(load average {load} -> {stack.load_average()}; a shared machine)")
@@ -372,6 +398,8 @@ def main() -> int:
     print(f"the focus, at most {worst:.1f} ms: {worst / job:.1%} of make_images (the decode child's work, measured "
           f"beside it; an upper bound of its share), {worst / WORKER_CPU_MS:.1%} of a 12 MP job's {WORKER_CPU_MS} ms "
           "of worker CPU (benchmarks/worker_cpu.py)")
+    print(f"cold start, once per decode child: importing the focus (numpy with it) {imported:.0f} ms of CPU, "
+          f"reading the model {read:.0f} ms")
     numpy_zip, numpy_raw = sizes["numpy"]
     own_zip, own_raw = sizes["model and module"]
     print(f"package: numpy adds {numpy_zip / 1e6:.1f} MB zipped, {numpy_raw / 1e6:.1f} MB unzipped (infra.prune's rules, "
