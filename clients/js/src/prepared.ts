@@ -166,7 +166,8 @@ export function requestsOf(upload: UploadDescription, size: number): StorageRequ
   if (upload.method === "multipart") {
     const partSize = upload.part_size ?? 0;
     return (upload.parts ?? []).filter((part) => !part.stored && part.url).map((part) => ({
-      method: "PUT", url: part.url!, headers: { "Content-Length": String(part.size) },
+      // The type named so that no uploader adds a default of its own (the Python SDK's alike).
+      method: "PUT", url: part.url!, headers: { "Content-Length": String(part.size), "Content-Type": "application/octet-stream" },
       offset: (part.part_number - 1) * partSize, length: part.size, partNumber: part.part_number,
     }));
   }
