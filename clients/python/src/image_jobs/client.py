@@ -180,28 +180,6 @@ class Client:
             if not token:
                 return
 
-    # -- the owner's webhook (docs/contract.md "Notifications"; the JS package's setWebhook...) --
-    def set_webhook(self, url: str) -> Dict[str, Any]:
-        """Register (or change) the owner's webhook. Its `secret` is in the answer only when it
-        is new."""
-        return self.request("PUT", f"{API_ROOT}/webhook", json={"url": url}).json()
-
-    def webhook(self) -> Dict[str, Any]:
-        """The owner's webhook: url, breaker and last 20 delivery attempts (`deliveries`, newest
-        first); {"url": None} when there is none."""
-        return self.request("GET", f"{API_ROOT}/webhook").json()
-
-    def test_webhook(self) -> Dict[str, Any]:
-        """Send a signed `webhook.test` event to it now: the attempt, as test_service_webhook."""
-        return self.request("POST", f"{API_ROOT}/webhook/test", retry=False).json()
-
-    def delete_webhook(self) -> None:
-        self.request("DELETE", f"{API_ROOT}/webhook")
-
-    def rotate_webhook_secret(self) -> Dict[str, Any]:
-        """A new secret (the old one still signs for 24 hours), in the answer."""
-        return self.request("POST", f"{API_ROOT}/webhook/rotate-secret").json()
-
     # -- the service webhook (the service principal's token) ----------------------------------
     def set_service_webhook(self, url: str, events: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """Register (or change) the one webhook for every owner's jobs; `events`: the statuses
