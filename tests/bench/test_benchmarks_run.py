@@ -46,6 +46,8 @@ SHORT = {
     "rgw.py": (["--minutes", "0.01", "--embedded-minutes", "0.01"], 300),
     # Its cost is six sweeps' queries of all 64 shards, whatever the jobs; 2 orphan threads: the
     # pool's row.
+    # Three uploads a source and a route to a sink: its rounds are its cost.
+    "sdk_progress.py": (["--rounds", "1"], 120),
     "sweeper.py": (["--jobs", "4", "--threads", "2", "--orphan-jobs", "4", "--orphan-threads", "2"], 300),
     "time_budget.py": (["--short"], 300),
     # Every row, on 0.48 MP photos and with 2 sockets beside the push client's instead of 99.
