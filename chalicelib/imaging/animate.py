@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from PIL import Image, features
 
 from chalicelib.config import Settings
+from chalicelib.domain.focus import CENTRE, Focus
 from chalicelib.domain.renditions import RenditionName, RenditionSpec, animation_skipped
 from chalicelib.imaging import render
 from chalicelib.imaging.limits import DecodeLimits
@@ -78,9 +79,11 @@ class AnimationRefused(Exception):
 
 def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec],
                     quality: int = Settings.webp_quality, limits: DecodeLimits = DecodeLimits(),
-                    animation_limits: AnimationLimits = AnimationLimits()) -> dict[RenditionName, AnimationOutput]:
+                    animation_limits: AnimationLimits = AnimationLimits(),
+                    focus: Focus = CENTRE) -> dict[RenditionName, AnimationOutput]:
     """{name: animation} for each spec, in the specs' order; {} for a still. Raises what
-    render.make_images raises for the same bytes, and AnimationRefused past a limit."""
+    render.make_images raises for the same bytes, and AnimationRefused past a limit. The
+    square ones are cut around `focus`, as their stills were (render.make_images' Rendered.focus)."""
     im, content_type = render._open(data, max_pixels, limits)
     with im, render._decoding():
         timeline = timeline_of(data, content_type, animation_limits.max_frames + 1)
@@ -102,7 +105,7 @@ def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec]
             im.load()
             frame = _frame(im, target, orientation, icc)
             for spec in specs:
-                shaped = render._shape(frame, spec)
+                shaped = render._shape(frame, spec, focus)
                 if spec.name not in encoders:
                     encoder = _webp.WebPAnimEncoder(shaped.size, _TRANSPARENT, timeline.loop, False,
                                                     _KMIN, _KMAX, False, False)

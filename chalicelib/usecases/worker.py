@@ -176,17 +176,17 @@ class Worker:
             if mismatch is not None:
                 log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
                 return self._fail(job, mismatch)
-            content = duplicates.content_of(ctx, original)
+            content = duplicates.content_of(ctx, original, job.focus)
             done = self._reused(job, content)
             if done is None:
                 # No check after the resize: the finishing write is conditional on this attempt,
                 # so a job cancelled, deleted or taken over meanwhile keeps none of it.
                 rendered = self._renditions(original, job)
-                animations, skipped = self._animations(original, job)
+                animations, skipped = self._animations(original, job, rendered.focus)
                 stored = {name: self._store(job, out, animations.get(name))
                           for name, out in rendered.renditions.items()}
                 done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash,
-                                 animation_skipped=skipped)
+                                 focus=rendered.focus, animation_skipped=skipped)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -234,7 +234,7 @@ class Worker:
             return None
         log.info("job_reused", job_id=job.job_id, duplicate_of=twin.job_id)
         return job.ready(ctx.clock(), copied, ctx.retention, twin.placeholder, twin.phash,
-                         duplicate_of=twin.job_id, animation_skipped=twin.animation_skipped)
+                         duplicate_of=twin.job_id, focus=twin.focus, animation_skipped=twin.animation_skipped)
 
     def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a
@@ -267,7 +267,7 @@ class Worker:
     def _specs(self, job: Job) -> tuple[RenditionSpec, ...]:
         return tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
 
-    def _animations(self, data: bytes, job: Job) -> tuple[dict, AnimationSkipped | None]:
+    def _animations(self, data: bytes, job: Job, focus) -> tuple[dict, AnimationSkipped | None]:
         """An animated source's animations ({} for a still), or why it has none: past a limit
         (chalicelib/domain/renditions.py animation_skipped, checked from the facts before any
         decode, and again in the child), or over its CPU or memory in the decoding child. A
@@ -278,8 +278,10 @@ class Worker:
         reason = animation_skipped(source.frames, source.width, source.height,
                                    s.max_animation_frames, s.max_animation_pixels)
         if reason is None:
+            # The stills' focus (the client's or the one found): the squares' frames are cut
+            # around the very point their stills were.
             args = (data, s.max_pixels, self._specs(job), s.webp_quality, self._ctx.decode_limits,
-                    animate.AnimationLimits.of(s))
+                    animate.AnimationLimits.of(s), focus)
             try:
                 return self._limited(animate.make_animations, args, s.animation_cpu_seconds), None
             except animate.AnimationRefused as refused:
@@ -298,7 +300,9 @@ class Worker:
         decode_memory_mb; the wall clock allows for a busy machine, within the time the
         worker function has left."""
         s = self._ctx.settings
-        args = (data, s.max_pixels, self._specs(job), render.Coding.of(s), self._ctx.decode_limits, job.formats)
+        # The client's focus, if the upload gave one; the child finds one otherwise.
+        args = (data, s.max_pixels, self._specs(job), render.Coding.of(s), self._ctx.decode_limits, job.formats,
+                job.focus)
         return self._limited(render.make_images, args, s.decode_cpu_seconds)
 
     def _limited(self, fn, args: tuple, cpu_seconds: int):

@@ -27,6 +27,8 @@ SHORT = {
     # Every kind of hostile file (its point), each honest image once each way at a tenth of its
     # sides; a scan bomb a tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed
     # bomb stopped at 1 s (the least RLIMIT_CPU holds): 300 scans keep it past that second.
+    # The scenes at a third of the worker's size, one timed job on a small photo.
+    "focus.py": (["--scale", "0.3", "--runs", "1", "--size", "800x600"], 300),
     "hostile.py": (["--runs", "1", "--scans", "300", "--cpu-limit", "1", "--honest-scale", "0.1"], 600),
     "list_jobs.py": (["--jobs", "30", "--repeat", "1"], 300),
     # Small photos (no 12 MP ones to make), and the second row with 2 workers as by default.

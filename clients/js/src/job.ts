@@ -30,6 +30,7 @@ export interface JobBody {
   source?: SourceFacts;
   phash?: string;
   duplicate_of?: string;
+  focus?: Focus;
   error?: { code?: string; message?: string };
   upload?: Record<string, unknown>;
   [field: string]: unknown;
@@ -51,6 +52,14 @@ export interface SourceFacts {
   frames?: number;
   /** One play, as browsers play it; null for a still. */
   duration_ms?: number | null;
+}
+
+/** The point a ready job's squares are placed around (`focus`; docs/contract.md "The focus"):
+ * fractions 0..1 of the upright image from its top left. */
+export interface Focus {
+  x: number;
+  y: number;
+  source: "client" | "faces" | "saliency" | "centre" | (string & {});
 }
 
 export interface RenditionBody {
@@ -169,6 +178,12 @@ export class Job {
   get duplicateOf(): string | null {
     return typeof this._data.duplicate_of === "string" ? this._data.duplicate_of : null;
   }
+  /** The point a ready job's squares are placed around; null before ready, and on jobs made
+   * before the focus (their squares are centred). Place your own crops of `display` by it:
+   * CSS `object-position: ${x * 100}% ${y * 100}%` (docs/api-guide.md). */
+  get focus(): Focus | null {
+    const value = this._data.focus;
+    return value && typeof value === "object" ? { ...(value as Focus) } : null;
   /** Why an animated source's renditions have no animation (`animation_too_many_frames`,
    * `animation_too_many_pixels`, `animation_too_complex`), or null. */
   get animationSkipped(): { code: string; message: string } | null {

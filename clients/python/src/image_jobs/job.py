@@ -26,6 +26,13 @@ class SourceFacts(TypedDict):
     has_alpha: bool
 
 
+class Focus(TypedDict):
+    """The point a ready job's squares are placed around (`focus`; docs/contract.md "The
+    focus"): fractions 0..1 of the upright image from its top left."""
+
+    x: float
+    y: float
+    source: str  # client, faces, saliency, centre
 class AnimatedFacts(SourceFacts, total=False):
     """`source`'s animation facts, absent on jobs read before animations."""
 
@@ -190,6 +197,12 @@ class Job:
         return value if isinstance(value, str) else None
 
     @property
+    def focus(self) -> Optional[Focus]:
+        """The point a ready job's squares are placed around (None before ready, and on jobs
+        made before the focus: their squares are centred). Place your own crops of the
+        display rendition by it (docs/api-guide.md)."""
+        value = self._data.get("focus")
+        return Focus(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
     def animation_skipped(self) -> Optional[JobError]:
         """Why an animated source's renditions have no animation (code
         animation_too_many_frames, animation_too_many_pixels or animation_too_complex)."""
