@@ -184,6 +184,7 @@ export class Job {
   get focus(): Focus | null {
     const value = this._data.focus;
     return value && typeof value === "object" ? { ...(value as Focus) } : null;
+  }
   /** Why an animated source's renditions have no animation (`animation_too_many_frames`,
    * `animation_too_many_pixels`, `animation_too_complex`), or null. */
   get animationSkipped(): { code: string; message: string } | null {

@@ -33,6 +33,8 @@ class Focus(TypedDict):
     x: float
     y: float
     source: str  # client, faces, saliency, centre
+
+
 class AnimatedFacts(SourceFacts, total=False):
     """`source`'s animation facts, absent on jobs read before animations."""
 
@@ -203,6 +205,8 @@ class Job:
         display rendition by it (docs/api-guide.md)."""
         value = self._data.get("focus")
         return Focus(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
+
+    @property
     def animation_skipped(self) -> Optional[JobError]:
         """Why an animated source's renditions have no animation (code
         animation_too_many_frames, animation_too_many_pixels or animation_too_complex)."""
