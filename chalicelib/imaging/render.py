@@ -1,16 +1,24 @@
 """Decode an uploaded image and make its renditions: pure, bytes in, bytes out.
 
 One module on purpose: the steps below form one decode pipeline whose
-order matters for speed and safety (header checks, draft decode, orientation, colour).
+order matters for speed and safety (header checks, shrink-on-load decode, orientation, colour).
 
-Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel count is checked from
-the header before any pixel is decoded. Every decoding failure becomes a DomainError
-with a fixed, safe detail (never a library message).
+Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel
+count and decode limits are checked from the header by Pillow before any pixel is decoded.
+Every decoding failure becomes a DomainError with a fixed, safe detail (never a library message).
 
-Speed: the image is decoded once, to the largest rendition's box: JPEGs at 1/2, 1/4 or 1/8
-scale by libjpeg (`draft`) when that box allows it; all colour work (alpha, ICC,
-orientation) happens on that small image, and every other rendition (the thumbnail) is cut
-from it, not from the original.
+Two engines, one for each kind of file, never both on one: libvips (pyvips, with the libvips
+that pyvips-binary bundles) decodes, resizes and codes as JPEG every format it reads (JPEG,
+PNG, GIF, WebP, TIFF, AVIF): it decodes a JPEG shrunk on load by libjpeg (1/2 to 1/8), reduces
+with a box filter before one Lanczos pass to each size, and streams the other formats, for
+about two thirds of Pillow's CPU (benchmarks/worker_cpu.py). Pillow (pillow-heif) decodes
+HEIC/HEIF only, which pyvips-binary's libheif cannot (it has no HEVC decoder); its decode is
+then handed to libvips for the renditions. Pillow also codes the WebP and AVIF variants and
+measures their SSIM (the quality search below), and makes the placeholder and the pHash.
+
+Speed: the image is decoded once, to the largest rendition's box; all colour work (alpha,
+ICC, orientation) happens on that small image, and every other rendition (the thumbnail) is
+cut from it, not from the original.
 
 Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, and the same pixels in
 each extra format asked for (WebP, AVIF 4:2:0) at a quality that looks at least as good as
@@ -239,22 +247,133 @@ def make_images(
 ) -> Rendered:
     """make_renditions, each rendition also coded in `formats` (the extra ones), the
     placeholder and the perceptual hash: one decode for them all."""
-    im, _ = _open(data, max_pixels, limits)
+    im, content_type = _open(data, max_pixels, limits)
+    box = max(spec.box for spec in specs)
     with im, _decoding():
-        largest = _decode_within(im, max(spec.box for spec in specs))
+        if content_type in LIBVIPS_READS:
+            icc = im.info.get("icc_profile")
+            # Converted when Pillow's reading of the header finds an RGB profile that is
+            # usable and not sRGB, the rule of the Pillow path (_srgb_transform).
+            converts = bool(icc) and _srgb_transform(icc, "RGB") is not None
+            largest = _vips_decode_within(data, box, converts)
+        else:
+            largest = _from_pillow(_decode_within(im, box))
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
         outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats, hints) for spec in specs}
-        return Rendered(outputs, make_placeholder(largest), phash(largest))
+        picture = pixels_of(largest)
+        return Rendered(outputs, make_placeholder(picture), phash(picture))
 
 
-def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
+# What libvips decodes here (pyvips-binary's loaders); every other allowed type is HEIC/HEIF,
+# which its libheif cannot decode (no HEVC decoder is bundled): Pillow with pillow-heif does.
+LIBVIPS_READS = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/avif"})
+
+
+def _shape(largest, spec: RenditionSpec):
     """The spec's rendition, cut from the largest one (itself when it is the largest)."""
     if spec.fit is Fit.COVER:
-        return _cover(largest, spec.box)
-    target = _fit(largest.size, spec.box)
-    if target == largest.size:
+        return _cover(largest, spec.box, _cover_window(largest.width, largest.height))
+    target = _fit((largest.width, largest.height), spec.box)
+    if target == (largest.width, largest.height):
         return largest
     return _resized(largest, target)
+
+
+def _cover_window(width: int, height: int) -> tuple[int, int, int, int]:
+    """Where a cover rendition is cut from the largest one (width x height): (left, top,
+    width, height) of the centred square."""
+    side = min(width, height)
+    return (width - side) // 2, (height - side) // 2, side, side
+
+
+def _cover(im, size: int, window: tuple[int, int, int, int]):
+    """The window of im scaled to size x size (upscaled if smaller): the one place a cover
+    rendition's crop is applied."""
+    left, top, width, height = window
+    return _resized(im.crop(left, top, width, height), (size, size))
+
+
+def _resized(im, size: tuple[int, int]):
+    """im scaled to size: every resample of a rendition after the decode. libvips shrinks by
+    a box filter to within twice the size, then one Lanczos-3 pass (its `gap` of 2.0)."""
+    if (im.width, im.height) == size:
+        return im
+    return im.resize(size[0] / im.width, vscale=size[1] / im.height)
+
+
+# ---------------------------------------------------------------- libvips
+
+
+_vips_module = None
+
+
+def prepare():
+    """Load libvips and set it up for the decoding child; the pyvips module. Called when the
+    child starts (chalicelib/imaging/sandbox_child.py), so its libraries are loaded before
+    its memory ceiling is counted and before the first call."""
+    global _vips_module
+    if _vips_module is None:
+        # One thread: the decoding child's CPU limit counts every thread, a Lambda's fraction
+        # of a core gains nothing from more, and the concurrency must be set before libvips starts.
+        import os
+
+        os.environ.setdefault("VIPS_CONCURRENCY", "1")
+        import pyvips
+
+        pyvips.concurrency_set(1)
+        # No operation cache: it would keep one upload's pixels for the next, and each
+        # rendition is made once.
+        pyvips.cache_set_max(0)
+        # Only the loaders of trusted, fuzzed libraries (no ImageMagick, PDF, MATLAB...): the
+        # type is sniffed before, this is the floor under it.
+        pyvips.block_untrusted_set(True)
+        # libvips runs a pipeline on threads of its own, started on first use and kept for
+        # the next: started now, their stacks are not counted against a call's memory
+        # ceiling (past it a thread cannot start, and every call would fail).
+        warm_up = pyvips.Image.black(64, 64, bands=3).jpegsave_buffer(Q=50)
+        pyvips.Image.thumbnail_buffer(warm_up, 16).copy_memory()
+        _vips_module = pyvips
+    return _vips_module
+
+
+def _vips_decode_within(data: bytes, box: int, converts: bool = False):
+    """Decode (shrunk on load) to an upright sRGB RGB image within box x box, in memory;
+    `converts`: from its embedded RGB profile to sRGB."""
+    vips = prepare()
+    try:
+        # thumbnail: shrink-on-load (libjpeg's DCT scaling, a WebP's own), the EXIF
+        # orientation applied, a CMYK file converted to sRGB by its embedded profile (by
+        # libvips' own CMYK profile when it carries none); fail_on: a truncated or corrupt
+        # file fails, as Pillow's decode does, instead of being padded with grey (the
+        # loader's option: thumbnail's own fail_on does not reach it).
+        image = vips.Image.thumbnail_buffer(data, box, height=box, size="down",
+                                            option_string="fail_on=truncated")
+        if converts and image.interpretation == "srgb":
+            # Perceptual, as Pillow's ImageCms.buildTransform (the HEIC path) converts.
+            image = image.icc_transform("srgb", embedded=True, intent="perceptual")
+        if image.hasalpha():
+            image = image.flatten(background=[255] * (image.bands - 1))  # onto white: JPEG has no alpha
+        if image.bands != 3 or image.format != "uchar" or image.interpretation != "srgb":
+            image = image.colourspace("srgb")  # grey, 16 bits a channel: 8-bit RGB
+        if image.bands > 3:
+            image = image.extract_band(0, n=3)
+        # Decoded once here: libvips evaluates lazily, and each rendition would decode again.
+        return image.copy_memory()
+    except vips.Error as error:
+        if "out of memory" in str(error):
+            raise MemoryError from None  # the child's memory ceiling (chalicelib/imaging/sandbox.py)
+        raise InvalidImage("The image could not be decoded.") from None
+
+
+def _from_pillow(im: Image.Image):
+    """An RGB Pillow image as a libvips one (a copy of its pixels)."""
+    vips = prepare()
+    return vips.Image.new_from_memory(im.tobytes(), im.width, im.height, 3, "uchar").copy(interpretation="srgb")
+
+
+def pixels_of(image) -> Image.Image:
+    """A libvips RGB image's pixels as a Pillow image (a copy)."""
+    return Image.frombuffer("RGB", (image.width, image.height), image.write_to_memory(), "raw", "RGB", 0, 1)
 
 
 def _decode_within(im: Image.Image, box: int) -> Image.Image:
@@ -275,7 +394,7 @@ def _decode_within(im: Image.Image, box: int) -> Image.Image:
         im.close()  # its decoded pixels: what follows works on the reduced copy
     small = _to_resizable_mode(small or im)
     if target != small.size:
-        small = _resized(small, target, crop)
+        small = _resized_pillow(small, target, crop)
     small = _flatten(small)
     small = _to_srgb(small, icc)
     if orientation in _TRANSPOSE:
@@ -408,29 +527,23 @@ def _build_srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform |
         return None
 
 
-def _cover(im: Image.Image, size: int) -> Image.Image:
-    """size x size centre crop scaled to fill (like ImageOps.fit); upscales if smaller."""
-    width, height = im.size
-    side = min(width, height)
-    left, top = (width - side) / 2, (height - side) / 2
-    box = (left, top, left + side, top + side)
-    return _resized(im, (size, size), box)
-
-
-def _resized(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
-    """The box of im (all of it by default) scaled to size: every resample of a rendition."""
+def _resized_pillow(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
+    """Pillow's resample of a HEIC/HEIF decode to the largest rendition's size (libvips
+    cannot read those files; what follows is libvips')."""
     return im.resize(size, _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
-def _output(name: RenditionName, im: Image.Image, coding: Coding,
+def _output(name: RenditionName, image, coding: Coding,
             formats: Sequence[RenditionFormat] = (), hints: dict | None = None) -> Output:
-    """hints: each format's quality chosen for this image's previous rendition, the first
-    guess for this one (the same picture at another size wants about the same); updated."""
-    jpeg = encode(im, RenditionFormat.JPEG, coding)
+    """One rendition (a libvips image) coded. hints: each format's quality chosen for this
+    image's previous rendition, the first guess for this one (the same picture at another
+    size wants about the same); updated."""
+    jpeg = _jpeg(image, coding)
     extras = [fmt for fmt in formats if fmt is not RenditionFormat.JPEG]
     variants = {}
     hints = {} if hints is None else hints
     if extras:
+        im = pixels_of(image)
         reference = Reference(im)  # the uncoded pixels' statistics, once for every comparison
         target = reference.ssim(_decoded(jpeg, RenditionFormat.JPEG))
         for fmt in extras:
@@ -438,7 +551,7 @@ def _output(name: RenditionName, im: Image.Image, coding: Coding,
             if chosen is not None:
                 variants[fmt] = chosen.data
                 hints[fmt] = chosen.quality
-    return Output(name, jpeg, im.width, im.height, "image/jpeg", variants)
+    return Output(name, jpeg, image.width, image.height, "image/jpeg", variants)
 
 
 # How much a variant's SSIM rises per quality step, about, where photos need it (WebP
@@ -614,16 +727,24 @@ def _decoded(data: bytes, fmt: RenditionFormat) -> Image.Image:
         return coded.convert("RGB")
 
 
+def _jpeg(image, coding: Coding) -> bytes:
+    """A libvips RGB image as the rendition's JPEG: libvips' jpegsave, with no metadata."""
+    vips = prepare()
+    # Progressive scans with optimised Huffman tables code the very same quantised
+    # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
+    # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a job
+    # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
+    # subsample_mode on: 4:2:0 at every quality (libvips' auto keeps 4:4:4 from 90 up).
+    return image.jpegsave_buffer(Q=coding.jpeg_quality, optimize_coding=True, interlace=True,
+                                 subsample_mode="on", keep=vips.enums.ForeignKeep.NONE)
+
+
 def encode(im: Image.Image, fmt: RenditionFormat, coding: Coding) -> bytes:
-    """One rendition's pixels in one format. No exif/icc_profile/comment/xmp arguments and an
-    empty info: nothing is copied into any of them."""
+    """One rendition's pixels (RGB) in one format. No exif/icc_profile/comment/xmp arguments
+    and an empty info: nothing is copied into any of them."""
     buf = io.BytesIO()
     if fmt is RenditionFormat.JPEG:
-        # Progressive scans with optimised Huffman tables code the very same quantised
-        # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
-        # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a ~120 ms job
-        # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
-        im.save(buf, "JPEG", quality=coding.jpeg_quality, optimize=True, progressive=True)
+        return _jpeg(_from_pillow(im.convert("RGB")), coding)
     elif fmt is RenditionFormat.WEBP:
         # method 4 is libwebp's default: 6 saves ~1 % for twice the CPU (benchmarks/renditions.py).
         im.save(buf, "WEBP", quality=coding.webp_quality, method=4)
