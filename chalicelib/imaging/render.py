@@ -185,6 +185,14 @@ def _decoding() -> Iterator[None]:
         raise ImageTooLarge("The image has too many pixels.") from None
     except _DECODE_ERRORS:
         raise InvalidImage("The image could not be decoded.") from None
+    except Exception as error:
+        if _vips_module is None or not isinstance(error, _vips_module.Error):
+            raise
+        # libvips' own allocation failures (vips_tracked_malloc, libjpeg's and libspng's
+        # "insufficient memory"): past the child's memory ceiling, as Pillow's MemoryError.
+        if any(words in str(error).lower() for words in ("out of memory", "insufficient memory")):
+            raise MemoryError from None
+        raise InvalidImage("The image could not be decoded.") from None
 
 
 def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Image, str]:
@@ -340,29 +348,24 @@ def _vips_decode_within(data: bytes, box: int, converts: bool = False):
     """Decode (shrunk on load) to an upright sRGB RGB image within box x box, in memory;
     `converts`: from its embedded RGB profile to sRGB."""
     vips = prepare()
-    try:
-        # thumbnail: shrink-on-load (libjpeg's DCT scaling, a WebP's own), the EXIF
-        # orientation applied, a CMYK file converted to sRGB by its embedded profile (by
-        # libvips' own CMYK profile when it carries none); fail_on: a truncated or corrupt
-        # file fails, as Pillow's decode does, instead of being padded with grey (the
-        # loader's option: thumbnail's own fail_on does not reach it).
-        image = vips.Image.thumbnail_buffer(data, box, height=box, size="down",
-                                            option_string="fail_on=truncated")
-        if converts and image.interpretation == "srgb":
-            # Perceptual, as Pillow's ImageCms.buildTransform (the HEIC path) converts.
-            image = image.icc_transform("srgb", embedded=True, intent="perceptual")
-        if image.hasalpha():
-            image = image.flatten(background=[255] * (image.bands - 1))  # onto white: JPEG has no alpha
-        if image.bands != 3 or image.format != "uchar" or image.interpretation != "srgb":
-            image = image.colourspace("srgb")  # grey, 16 bits a channel: 8-bit RGB
-        if image.bands > 3:
-            image = image.extract_band(0, n=3)
-        # Decoded once here: libvips evaluates lazily, and each rendition would decode again.
-        return image.copy_memory()
-    except vips.Error as error:
-        if "out of memory" in str(error):
-            raise MemoryError from None  # the child's memory ceiling (chalicelib/imaging/sandbox.py)
-        raise InvalidImage("The image could not be decoded.") from None
+    # thumbnail: shrink-on-load (libjpeg's DCT scaling, a WebP's own), the EXIF
+    # orientation applied, a CMYK file converted to sRGB by its embedded profile (by
+    # libvips' own CMYK profile when it carries none); fail_on: a truncated or corrupt
+    # file fails, as Pillow's decode does, instead of being padded with grey (the
+    # loader's option: thumbnail's own fail_on does not reach it).
+    image = vips.Image.thumbnail_buffer(data, box, height=box, size="down",
+                                        option_string="fail_on=truncated")
+    if converts and image.interpretation == "srgb":
+        # Perceptual, as Pillow's ImageCms.buildTransform (the HEIC path) converts.
+        image = image.icc_transform("srgb", embedded=True, intent="perceptual")
+    if image.hasalpha():
+        image = image.flatten(background=[255] * (image.bands - 1))  # onto white: JPEG has no alpha
+    if image.bands != 3 or image.format != "uchar" or image.interpretation != "srgb":
+        image = image.colourspace("srgb")  # grey, 16 bits a channel: 8-bit RGB
+    if image.bands > 3:
+        image = image.extract_band(0, n=3)
+    # Decoded once here: libvips evaluates lazily, and each rendition would decode again.
+    return image.copy_memory()
 
 
 def _from_pillow(im: Image.Image):
