@@ -14,7 +14,7 @@ import yaml
 from chalicelib.http.auth import SERVICE_SCOPE
 
 from infra.lambda_package import RUNTIMES, check_tree, shared_objects
-from tests.deploy.conftest import FUNCTIONS
+from tests.deploy.conftest import CACHE_TAG, FUNCTIONS, RUNTIME, deploy_python
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lambda's limits for a function uploaded directly, as `chalice deploy` does.
@@ -42,13 +42,38 @@ def test_every_shared_object_loads_on_the_target_runtime(packaged):
     architectures = {a for f in functions(packaged.sam).values() for a in f["Architectures"]}
     assert len(runtimes) == 1 and len(architectures) == 1
     (runtime,), (architecture,) = runtimes, architectures
+    # Amazon Linux 2023 (glibc 2.34): pyvips-binary's libvips needs glibc 2.28.
+    assert runtime == RUNTIME
     assert runtime in RUNTIMES, f"no glibc facts for {runtime}: add it to infra/lambda_package.py"
     objects = shared_objects(packaged.unpacked)
-    # Pillow and pillow-heif are in: the check below looked at real compiled code.
+    # Pillow, pillow-heif and libvips are in: the check below looked at real compiled code.
     names = {p.name for p in objects}
     assert any(n.startswith("_imaging.") for n in names)
     assert any(n.startswith("_pillow_heif.") for n in names)
+    assert any(n.startswith("libvips") for n in names) and any(n.startswith("_libvips") for n in names)
     assert check_tree(packaged.unpacked, runtime, architecture) == []
+    # On python3.11's Amazon Linux 2 the same package would not load.
+    assert any("needs GLIBC_2.2" in p and "up to GLIBC_2.26" in p
+               for p in check_tree(packaged.unpacked, "python3.11", architecture))
+
+
+def test_the_package_makes_renditions_with_its_own_libvips(packaged, tmp_path):
+    """The deployed imaging stack as the runtime loads it: only the package and the standard
+    library on the path, on the runtime's Python; libvips found inside the package."""
+    import subprocess
+
+    probe = ("import os, sys, io; sys.path.insert(0, os.getcwd())\n"
+             "import pyvips; assert pyvips.__file__.startswith(os.getcwd()), pyvips.__file__\n"
+             "from PIL import Image\n"
+             "from chalicelib.imaging import render\n"
+             "buf = io.BytesIO(); Image.new('RGB', (4000, 3000), (200, 120, 40)).save(buf, 'JPEG')\n"
+             "out = render.make_renditions(buf.getvalue(), 50_000_000)\n"
+             "print(pyvips.API_mode, [(o.width, o.height) for o in out.values()])")
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
+                            env={"PYTHONDONTWRITEBYTECODE": "1", "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "[(1280,", "960),", "(256,", "256)]"]
 
 
 def test_no_dependency_was_built_from_source_on_this_machine(packaged):
@@ -90,7 +115,7 @@ def test_the_package_checks_cognitos_rs256_tokens_at_a_websocket_connect(package
     probe = ("import os, sys; sys.path.insert(0, os.getcwd()); import jwt, jwt.algorithms as a; "
              "assert jwt.__file__.startswith(os.getcwd()), jwt.__file__; "
              "print(a.has_crypto and 'RS256' in a.get_default_algorithms())")
-    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
@@ -151,7 +176,7 @@ def test_every_service_the_code_creates_a_client_for_has_its_model_in_the_packag
              "    except UnknownServiceError: made[name] = None\n"
              "print(json.dumps([base.SERVICE_NAME, made]))")
     env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PYTHONDONTWRITEBYTECODE": "1"}
-    result = subprocess.run([sys.executable, "-S", "-c", probe, json.dumps(sorted(SERVICES))],
+    result = subprocess.run([deploy_python(), "-S", "-c", probe, json.dumps(sorted(SERVICES))],
                             cwd=packaged.unpacked, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     pynamodb_service, made = json.loads(result.stdout)
@@ -417,10 +442,10 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
     from infra.bytecode import is_current
 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
-    added = subprocess.run([sys.executable, "-m", "infra.bytecode", str(packaged.project)], cwd=ROOT,
+    added = subprocess.run([deploy_python(), "-m", "infra.bytecode", str(packaged.project)], cwd=ROOT,
                            env=env, capture_output=True, text=True, check=True)
-    assert " .pyc files added (cpython-" in added.stdout, added.stdout
-    chalice = Path(sys.executable).with_name("chalice")
+    assert f" .pyc files added ({CACHE_TAG}" in added.stdout, added.stdout
+    chalice = Path(deploy_python()).with_name("chalice")
     again = subprocess.run([str(chalice), "package", "--stage", "dev", str(packaged.project / "out-again")],
                            cwd=packaged.project, env=env, capture_output=True, text=True, timeout=270)
     assert again.returncode == 0, again.stderr
@@ -428,7 +453,7 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
     with zipfile.ZipFile(packaged.project / "out-again" / "deployment.zip") as archive:
         names = set(archive.namelist())
         sources = [n for n in names if n.endswith(".py")]
-        tag = sys.implementation.cache_tag
+        tag = CACHE_TAG
         stale = []
         for source in sources:
             head, _, stem = source.rpartition("/")
