@@ -91,7 +91,7 @@ bench: $(VENV)/.installed  ## the resize benchmark
 DEPLOY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3.13) python3.13)
 DEPLOY_VENV ?= .venv-deploy
 DEPLOY_PY := $(DEPLOY_VENV)/bin/python
-$(DEPLOY_VENV)/.installed: requirements-deploy.txt | $(UV)
+$(DEPLOY_VENV)/.installed: requirements-deploy.txt requirements.txt | $(UV)
 	@$(DEPLOY_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' \
 	  || { echo "make deploy: Python 3.13 is needed to package for the python3.13 runtime (DEPLOY_PYTHON=/path/to/python3.13)" >&2; exit 1; }
 	$(DEPLOY_PYTHON) -m venv $(DEPLOY_VENV)

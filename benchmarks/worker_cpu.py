@@ -215,19 +215,21 @@ class Notes:
         self.lock = threading.Lock()
         self.file = None
 
-    def noting(self, service_of, op_of, call):
+    def noting(self, service_of, op_of, call, clock=time.thread_time):
+        """clock: the calling thread's CPU by default; the decoding child's calls take the
+        process's (libvips works on threads of its own there, and the child does nothing else)."""
         import threading
 
         # wraps: the sandbox pickles the function by its name, and finds this one under it.
         @functools.wraps(call)
         def noted(*args, **kwargs):
-            cpu, wall = time.thread_time(), time.perf_counter()
+            cpu, wall = clock(), time.perf_counter()
             try:
                 return call(*args, **kwargs)
             finally:
                 line = json.dumps({"thread": threading.current_thread().name, "op": op_of(args),
                                    "service": service_of(args),
-                                   "cpu_ms": (time.thread_time() - cpu) * 1000,
+                                   "cpu_ms": (clock() - cpu) * 1000,
                                    "wall_ms": (time.perf_counter() - wall) * 1000})
                 with self.lock:
                     if self.file is None:
@@ -240,7 +242,8 @@ def note_renditions(notes: Notes) -> None:
     """make_images (what the worker calls in its decoding child: make_renditions' body), noted."""
     from chalicelib.imaging import render
 
-    render.make_images = notes.noting(lambda a: "imaging", lambda a: "make_renditions", render.make_images)
+    render.make_images = notes.noting(lambda a: "imaging", lambda a: "make_renditions", render.make_images,
+                                      clock=time.process_time)
 
 
 # The decoding child is a fresh interpreter (chalicelib/imaging/sandbox.py): this
@@ -371,6 +374,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
         decode_child = per_job["worker"] - own
         # Then uploads asking for WebP and AVIF too: the worker's CPU per job with the
         # variants' quality search.
+        batch_lines = len(calls_path.read_text().splitlines())  # the JPEG batch's notes end here
         formats_per_job = None
         if format_jobs:
             before_formats = stack.cpu_seconds(pids["worker"], children=True)
@@ -379,7 +383,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
             time.sleep(1.0)  # the last job's queue delete
             formats_per_job = (stack.cpu_seconds(pids["worker"], children=True) - before_formats) * 1000 / format_jobs
         emulator = emulator_cost(runner)
-    noted = [json.loads(line) for line in calls_path.read_text().splitlines()[skip:]]
+    noted = [json.loads(line) for line in calls_path.read_text().splitlines()[skip:batch_lines]]
     resize = [c["cpu_ms"] for c in noted if c["op"] == "make_renditions"]
     # The job thread (local/sqs_worker.py's pool: "sqs-worker_0") does the job and deletes
     # its message; the poller thread ("sqs-worker") receives.
@@ -510,7 +514,7 @@ def report(label: str, resize: dict, batch: dict, load: str) -> list[str]:
           f"{batch['first_cpu_ms']:>10.1f}")
     print(f"HEADLINE worker CPU per job / libvips making the same {resize['renditions']} renditions from one decode "
           f"(JPEG only, coded {coding} like ours): {worker / vips:.2f}x")
-    print(f"worker CPU per job / our own resize in the worker ({in_worker:.1f} ms, thread CPU around "
+    print(f"worker CPU per job / our own resize in the worker ({in_worker:.1f} ms, the child's CPU around "
           f"make_renditions, {batch['resizes']} calls): {worker / in_worker:.2f}x")
     if batch.get("formats_per_job"):
         per_job, libvips = batch["formats_per_job"], resize["vips_formats"]

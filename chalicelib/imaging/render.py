@@ -317,8 +317,9 @@ _vips_module = None
 
 def prepare():
     """Load libvips and set it up for the decoding child; the pyvips module. Called when the
-    child starts (chalicelib/imaging/sandbox_child.py), so its libraries are loaded before
-    its memory ceiling is counted and before the first call."""
+    child starts (chalicelib/imaging/sandbox_child.py), so its libraries are loaded, its
+    threads started and its first job's one-off costs paid before its memory ceiling is
+    counted and before the first call."""
     global _vips_module
     if _vips_module is None:
         # One thread: the decoding child's CPU limit counts every thread, a Lambda's fraction
@@ -338,9 +339,11 @@ def prepare():
         # libvips runs a pipeline on threads of its own, started on first use and kept for
         # the next: started now, their stacks are not counted against a call's memory
         # ceiling (past it a thread cannot start, and every call would fail).
-        warm_up = pyvips.Image.black(64, 64, bands=3).jpegsave_buffer(Q=50)
-        pyvips.Image.thumbnail_buffer(warm_up, 16).copy_memory()
         _vips_module = pyvips
+        # And a first small job through every step, so that the first real one finds each
+        # operation introspected and each codec loaded (a cold Lambda's first job).
+        tiny = pyvips.Image.black(96, 64, bands=3).jpegsave_buffer(Q=50)
+        make_images(tiny, 96 * 64, rendition_specs(Settings()))
     return _vips_module
 
 
