@@ -272,6 +272,12 @@ def make_images(
         return Rendered(outputs, make_placeholder(picture), phash(picture))
 
 
+# How renditions are made, named: a change that makes other pixels or bytes of the same
+# original (an engine, a resampler, an encoder's settings) takes a new one, so that the
+# duplicate index (chalicelib/usecases/duplicates.py) never copies an older job's renditions.
+# "libvips-1": libvips decodes, resizes and codes the JPEGs (was Pillow's, unnamed).
+PIPELINE = "libvips-1"
+
 # What libvips decodes here (pyvips-binary's loaders); every other allowed type is HEIC/HEIF,
 # which its libheif cannot decode (no HEVC decoder is bundled): Pillow with pillow-heif does.
 LIBVIPS_READS = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/avif"})

@@ -16,6 +16,7 @@ import hashlib
 from typing import Optional
 
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.imaging.render import PIPELINE
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -25,12 +26,13 @@ log = get_logger("duplicates")
 
 def content_of(ctx: Context, data: bytes) -> str:
     """What the index is keyed by (with the owner), hex: the original's SHA-256 with what its
-    renditions are made by (the rendition table, the coding settings, the pixel limit). A
+    renditions are made by (the rendition table, the coding settings, the pixel limit, the
+    imaging pipeline's version: chalicelib/imaging/render.py's PIPELINE). A
     deployment that changes any of these makes other renditions of the same bytes (or fails
     them), so a job made before the change is no longer found."""
     s = ctx.settings
     recipe = repr((ctx.renditions, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
-                   s.max_pixels)).encode()
+                   s.max_pixels, PIPELINE)).encode()
     return hashlib.sha256(recipe + hashlib.sha256(data).digest()).hexdigest()
 
 
