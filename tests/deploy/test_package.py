@@ -437,9 +437,6 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
     and adds checked-hash bytecode; Chalice then reuses that package as it is."""
     import os
     import subprocess
-    import zipfile
-
-    from infra.bytecode import is_current
 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
     added = subprocess.run([deploy_python(), "-m", "infra.bytecode", str(packaged.project)], cwd=ROOT,
@@ -450,16 +447,24 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
                            cwd=packaged.project, env=env, capture_output=True, text=True, timeout=270)
     assert again.returncode == 0, again.stderr
     assert "Reusing existing deployment package" in again.stdout, again.stdout
-    with zipfile.ZipFile(packaged.project / "out-again" / "deployment.zip") as archive:
-        names = set(archive.namelist())
-        sources = [n for n in names if n.endswith(".py")]
-        tag = CACHE_TAG
-        stale = []
-        for source in sources:
-            head, _, stem = source.rpartition("/")
-            pyc = f"{head}/__pycache__/{stem[:-3]}.{tag}.pyc".lstrip("/")
-            if pyc not in names or not is_current(archive.read(pyc), archive.read(source)):
-                stale.append(source)
+    # Whether each .pyc is current is the runtime's Python's call (its magic number).
+    check = ("import json, sys, zipfile\n"
+             "from infra.bytecode import is_current\n"
+             "with zipfile.ZipFile(sys.argv[1]) as archive:\n"
+             "    names = set(archive.namelist())\n"
+             "    sources = [n for n in names if n.endswith('.py')]\n"
+             "    stale = []\n"
+             "    for source in sources:\n"
+             "        head, _, stem = source.rpartition('/')\n"
+             "        pyc = f'{head}/__pycache__/{stem[:-3]}.{sys.implementation.cache_tag}.pyc'.lstrip('/')\n"
+             "        if pyc not in names or not is_current(archive.read(pyc), archive.read(source)):\n"
+             "            stale.append(source)\n"
+             "print(json.dumps([sorted(names), sources, stale]))")
+    result = subprocess.run([deploy_python(), "-c", check, str(packaged.project / "out-again" / "deployment.zip")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    names, sources, stale = json.loads(result.stdout)
+    tag = CACHE_TAG
     assert len(sources) > 500
     # A few sources never compile on this Python (templates, Python 2 leftovers): no .pyc.
     assert len(stale) < 5, stale
