@@ -117,7 +117,7 @@ def test_the_package_finds_a_focus_with_its_own_numpy_and_model(packaged):
              "assert focus.MODEL.is_file() and len(focus.cascade().stages) == 20; "
              "image = Image.new('RGB', (640, 360), 'white'); image.paste((200, 20, 40), (520, 120, 600, 200)); "
              "print(focus.find(image).source, focus.find(image).x > 0.75)")
-    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "saliency True"
