@@ -369,8 +369,11 @@ def _vips_decode_within(data: bytes, box: int, converts: bool = False):
     if image.get("vips-loader") == "jpegload_buffer":
         # libjpeg's DCT scaling: the largest 1/2, 1/4 or 1/8 still at least the target.
         shrink = next((s for s in (8, 4, 2) if image.width // s >= target[0] and image.height // s >= target[1]), 1)
-        if shrink > 1:
-            image = vips.Image.jpegload_buffer(data, shrink=shrink, access="sequential", fail_on="truncated")
+        # unlimited: libvips' own cap on progressive scans stays off, so that the decode
+        # limits' max_scans (chalicelib/imaging/limits.py, checked before) is the one rule,
+        # and the child's CPU limit bounds what it lets through (image_too_complex).
+        image = vips.Image.jpegload_buffer(data, shrink=shrink, access="sequential", fail_on="truncated",
+                                           unlimited=True)
     if image.hasalpha():
         # Onto white (JPEG has no alpha), before the resample: the same as resampling
         # premultiplied pixels and flattening after.
