@@ -44,10 +44,12 @@ from PIL import Image, ImageCms
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.focus import Focus, focus_at, square_window
 from chalicelib.domain.jobs import Placeholder
 from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.domain.source import Source
+from chalicelib.imaging import focus as focus_finder
 from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
@@ -117,6 +119,7 @@ class Rendered:
     renditions: dict[RenditionName, Output]
     placeholder: Placeholder
     phash: str  # chalicelib/imaging/phash.py, of the decoded picture
+    focus: Focus  # what the square renditions were placed around (the client's, or found)
 
 
 @dataclass(frozen=True)
@@ -239,8 +242,8 @@ def make_renditions(
     multi-page file is decoded.
 
     A "contain" rendition fits inside its box and is never upscaled. A "cover" one is exactly
-    its box, centre-cropped from the largest rendition; when that is smaller than the box on
-    a side the crop is upscaled to fill it.
+    its box, cut from the largest rendition around the focus (_cover); when that is smaller
+    than the box on a side the crop is upscaled to fill it.
     """
     return make_images(data, max_pixels, specs, Coding(jpeg_quality=quality), limits).renditions
 
@@ -252,9 +255,12 @@ def make_images(
     coding: Coding = Coding(),
     limits: DecodeLimits = DecodeLimits(),
     formats: Sequence[RenditionFormat] = (),
+    focus: Focus | None = None,
 ) -> Rendered:
     """make_renditions, each rendition also coded in `formats` (the extra ones), the
-    placeholder and the perceptual hash: one decode for them all."""
+    placeholder, the perceptual hash and the focus: one decode for them all. `focus` is the
+    client's (upright coordinates); without one it is found on the decoded, upright picture
+    (chalicelib/imaging/focus.py)."""
     im, content_type = _open(data, max_pixels, limits)
     box = max(spec.box for spec in specs)
     with im, _decoding():
@@ -266,10 +272,14 @@ def make_images(
             largest = _vips_decode_within(data, box, converts)
         else:
             largest = _from_pillow(_decode_within(im, box))
+        picture = pixels_of(largest)  # for what Pillow computes: the focus, placeholder, pHash
+        if focus is None:
+            found = focus_finder.find(picture)
+            focus = focus_at(found.x, found.y, found.source)
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
-        outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats, hints) for spec in specs}
-        picture = pixels_of(largest)
-        return Rendered(outputs, make_placeholder(picture), phash(picture))
+        outputs = {spec.name: _output(spec.name, _shape(largest, spec, focus), coding, formats, hints)
+                   for spec in specs}
+        return Rendered(outputs, make_placeholder(picture), phash(picture), focus)
 
 
 # How renditions are made, named: a change that makes other pixels or bytes of the same
@@ -283,21 +293,23 @@ PIPELINE = "libvips-1"
 LIBVIPS_READS = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/avif"})
 
 
-def _shape(largest, spec: RenditionSpec):
+def _shape(largest, spec: RenditionSpec, focus: Focus):
     """The spec's rendition, cut from the largest one (itself when it is the largest)."""
     if spec.fit is Fit.COVER:
-        return _cover(largest, spec.box, _cover_window(largest.width, largest.height))
+        return _cover(largest, spec.box, _cover_window(largest.width, largest.height, focus))
     target = _fit((largest.width, largest.height), spec.box)
     if target == (largest.width, largest.height):
         return largest
     return _resized(largest, target)
 
 
-def _cover_window(width: int, height: int) -> tuple[int, int, int, int]:
+def _cover_window(width: int, height: int, focus: Focus) -> tuple[int, int, int, int]:
     """Where a cover rendition is cut from the largest one (width x height): (left, top,
-    width, height) of the centred square."""
+    width, height) of the square around the focus (chalicelib/domain/focus.py, square_window),
+    in whole pixels."""
+    left, top, right, bottom = square_window(width, height, focus)
     side = min(width, height)
-    return (width - side) // 2, (height - side) // 2, side, side
+    return min(width - side, round(left)), min(height - side, round(top)), side, side
 
 
 def _cover(im, size: int, window: tuple[int, int, int, int]):

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                          "--out then saves the first of them where made")
     up.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
                     help="the app's own strings, kept with each job (repeat for more)")
+    up.add_argument("--focus", type=_focus_arg, metavar="X,Y",
+                    help="where the subject is, fractions 0..1 of the upright image from its top "
+                         "left (e.g. 0.31,0.22): the square renditions are placed around it")
     up.set_defaults(command=_upload)
     ls = sub.add_parser("list", parents=[common], help="list jobs, newest first")
     ls.add_argument("--status", action="append", default=[], metavar="STATUS",
@@ -117,6 +120,15 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     de.set_defaults(command=_delete)
     return parser
+
+
+def _focus_arg(text: str) -> Tuple[float, float]:
+    """--focus X,Y as two numbers (the server judges their range)."""
+    try:
+        x, y = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("X,Y: two numbers, e.g. 0.31,0.22") from None
+    return x, y
 
 
 def _metadata(args: argparse.Namespace) -> Dict[str, str]:
@@ -160,7 +172,8 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
         # held: Ctrl-C must end a wait at once, and a held POST could not be interrupted;
         # Job.wait's first held poll goes at once instead.
         job = client.upload(path, on_progress=sent, on_part_progress=bars.update, formats=_formats(args),
-                            stop=stop, metadata=_metadata(args) or None, keep_stopped=True)
+                            stop=stop, metadata=_metadata(args) or None, keep_stopped=True,
+                            focus=getattr(args, "focus", None))
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
@@ -369,6 +382,8 @@ class _Printer:
         if failure:
             return [failure]
         line = f"{o.name}: {job.status} {job.job_id if job.finished else job.location}"
+        if job.focus:  # a ready job's: where its squares are placed
+            line += f" focus={job.focus['x']},{job.focus['y']} ({job.focus['source']})"
         return [line] + [f"  {name}: {path}" for name, path in o.saved.items()]
 
     @staticmethod

@@ -770,10 +770,17 @@ def _asked(formats: Sequence[str], renditions: Optional[Sequence[str]],
 
 
 def _listed(value: Any) -> str:
-    """A body's value as POST /images' query has it: `avif,webp`, `0.3,0.6` for the focus."""
+    """A body's value as POST /images' query has it: `avif,webp`, `0.3,0.6` for the focus (in
+    plain decimals: the query takes 0.00001, never 1e-05)."""
     if isinstance(value, dict):
-        return f"{value['x']},{value['y']}"
+        return f"{_decimal(value['x'])},{_decimal(value['y'])}"
     return ",".join(value)
+
+
+def _decimal(value: float) -> str:
+    from decimal import Decimal
+
+    return format(Decimal(repr(value)), "f")
 
 
 def _chunks(file: UploadFile, on_progress: Optional[Progress],
