@@ -44,7 +44,7 @@ rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE
 # pytest with three, 572 s with four; docs/testing.md). tests/conftest.py keeps together what
 # shares a costly start (one LocalStack, one package build, a module's runner).
 TEST_WORKERS ?= 4
-test: $(VENV)/.installed bytecode chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
+test: $(VENV)/.installed $(DEPLOY_VENV)/.installed bytecode chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30  # the slowest 30: where CI time goes
 
 # The JavaScript package's dependencies (clients/js): from the lock file, once; npm's cache
@@ -83,9 +83,24 @@ trace: $(VENV)/.installed  ## one job's log lines, in order: make trace JOB=<job
 bench: $(VENV)/.installed  ## the resize benchmark
 	$(PY) benchmarks/resize.py
 
+# The Lambda runtime is the Python that packages: Chalice names the runtime after the
+# interpreter it runs on (python3.13) and picks each wheel for that runtime's glibc. The
+# service runs and is tested on $(PYTHON) (3.11); the functions run on python3.13 (Amazon
+# Linux 2023, glibc 2.34), which pyvips-binary's libvips needs (manylinux_2_28; python3.11's
+# Amazon Linux 2 has glibc 2.26). Its own venv holds only what packaging runs: Chalice.
+DEPLOY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3.13) python3.13)
+DEPLOY_VENV ?= .venv-deploy
+DEPLOY_PY := $(DEPLOY_VENV)/bin/python
+$(DEPLOY_VENV)/.installed: requirements-deploy.txt requirements.txt | $(UV)
+	@$(DEPLOY_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' \
+	  || { echo "make deploy: Python 3.13 is needed to package for the python3.13 runtime (DEPLOY_PYTHON=/path/to/python3.13)" >&2; exit 1; }
+	$(DEPLOY_PYTHON) -m venv $(DEPLOY_VENV)
+	$(UV) pip install --quiet --compile-bytecode --python $(DEPLOY_PY) -r requirements-deploy.txt
+	touch $@
+
 STAGE ?= dev
 STAGE_CONFIG = $(PY) -m infra.stage_config $(STAGE) $(if $(STACK),--stack $(STACK))
-deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deploy STAGE=dev (docs/deploy.md)
+deploy: $(VENV)/.installed $(DEPLOY_VENV)/.installed  ## after infra/template.yaml is deployed: make deploy STAGE=dev (docs/deploy.md)
 	$(STAGE_CONFIG)
 	$(MAKE) --no-print-directory chalice-deploy STAGE=$(STAGE)
 	# The first deploy creates the WebSocket API: its URL and ManageConnections on it reach the
@@ -97,9 +112,9 @@ deploy: $(VENV)/.installed  ## after infra/template.yaml is deployed: make deplo
 chalice-deploy:
 	# Chalice caches the package by a hash of the tree; bytecode goes into that package, and
 	# nothing may write a .pyc into chalicelib/ before deploy looks it up again (infra/bytecode.py).
-	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice package --stage $(STAGE) build/package-$(STAGE)
-	$(PY) -m infra.bytecode .
-	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/chalice deploy --stage $(STAGE)
+	PYTHONDONTWRITEBYTECODE=1 $(DEPLOY_VENV)/bin/chalice package --stage $(STAGE) build/package-$(STAGE)
+	$(DEPLOY_PY) -m infra.bytecode .
+	PYTHONDONTWRITEBYTECODE=1 $(DEPLOY_VENV)/bin/chalice deploy --stage $(STAGE)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(DEPLOY_VENV) .pytest_cache

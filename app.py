@@ -65,6 +65,21 @@ def use_cases():
     return _use_cases
 
 
+def prepare_worker() -> None:
+    """Build the worker now, as the worker function's init: its first job then finds the
+    imaging stack imported, the SDK's models loaded and the decoding child started, where it
+    would otherwise wait for all of that (issue 48: the first job of a cold container)."""
+    cases = use_cases()
+    cases.worker
+    cases.ctx.load_clients()
+
+
+# In Lambda, the worker function's init (a cold container) prepares it; other functions and
+# a local process (local/__main__.py prepares its own) build nothing at import.
+if settings.runs_worker_function:
+    prepare_worker()
+
+
 api_metrics = EmfMetrics(settings.metrics_service)
 access_log = get_logger("http")  # the component of the local server's access lines too
 

@@ -5,7 +5,7 @@ bytecode that infra/bytecode.py adds.
 
 It builds the package with `chalice package` (stage dev) from a copy of this checkout, then
 unpacks it twice: as Chalice built it (sources only), and after `infra.bytecode`. Each run is
-a fresh `python -s -B` of the base interpreter (its standard library compiled, as on the
+a fresh `python -s -B` of the runtime's base interpreter (3.13, under the deploy venv) (its standard library compiled, as on the
 Lambda runtime) with only the unpacked package on its path and bytecode writes off (Lambda's
 /var/task is read-only). The run imports `app`, builds the use cases and serves one GET of a
 ready job through app.app() against moto's server, as benchmarks/api.py's cold start does
@@ -31,7 +31,7 @@ import stack
 
 ROOT = stack.THIS_ROOT
 sys.path.insert(0, str(ROOT))
-from tests.deploy.conftest import OUTPUTS_FILE, copy_project  # noqa: E402  (as the deploy tests package it)
+from tests.deploy.conftest import DEPLOY_PYTHON, OUTPUTS_FILE, copy_project  # noqa: E402  (as the deploy tests package it)
 
 
 def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
@@ -42,7 +42,7 @@ def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
         project = copy_project(work / "project")
         subprocess.run([sys.executable, "-m", "infra.stage_config", "dev", "--outputs", str(OUTPUTS_FILE),
                         "--project-dir", str(project)], cwd=ROOT, env=env, check=True, capture_output=True)
-        chalice = Path(sys.executable).with_name("chalice")
+        chalice = DEPLOY_PYTHON.with_name("chalice")  # the runtime's Python packages (Makefile)
         subprocess.run([str(chalice), "package", "--stage", "dev", str(work / "out")], cwd=project, env=env,
                        check=True, capture_output=True)
         built = work / "out" / "deployment.zip"
@@ -50,7 +50,7 @@ def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
     with zipfile.ZipFile(built) as archive:
         archive.extractall(plain)
     shutil.copy2(built, work / "compiled.zip")
-    subprocess.run([sys.executable, "-m", "infra.bytecode", "--zip", str(work / "compiled.zip")],
+    subprocess.run([str(DEPLOY_PYTHON), "-m", "infra.bytecode", "--zip", str(work / "compiled.zip")],
                    cwd=ROOT, env=env, check=True, capture_output=True)
     with zipfile.ZipFile(work / "compiled.zip") as archive:
         archive.extractall(compiled)
@@ -74,7 +74,9 @@ def main() -> int:
     parser.add_argument("--cold", type=int, default=7, help="fresh processes per package")
     parser.add_argument("--zip", type=Path, help="a deployment.zip `chalice package` made (default: make one)")
     args = parser.parse_args()
-    base = os.path.realpath(sys._base_executable)  # the interpreter under the venv
+    # The runtime's interpreter (python3.13): the one under the deploy venv that packaged it.
+    base = subprocess.run([str(DEPLOY_PYTHON), "-c", "import os, sys; print(os.path.realpath(sys._base_executable))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="cold-package-") as tmp:
         work = Path(tmp)
         plain, compiled = build(work, args.zip)

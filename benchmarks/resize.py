@@ -120,11 +120,11 @@ def _import_all():
     import pyvips
     from PIL import Image, ImageOps
 
-    from chalicelib.domain.renditions import RenditionName
+    from chalicelib.domain.renditions import RenditionFormat
     from chalicelib.imaging import render
 
     global PROGRESSIVE
-    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), render.Coding(jpeg_quality=QUALITY)).data
+    probe = render.encode(Image.new("RGB", (64, 64)), RenditionFormat.JPEG, render.Coding(jpeg_quality=QUALITY))
     PROGRESSIVE = b"\xff\xc2" in probe  # SOF2: a progressive frame
     pyvips.cache_set_max(0)
     return render, Image, ImageOps, pyvips

@@ -67,75 +67,117 @@ LATENCY_JOBS = 5
 
 def resize_child(root: str, images: list[str], runs: str) -> None:
     """CPU ms per image: the checkout's make_renditions; libvips making the same renditions
-    from one decode; and make_renditions with libvips' reducer in place of Pillow's resize."""
+    from one decode; with formats=webp,avif, the checkout's make_images and libvips making
+    the same renditions and coding the same variants at the qualities the checkout chose; and,
+    for a checkout whose resize is Pillow's, make_renditions with libvips' reducer in place of
+    Pillow's resize (what that would save)."""
     os.environ.setdefault("VIPS_CONCURRENCY", "1")
     stack.enter_root(root)
     import pyvips
     from PIL import Image
 
     from chalicelib.config import Settings
-    from chalicelib.domain.renditions import RenditionName, rendition_specs
+    from chalicelib.domain.renditions import RenditionFormat, rendition_specs
     from chalicelib.imaging import render
 
     pyvips.cache_set_max(0)
     s = Settings()
     specs = rendition_specs(s)
-    probe = render._output(RenditionName.DISPLAY, Image.new("RGB", (64, 64)), render.Coding.of(s)).data
+    coding = render.Coding.of(s)
+    formats = (RenditionFormat.WEBP, RenditionFormat.AVIF)
+    probe = render.encode(Image.new("RGB", (64, 64)), RenditionFormat.JPEG, coding)
     progressive = b"\xff\xc2" in probe  # SOF2: a progressive frame
     datas = [Path(p).read_bytes() for p in images]
+    # The variants' qualities the checkout's search chose, per image: (format, quality or
+    # None) in the order it searched (each rendition, each format).
+    chosen: list = []
+    searched = render.as_good_as
 
-    def ours(data):
-        render.make_renditions(data, s.max_pixels, specs, s.jpeg_quality)
+    def noted(im, fmt, *args, **kwargs):
+        choice = searched(im, fmt, *args, **kwargs)
+        chosen.append((fmt, None if choice is None else choice.quality))
+        return choice
 
-    def vips(data):
-        vips_renditions(data, specs, s.jpeg_quality, progressive)
+    render.as_good_as = noted
+    qualities = {}
+    for i, data in enumerate(datas):
+        chosen.clear()
+        render.make_images(data, s.max_pixels, specs, coding, formats=formats)
+        qualities[i] = list(chosen)
 
+    def ours(i):
+        render.make_renditions(datas[i], s.max_pixels, specs, s.jpeg_quality)
+
+    def vips(i):
+        vips_renditions(datas[i], specs, coding, progressive)
+
+    def ours_formats(i):
+        render.make_images(datas[i], s.max_pixels, specs, coding, formats=formats)
+
+    def vips_formats(i):
+        vips_renditions(datas[i], specs, coding, progressive, qualities[i])
+
+    runners = {"ours": ours, "vips": vips, "ours_formats": ours_formats, "vips_formats": vips_formats}
     pillows = getattr(render, "_resized", None)
+    if not hasattr(render, "LIBVIPS_READS"):  # a checkout whose resamples all go through Pillow's _resized
 
-    def ours_vips_reducer(data):
-        render._resized = vips_resized
-        try:
-            ours(data)
-        finally:
-            render._resized = pillows
+        def ours_vips_reducer(i):
+            render._resized = vips_resized
+            try:
+                ours(i)
+            finally:
+                render._resized = pillows
 
-    runners = {"ours": ours, "vips": vips}
-    if pillows is not None:  # a checkout whose resamples all go through one function
         runners["ours_vips_reducer"] = ours_vips_reducer
-    result = {"progressive": progressive, "renditions": len(specs)}
+    result = {"progressive": progressive, "renditions": len(specs),
+              "variants": sum(q is not None for qs in qualities.values() for _, q in qs) / len(datas),
+              "qualities": {f.value: [q for qs in qualities.values() for g, q in qs if g is f] for f in formats}}
     for name, run in runners.items():
-        for data in datas:
-            run(data)  # warm-up: codecs and caches
+        for i in range(len(datas)):
+            run(i)  # warm-up: codecs and caches
     cpu = {name: [] for name in runners}
     for _ in range(int(runs)):
         for name, run in runners.items():  # side by side: the machine's load weighs on each alike
-            for data in datas:
+            for i in range(len(datas)):
                 start = time.process_time()
-                run(data)
+                run(i)
                 cpu[name].append((time.process_time() - start) * 1000)
     result.update({name: stack.median(values) for name, values in cpu.items()})
     print(json.dumps(result))
 
 
-def vips_renditions(data: bytes, specs, quality: int, progressive: bool) -> list[bytes]:
+def vips_renditions(data: bytes, specs, coding, progressive: bool, qualities=()) -> list[bytes]:
     """Every rendition of the table from one decode, as libvips' own API makes them: the
     largest by thumbnail_buffer (shrink-on-load), each other cut from it by thumbnail_image
-    (a cover centre-cropped), each coded as the checkout codes its JPEGs, with no metadata.
-    libvips evaluates lazily: without copy_memory() each rendition would decode again."""
+    (a cover centre-cropped), each coded as the checkout codes its JPEGs (4:2:0), with no
+    metadata; then each variant in `qualities` ((format, quality or None), each rendition's
+    formats in turn) coded by libvips at that quality (WebP effort 4, libwebp's default and
+    our method; AVIF at the effort of our speed). libvips evaluates lazily: without
+    copy_memory() each rendition would decode again."""
     import pyvips
 
     from chalicelib.domain.renditions import Fit
 
     box = max(spec.box for spec in specs)
     largest = pyvips.Image.thumbnail_buffer(data, box, size="down").copy_memory()
-    coded = []
-    for spec in specs:
+    coded, qualities = [], list(qualities)
+    per_rendition = len(qualities) // len(specs)
+    none = pyvips.enums.ForeignKeep.NONE
+    for n, spec in enumerate(specs):
         if spec.fit is Fit.COVER:
             image = largest.thumbnail_image(spec.box, height=spec.box, crop="centre")
         else:
             image = largest if spec.box == box else largest.thumbnail_image(spec.box, size="down")
-        coded.append(image.write_to_buffer(".jpg", Q=quality, keep=pyvips.enums.ForeignKeep.NONE,
+        coded.append(image.write_to_buffer(".jpg", Q=coding.jpeg_quality, keep=none, subsample_mode="on",
                                            optimize_coding=progressive, interlace=progressive))
+        for fmt, quality in qualities[n * per_rendition:(n + 1) * per_rendition]:
+            if quality is None:
+                continue
+            if fmt.value == "webp":
+                coded.append(image.webpsave_buffer(Q=quality, effort=4, keep=none))
+            else:
+                coded.append(image.heifsave_buffer(Q=quality, compression="av1", subsample_mode="on",
+                                                   effort=max(0, 9 - coding.avif_speed), keep=none))
     return coded
 
 
@@ -173,19 +215,21 @@ class Notes:
         self.lock = threading.Lock()
         self.file = None
 
-    def noting(self, service_of, op_of, call):
+    def noting(self, service_of, op_of, call, clock=time.thread_time):
+        """clock: the calling thread's CPU by default; the decoding child's calls take the
+        process's (libvips works on threads of its own there, and the child does nothing else)."""
         import threading
 
         # wraps: the sandbox pickles the function by its name, and finds this one under it.
         @functools.wraps(call)
         def noted(*args, **kwargs):
-            cpu, wall = time.thread_time(), time.perf_counter()
+            cpu, wall = clock(), time.perf_counter()
             try:
                 return call(*args, **kwargs)
             finally:
                 line = json.dumps({"thread": threading.current_thread().name, "op": op_of(args),
                                    "service": service_of(args),
-                                   "cpu_ms": (time.thread_time() - cpu) * 1000,
+                                   "cpu_ms": (clock() - cpu) * 1000,
                                    "wall_ms": (time.perf_counter() - wall) * 1000})
                 with self.lock:
                     if self.file is None:
@@ -198,7 +242,8 @@ def note_renditions(notes: Notes) -> None:
     """make_images (what the worker calls in its decoding child: make_renditions' body), noted."""
     from chalicelib.imaging import render
 
-    render.make_images = notes.noting(lambda a: "imaging", lambda a: "make_renditions", render.make_images)
+    render.make_images = notes.noting(lambda a: "imaging", lambda a: "make_renditions", render.make_images,
+                                      clock=time.process_time)
 
 
 # The decoding child is a fresh interpreter (chalicelib/imaging/sandbox.py): this
@@ -247,7 +292,7 @@ def instrumented_runner(calls_path: str) -> None:
 _UPLOADS = itertools.count()
 
 
-def upload_all(runner: stack.Runner, images: list[bytes], count: int, token: str) -> None:
+def upload_all(runner: stack.Runner, images: list[bytes], count: int, token: str, query: str = "") -> None:
     """Each upload in bytes of its own (the same pixels): duplicates are copied, not decoded."""
     import requests
 
@@ -257,7 +302,7 @@ def upload_all(runner: stack.Runner, images: list[bytes], count: int, token: str
     session = requests.Session()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "image/jpeg"}
     for i in range(count):
-        answer = session.post(f"{runner.api_url}/api/v1/images", data=unique(images[i % len(images)], f"upload {next(_UPLOADS)}"),
+        answer = session.post(f"{runner.api_url}/api/v1/images{query}", data=unique(images[i % len(images)], f"upload {next(_UPLOADS)}"),
                               headers=headers, timeout=60)
         if answer.status_code != 202:
             raise RuntimeError(f"upload answered {answer.status_code}: {answer.text}")
@@ -288,7 +333,7 @@ def mint(root: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path) -> dict:
+def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_jobs: int = 0) -> dict:
     """One batch through the instrumented runner: CPU per job of each process, and the
     worker's calls and resize CPU for the very same jobs."""
     calls_path = tmp / f"calls-{time.monotonic_ns()}.jsonl"
@@ -327,8 +372,18 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path) -> dict
         # The decode child's CPU: the worker's with its children, less its own threads'.
         own = (stack.cpu_seconds(pids["worker"]) - own_before) * 1000 / jobs
         decode_child = per_job["worker"] - own
+        # Then uploads asking for WebP and AVIF too: the worker's CPU per job with the
+        # variants' quality search.
+        batch_lines = len(calls_path.read_text().splitlines())  # the JPEG batch's notes end here
+        formats_per_job = None
+        if format_jobs:
+            before_formats = stack.cpu_seconds(pids["worker"], children=True)
+            upload_all(runner, images, format_jobs, token, query="?formats=avif,webp")
+            wait_ready(runner, done + jobs + format_jobs)
+            time.sleep(1.0)  # the last job's queue delete
+            formats_per_job = (stack.cpu_seconds(pids["worker"], children=True) - before_formats) * 1000 / format_jobs
         emulator = emulator_cost(runner)
-    noted = [json.loads(line) for line in calls_path.read_text().splitlines()[skip:]]
+    noted = [json.loads(line) for line in calls_path.read_text().splitlines()[skip:batch_lines]]
     resize = [c["cpu_ms"] for c in noted if c["op"] == "make_renditions"]
     # The job thread (local/sqs_worker.py's pool: "sqs-worker_0") does the job and deletes
     # its message; the poller thread ("sqs-worker") receives.
@@ -340,6 +395,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path) -> dict
         cpu[f"{c['service']}.{c['op']}"].append(c["cpu_ms"])
     receives = [c for c in noted if c["thread"] == "sqs-worker" and c["op"] == "ReceiveMessage"]
     return {"per_job": per_job, "idle_ms_per_s": idle, "seconds": seconds, "own": own,
+            "formats_per_job": formats_per_job, "format_jobs": format_jobs,
             "first_ms": first, "first_cpu_ms": first_cpu, "warm_ms": stack.median(warm),
             "decode_children": children,
             "resize_in_worker": sum(resize) / len(resize), "resizes": len(resize),
@@ -413,6 +469,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=20, help="jobs in the measured batch")
     parser.add_argument("--runs", type=int, default=3, help="resize-only passes over the images")
+    parser.add_argument("--format-jobs", type=int, default=8,
+                        help="jobs asking for formats=avif,webp after the JPEG batch (0: none)")
     parser.add_argument("--size", default="4000x3000",
                         help="WxH of the photo-like test JPEGs (default 4000x3000: 12 MP)")
     parser.add_argument("--root", action="append", type=Path,
@@ -428,7 +486,7 @@ def main() -> int:
             load = stack.load_average()
             resize = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
                                      {"VIPS_CONCURRENCY": "1"})
-            batch = measure_stack(root, images, args.jobs, Path(tmp))
+            batch = measure_stack(root, images, args.jobs, Path(tmp), args.format_jobs)
             results.append((root, resize, batch, f"{load} -> {stack.load_average()}"))
     sizes = ", ".join(f"{len(i) / 1e6:.2f}" for i in images)
     print(f"images: {len(images)} photo-like {width * height / 1e6:.2g} MP JPEGs ({sizes} MB); "
@@ -454,10 +512,18 @@ def report(label: str, resize: dict, batch: dict, load: str) -> list[str]:
     print(head)
     print(f"{batch['decode_child']:>13.1f} {batch['own']:>15.1f} {worker:>13.1f} {vips:>8.1f} "
           f"{batch['first_cpu_ms']:>10.1f}")
-    print(f"worker CPU per job / libvips making the same {resize['renditions']} renditions from one decode "
-          f"(coded {coding} like ours): {worker / vips:.2f}x")
-    print(f"worker CPU per job / our own resize in the worker ({in_worker:.1f} ms, thread CPU around "
+    print(f"HEADLINE worker CPU per job / libvips making the same {resize['renditions']} renditions from one decode "
+          f"(JPEG only, coded {coding} like ours): {worker / vips:.2f}x")
+    print(f"worker CPU per job / our own resize in the worker ({in_worker:.1f} ms, the child's CPU around "
           f"make_renditions, {batch['resizes']} calls): {worker / in_worker:.2f}x")
+    if batch.get("formats_per_job"):
+        per_job, libvips = batch["formats_per_job"], resize["vips_formats"]
+        qualities = "; ".join(f"{f} {sorted(q for q in qs if q is not None)} ({sum(q is None for q in qs)} none)"
+                              for f, qs in resize["qualities"].items())
+        print(f"with formats=avif,webp: worker CPU per job {per_job:.1f} ms ({batch['format_jobs']} jobs) / libvips "
+              f"making the same renditions and coding the same variants at the qualities chosen "
+              f"({resize['variants']:.1f} variants an image; {qualities}) {libvips:.1f} ms: {per_job / libvips:.2f}x "
+              f"(resize alone: make_images {resize['ours_formats']:.1f} ms, {resize['ours_formats'] / libvips:.2f}x)")
     print(f"first job of a new worker process: upload to ready {batch['first_ms']:.0f} ms, a warm job's "
           f"{batch['warm_ms']:.0f} ms (median of {LATENCY_JOBS}): {batch['first_ms'] / batch['warm_ms']:.2f}x; "
           f"its worker CPU {batch['first_cpu_ms']:.0f} ms")

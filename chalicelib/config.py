@@ -255,6 +255,12 @@ class Settings:
     # Unset: 2, or 1 where there are only 2 functions (receiver_slots).
     webhook_receiver_slots: Optional[int] = None
 
+    @property
+    def runs_worker_function(self) -> bool:
+        """Whether this process is the worker's Lambda function (Chalice names each function
+        <app>-<stage>-<handler>; the worker's handler is app.handle_object_created)."""
+        return bool(self.lambda_function_name) and self.lambda_function_name.endswith("-handle_object_created")
+
     def __post_init__(self) -> None:
         # Derived from the timeouts unless set. dataclasses.replace copies the values, so a
         # replaced timeout keeps the lease and budgets derived from the old one.

@@ -125,16 +125,19 @@ OBJECTS_PER_JOB = 1 + RENDITIONS_PER_JOB
 class ImageKind:
     name: str
     share: float
-    pillow_ms: float
+    renditions_ms: float  # the decoding child's CPU for its renditions, on one core
     original_bytes: int
 
 
-# Pillow's renditions on one core, ms (benchmarks/resize.py, Pillow 12.2, median of 5), and
-# the benchmark's file sizes. The shares are assumed: mostly phone photos.
+# The renditions on one core, ms, and benchmarks/resize.py's file sizes: Pillow's were 129, 221
+# and 318 (resize.py, Pillow 12.2, median of 5, a quiet machine); libvips' (issue 48) are those
+# times the ratio of its CPU to Pillow's on resize.py's three files, measured side by side on a
+# shared machine (make_renditions, display and thumb, the median of three each, two rounds):
+# 0.78, 1.00 and 0.63. The shares are assumed: mostly phone photos.
 IMAGE_MIX = (
-    ImageKind("12 MP JPEG", 0.85, 129.0, 4_400_000),
+    ImageKind("12 MP JPEG", 0.85, 100.5, 4_400_000),
     ImageKind("48 MP JPEG", 0.10, 221.0, 17_700_000),
-    ImageKind("12 MP PNG", 0.05, 318.0, 21_800_000),
+    ImageKind("12 MP PNG", 0.05, 201.0, 21_800_000),
 )
 # The worker function's own CPU a job beside its decoding child's: the SDK calls, logs and
 # metrics, the hand-over to the child (benchmarks/worker_cpu.py, issue 48: the handler's
@@ -193,14 +196,14 @@ def cpu_share(memory_mb: int = WORKER_MEMORY_MB) -> float:
 
 
 def worker_seconds(kind: ImageKind, phase: str = "worker") -> float:
-    """One job on the worker Lambda: its CPU (Pillow's renditions in the decoding child, and
+    """One job on the worker Lambda: its CPU (the renditions in the decoding child, and
     the function's own) at the function's CPU share, plus its I/O (DynamoDB's reads and
     writes, the original's GET, the rendition PUTs) one after another."""
     calls = MEASURED[phase]["calls"]
     dynamo = sum(n for op, n in calls.items() if op.startswith("dynamodb:")) * DYNAMO_CALL_MS
     get = S3_FIRST_BYTE_MS + kind.original_bytes / (S3_MB_PER_S * 1e6) * 1000
     puts = calls["s3:PutObject"] * S3_SMALL_CALL_MS
-    return ((kind.pillow_ms + WORKER_OWN_CPU_MS) / cpu_share() + dynamo + get + puts) / 1000
+    return ((kind.renditions_ms + WORKER_OWN_CPU_MS) / cpu_share() + dynamo + get + puts) / 1000
 
 
 def mean_worker_seconds(direct_share: float = DIRECT_UPLOAD_SHARE) -> float:

@@ -1,6 +1,6 @@
 """Will this deployment package load on the Lambda runtime it targets?
 
-    python -m infra.lambda_package out/deployment.zip --runtime python3.11
+    python -m infra.lambda_package out/deployment.zip --runtime python3.13
 
 Chalice picks a wheel per dependency for the runtime's glibc, but when none fits it builds
 the package from source on this machine without a word, and the result needs this
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("package", type=Path, help="deployment.zip from `chalice package`")
-    parser.add_argument("--runtime", default="python3.11", choices=sorted(RUNTIMES))
+    parser.add_argument("--runtime", default="python3.13", choices=sorted(RUNTIMES))
     parser.add_argument("--architecture", default="x86_64", choices=sorted(MACHINES))
     args = parser.parse_args(argv)
     problems = check_zip(args.package, args.runtime, args.architecture)

@@ -371,12 +371,11 @@ def _start_worker(settings, application, sqs, stack, concurrency: int):
 
 
 def prepare_worker(application) -> None:
-    """Build the worker now, as a function's init would: the first job then finds the imaging
-    stack imported, the SDK's models loaded and the decoding child started (issue 48: the
-    first job took 3-4x a warm one, upload to ready, when all that waited for its event)."""
-    use_cases = application.use_cases()
-    use_cases.worker
-    use_cases.ctx.load_clients()
+    """Build the worker now, as the worker function's init does in Lambda (app.prepare_worker):
+    the first job then finds the imaging stack imported, the SDK's models loaded and the
+    decoding child started (issue 48: the first job took 3-4x a warm one, upload to ready,
+    when all that waited for its event)."""
+    application.prepare_worker()
 
 
 def storage_consumer(settings, application, sqs, stack, concurrency: int):

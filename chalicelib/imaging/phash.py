@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from operator import mul
 
 from PIL import Image
 
@@ -27,7 +28,8 @@ def phash(im: Image.Image) -> str:
     pixels = list(grey.get_flattened_data())
     rows = [pixels[y * _SIDE:(y + 1) * _SIDE] for y in range(_SIDE)]
     # Along each row, then down each of the _KEEP columns that remain.
-    along = [[sum(b * p for b, p in zip(basis, row)) for basis in _BASIS] for row in rows]
+    # map(mul): the same products summed in the same order as a generator's, at C speed.
+    along = [[sum(map(mul, basis, row)) for basis in _BASIS] for row in rows]
     low = [[sum(b * along[n][u] for n, b in enumerate(basis)) for u in range(_KEEP)] for basis in _BASIS]
     flat = [c for row in low for c in row]
     median = statistics.median(flat)

@@ -1,16 +1,24 @@
 """Decode an uploaded image and make its renditions: pure, bytes in, bytes out.
 
 One module on purpose: the steps below form one decode pipeline whose
-order matters for speed and safety (header checks, draft decode, orientation, colour).
+order matters for speed and safety (header checks, shrink-on-load decode, orientation, colour).
 
-Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel count is checked from
-the header before any pixel is decoded. Every decoding failure becomes a DomainError
-with a fixed, safe detail (never a library message).
+Safety: the format is decided by magic bytes only (chalicelib/domain/sniff.py), and the pixel
+count and decode limits are checked from the header by Pillow before any pixel is decoded.
+Every decoding failure becomes a DomainError with a fixed, safe detail (never a library message).
 
-Speed: the image is decoded once, to the largest rendition's box: JPEGs at 1/2, 1/4 or 1/8
-scale by libjpeg (`draft`) when that box allows it; all colour work (alpha, ICC,
-orientation) happens on that small image, and every other rendition (the thumbnail) is cut
-from it, not from the original.
+Two engines, one for each kind of file, never both on one: libvips (pyvips, with the libvips
+that pyvips-binary bundles) decodes, resizes and codes as JPEG every format it reads (JPEG,
+PNG, GIF, WebP, TIFF, AVIF): it decodes a JPEG shrunk on load by libjpeg (1/2 to 1/8), reduces
+with a box filter before one Lanczos pass to each size, and streams the other formats, for
+about two thirds of Pillow's CPU (benchmarks/worker_cpu.py). Pillow (pillow-heif) decodes
+HEIC/HEIF only, which pyvips-binary's libheif cannot (it has no HEVC decoder); its decode is
+then handed to libvips for the renditions. Pillow also codes the WebP and AVIF variants and
+measures their SSIM (the quality search below), and makes the placeholder and the pHash.
+
+Speed: the image is decoded once, to the largest rendition's box; all colour work (alpha,
+ICC, orientation) happens on that small image, and every other rendition (the thumbnail) is
+cut from it, not from the original.
 
 Output: progressive RGB JPEG with optimised Huffman tables, 4:2:0, and the same pixels in
 each extra format asked for (WebP, AVIF 4:2:0) at a quality that looks at least as good as
@@ -183,6 +191,14 @@ def _decoding() -> Iterator[None]:
         raise ImageTooLarge("The image has too many pixels.") from None
     except _DECODE_ERRORS:
         raise InvalidImage("The image could not be decoded.") from None
+    except Exception as error:
+        if _vips_module is None or not isinstance(error, _vips_module.Error):
+            raise
+        # libvips' own allocation failures (vips_tracked_malloc, libjpeg's and libspng's
+        # "insufficient memory"): past the child's memory ceiling, as Pillow's MemoryError.
+        if any(words in str(error).lower() for words in ("out of memory", "insufficient memory")):
+            raise MemoryError from None
+        raise InvalidImage("The image could not be decoded.") from None
 
 
 def _open(data: bytes, max_pixels: int, limits: DecodeLimits) -> tuple[Image.Image, str]:
@@ -248,26 +264,166 @@ def make_images(
     placeholder, the perceptual hash and the focus: one decode for them all. `focus` is the
     client's (upright coordinates); without one it is found on the decoded, upright picture
     (chalicelib/imaging/focus.py)."""
-    im, _ = _open(data, max_pixels, limits)
+    im, content_type = _open(data, max_pixels, limits)
+    box = max(spec.box for spec in specs)
     with im, _decoding():
-        largest = _decode_within(im, max(spec.box for spec in specs))
+        if content_type in LIBVIPS_READS:
+            icc = im.info.get("icc_profile")
+            # Converted when Pillow's reading of the header finds an RGB profile that is
+            # usable and not sRGB, the rule of the Pillow path (_srgb_transform).
+            converts = bool(icc) and _srgb_transform(icc, "RGB") is not None
+            largest = _vips_decode_within(data, box, converts)
+        else:
+            largest = _from_pillow(_decode_within(im, box))
+        picture = pixels_of(largest)  # for what Pillow computes: the focus, placeholder, pHash
         if focus is None:
-            found = focus_finder.find(largest)
+            found = focus_finder.find(picture)
             focus = focus_at(found.x, found.y, found.source)
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
         outputs = {spec.name: _output(spec.name, _shape(largest, spec, focus), coding, formats, hints)
                    for spec in specs}
-        return Rendered(outputs, make_placeholder(largest), phash(largest), focus)
+        return Rendered(outputs, make_placeholder(picture), phash(picture), focus)
 
 
-def _shape(largest: Image.Image, spec: RenditionSpec, focus: Focus) -> Image.Image:
+# How renditions are made, named: a change that makes other pixels or bytes of the same
+# original (an engine, a resampler, an encoder's settings) takes a new one, so that the
+# duplicate index (chalicelib/usecases/duplicates.py) never copies an older job's renditions.
+# "libvips-1": libvips decodes, resizes and codes the JPEGs (was Pillow's, unnamed).
+PIPELINE = "libvips-1"
+
+# What libvips decodes here (pyvips-binary's loaders); every other allowed type is HEIC/HEIF,
+# which its libheif cannot decode (no HEVC decoder is bundled): Pillow with pillow-heif does.
+LIBVIPS_READS = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/avif"})
+
+
+def _shape(largest, spec: RenditionSpec, focus: Focus):
     """The spec's rendition, cut from the largest one (itself when it is the largest)."""
     if spec.fit is Fit.COVER:
-        return _cover(largest, spec.box, focus)
-    target = _fit(largest.size, spec.box)
-    if target == largest.size:
+        return _cover(largest, spec.box, _cover_window(largest.width, largest.height, focus))
+    target = _fit((largest.width, largest.height), spec.box)
+    if target == (largest.width, largest.height):
         return largest
     return _resized(largest, target)
+
+
+def _cover_window(width: int, height: int, focus: Focus) -> tuple[int, int, int, int]:
+    """Where a cover rendition is cut from the largest one (width x height): (left, top,
+    width, height) of the square around the focus (chalicelib/domain/focus.py, square_window),
+    in whole pixels."""
+    left, top, right, bottom = square_window(width, height, focus)
+    side = min(width, height)
+    return min(width - side, round(left)), min(height - side, round(top)), side, side
+
+
+def _cover(im, size: int, window: tuple[int, int, int, int]):
+    """The window of im scaled to size x size (upscaled if smaller): the one place a cover
+    rendition's crop is applied."""
+    left, top, width, height = window
+    return _resized(im.crop(left, top, width, height), (size, size))
+
+
+def _resized(im, size: tuple[int, int]):
+    """im scaled to size: every resample of a rendition after the decode. libvips shrinks by
+    a box filter to within twice the size, then one Lanczos-3 pass (its `gap` of 2.0)."""
+    if (im.width, im.height) == size:
+        return im
+    return im.resize(size[0] / im.width, vscale=size[1] / im.height)
+
+
+# ---------------------------------------------------------------- libvips
+
+
+_vips_module = None
+
+
+def prepare():
+    """Load libvips and set it up for the decoding child; the pyvips module. Called when the
+    child starts (chalicelib/imaging/sandbox_child.py), so its libraries are loaded, its
+    threads started and its first job's one-off costs paid before its memory ceiling is
+    counted and before the first call."""
+    global _vips_module
+    if _vips_module is None:
+        # One thread: the decoding child's CPU limit counts every thread, a Lambda's fraction
+        # of a core gains nothing from more, and the concurrency must be set before libvips starts.
+        import os
+
+        os.environ.setdefault("VIPS_CONCURRENCY", "1")
+        import pyvips
+
+        pyvips.concurrency_set(1)
+        # No operation cache: it would keep one upload's pixels for the next, and each
+        # rendition is made once.
+        pyvips.cache_set_max(0)
+        # Only the loaders of trusted, fuzzed libraries (no ImageMagick, PDF, MATLAB...): the
+        # type is sniffed before, this is the floor under it.
+        pyvips.block_untrusted_set(True)
+        # libvips runs a pipeline on threads of its own, started on first use and kept for
+        # the next: started now, their stacks are not counted against a call's memory
+        # ceiling (past it a thread cannot start, and every call would fail).
+        _vips_module = pyvips
+        # And a first small job through every step, so that the first real one finds each
+        # operation introspected and each codec loaded (a cold Lambda's first job).
+        tiny = pyvips.Image.black(96, 64, bands=3).jpegsave_buffer(Q=50)
+        make_images(tiny, 96 * 64, rendition_specs(Settings()))
+    return _vips_module
+
+
+def _vips_decode_within(data: bytes, box: int, converts: bool = False):
+    """Decode (a JPEG shrunk on load) to an upright sRGB RGB image within box x box, in
+    memory; `converts`: from its embedded RGB profile to sRGB.
+
+    Loaded and resized here step by step rather than by libvips' thumbnail_buffer, which does
+    the same for some 60 % more CPU on a 12 MP JPEG (49 ms against 31, decode and resize:
+    benchmarks/worker_cpu.py's yardstick is thumbnail_buffer)."""
+    vips = prepare()
+    # fail_on: a truncated or corrupt file fails, as Pillow's decode does, instead of being
+    # padded with grey. Sequential: the loader streams rows to the resize, so a PNG or TIFF
+    # is never held whole.
+    image = vips.Image.new_from_buffer(data, "", access="sequential", fail_on="truncated")
+    target = _fit((image.width, image.height), box)
+    if image.get("vips-loader") == "jpegload_buffer":
+        # libjpeg's DCT scaling: the largest 1/2, 1/4 or 1/8 still at least the target.
+        shrink = next((s for s in (8, 4, 2) if image.width // s >= target[0] and image.height // s >= target[1]), 1)
+        # unlimited: libvips' own cap on progressive scans stays off, so that the decode
+        # limits' max_scans (chalicelib/imaging/limits.py, checked before) is the one rule,
+        # and the child's CPU limit bounds what it lets through (image_too_complex).
+        image = vips.Image.jpegload_buffer(data, shrink=shrink, access="sequential", fail_on="truncated",
+                                           unlimited=True)
+    if image.hasalpha():
+        # Onto white (JPEG has no alpha), before the resample: the same as resampling
+        # premultiplied pixels and flattening after.
+        image = image.flatten(background=[255] * (image.bands - 1))
+    # One resample to the target: a box shrink to within twice it, then Lanczos-3.
+    image = _resized(image, target)
+    if image.interpretation == "cmyk":
+        # By its embedded profile, or libvips' own CMYK profile when it carries none;
+        # relative colorimetric, as libvips' thumbnail converts CMYK (its CMYK profile's
+        # perceptual tables clip a print red to (232, 0, 0)).
+        image = image.icc_transform("srgb", input_profile="cmyk", embedded=True)
+    elif converts and image.interpretation == "srgb":
+        # Perceptual, as Pillow's ImageCms.buildTransform (the HEIC path) converts.
+        image = image.icc_transform("srgb", embedded=True, intent="perceptual")
+    if image.bands != 3 or image.format != "uchar" or image.interpretation != "srgb":
+        image = image.colourspace("srgb")  # grey, 16 bits a channel: 8-bit RGB
+    if image.bands > 3:
+        image = image.extract_band(0, n=3)
+    # Decoded once, here (libvips evaluates lazily, and each rendition would decode again);
+    # then the EXIF orientation, on the small image in memory (a sequential read cannot turn).
+    image = image.copy_memory()
+    if image.get_typeof("orientation") and image.get("orientation") not in (0, 1):
+        image = image.autorot().copy_memory()
+    return image
+
+
+def _from_pillow(im: Image.Image):
+    """An RGB Pillow image as a libvips one (a copy of its pixels)."""
+    vips = prepare()
+    return vips.Image.new_from_memory(im.tobytes(), im.width, im.height, 3, "uchar").copy(interpretation="srgb")
+
+
+def pixels_of(image) -> Image.Image:
+    """A libvips RGB image's pixels as a Pillow image (a copy)."""
+    return Image.frombuffer("RGB", (image.width, image.height), image.write_to_memory(), "raw", "RGB", 0, 1)
 
 
 def _decode_within(im: Image.Image, box: int) -> Image.Image:
@@ -288,7 +444,7 @@ def _decode_within(im: Image.Image, box: int) -> Image.Image:
         im.close()  # its decoded pixels: what follows works on the reduced copy
     small = _to_resizable_mode(small or im)
     if target != small.size:
-        small = _resized(small, target, crop)
+        small = _resized_pillow(small, target, crop)
     small = _flatten(small)
     small = _to_srgb(small, icc)
     if orientation in _TRANSPOSE:
@@ -421,26 +577,23 @@ def _build_srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform |
         return None
 
 
-def _cover(im: Image.Image, size: int, focus: Focus) -> Image.Image:
-    """size x size: the square window around the focus (chalicelib/domain/focus.py,
-    square_window) scaled to fill; upscales if smaller. The one place a square is cut."""
-    return _resized(im, (size, size), square_window(im.width, im.height, focus))
-
-
-def _resized(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
-    """The box of im (all of it by default) scaled to size: every resample of a rendition."""
+def _resized_pillow(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
+    """Pillow's resample of a HEIC/HEIF decode to the largest rendition's size (libvips
+    cannot read those files; what follows is libvips')."""
     return im.resize(size, _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
-def _output(name: RenditionName, im: Image.Image, coding: Coding,
+def _output(name: RenditionName, image, coding: Coding,
             formats: Sequence[RenditionFormat] = (), hints: dict | None = None) -> Output:
-    """hints: each format's quality chosen for this image's previous rendition, the first
-    guess for this one (the same picture at another size wants about the same); updated."""
-    jpeg = encode(im, RenditionFormat.JPEG, coding)
+    """One rendition (a libvips image) coded. hints: each format's quality chosen for this
+    image's previous rendition, the first guess for this one (the same picture at another
+    size wants about the same); updated."""
+    jpeg = _jpeg(image, coding)
     extras = [fmt for fmt in formats if fmt is not RenditionFormat.JPEG]
     variants = {}
     hints = {} if hints is None else hints
     if extras:
+        im = pixels_of(image)
         reference = Reference(im)  # the uncoded pixels' statistics, once for every comparison
         target = reference.ssim(_decoded(jpeg, RenditionFormat.JPEG))
         for fmt in extras:
@@ -448,7 +601,7 @@ def _output(name: RenditionName, im: Image.Image, coding: Coding,
             if chosen is not None:
                 variants[fmt] = chosen.data
                 hints[fmt] = chosen.quality
-    return Output(name, jpeg, im.width, im.height, "image/jpeg", variants)
+    return Output(name, jpeg, image.width, image.height, "image/jpeg", variants)
 
 
 # How much a variant's SSIM rises per quality step, about, where photos need it (WebP
@@ -624,16 +777,24 @@ def _decoded(data: bytes, fmt: RenditionFormat) -> Image.Image:
         return coded.convert("RGB")
 
 
+def _jpeg(image, coding: Coding) -> bytes:
+    """A libvips RGB image as the rendition's JPEG: libvips' jpegsave, with no metadata."""
+    vips = prepare()
+    # Progressive scans with optimised Huffman tables code the very same quantised
+    # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
+    # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a job
+    # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
+    # subsample_mode on: 4:2:0 at every quality (libvips' auto keeps 4:4:4 from 90 up).
+    return image.jpegsave_buffer(Q=coding.jpeg_quality, optimize_coding=True, interlace=True,
+                                 subsample_mode="on", keep=vips.enums.ForeignKeep.NONE)
+
+
 def encode(im: Image.Image, fmt: RenditionFormat, coding: Coding) -> bytes:
-    """One rendition's pixels in one format. No exif/icc_profile/comment/xmp arguments and an
-    empty info: nothing is copied into any of them."""
+    """One rendition's pixels (RGB) in one format. No exif/icc_profile/comment/xmp arguments
+    and an empty info: nothing is copied into any of them."""
     buf = io.BytesIO()
     if fmt is RenditionFormat.JPEG:
-        # Progressive scans with optimised Huffman tables code the very same quantised
-        # coefficients (identical pixels) in 6-7 % fewer bytes on photos, and clients can show
-        # the image while it loads. Coding costs ~4x baseline's, some 10-15 ms of a ~120 ms job
-        # (benchmarks/renditions.py): a rendition is coded once and downloaded many times.
-        im.save(buf, "JPEG", quality=coding.jpeg_quality, optimize=True, progressive=True)
+        return _jpeg(_from_pillow(im.convert("RGB")), coding)
     elif fmt is RenditionFormat.WEBP:
         # method 4 is libwebp's default: 6 saves ~1 % for twice the CPU (benchmarks/renditions.py).
         im.save(buf, "WEBP", quality=coding.webp_quality, method=4)

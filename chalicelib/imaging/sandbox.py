@@ -213,7 +213,9 @@ class _Pool:
         # What this process imports from, so the child finds chalicelib and the called
         # function's module (a test's, say) as this process does.
         path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
-        env = {**os.environ, "PYTHONPATH": path}
+        # One malloc arena: libvips' threads would each get one of their own, whose memory
+        # counts against a call's ceiling (RLIMIT_DATA) though no pixel is in it.
+        env = {**os.environ, "PYTHONPATH": path, "MALLOC_ARENA_MAX": "1"}
         try:
             pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "chalicelib.imaging.sandbox_child",
                                                   str(requests_r), str(replies_w), str(os.getpid())],

@@ -42,7 +42,10 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
         hard = LIFETIME_CPU_SECONDS if inherited == resource.RLIM_INFINITY else min(LIFETIME_CPU_SECONDS, inherited)
         # The memory ceiling is counted from what the child holds once its code is loaded:
         # the decoders' own libraries are not a call's memory.
-        import chalicelib.imaging.render  # noqa: F401  (the calls' module: loaded before the count)
+        # The calls' module and libvips (loaded, one thread, no cache): before the count.
+        from chalicelib.imaging import render
+
+        render.prepare()
         inherited_data = data_bytes()
         data_hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
         while True:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from chalicelib.domain.focus import Focus, canonical
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.imaging.render import PIPELINE
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
 from chalicelib.usecases.context import Context
@@ -33,15 +34,16 @@ SQUARES = "around the focus"
 def content_of(ctx: Context, data: bytes, focus: Optional[Focus] = None) -> str:
     """What the index is keyed by (with the owner), hex: the original's SHA-256 with what its
     renditions are made by (the rendition table, how squares are placed, the coding settings,
-    the pixel limit) and the client's focus (`focus`: the same bytes around another point
-    are other squares). A deployment that changes any of these makes other renditions of the
-    same bytes (or fails them), so a job made before the change is no longer found."""
+    the pixel limit, the imaging pipeline: chalicelib/imaging/render.py's PIPELINE) and the
+    client's focus (`focus`: the same bytes around another point are other squares). A
+    deployment that changes any of these makes other renditions of the same bytes (or fails
+    them), so a job made before the change is no longer found."""
     s = ctx.settings
     # The animations' (issue 51): jobs made before them have none, and were keyed without
     # this part, so a duplicate of an animated upload is never a copy of such a job's stills.
     animation = ("animation", 1, s.max_animation_frames, s.max_animation_pixels)
     recipe = repr((ctx.renditions, SQUARES, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
-                   s.max_pixels, *animation)).encode()
+                   s.max_pixels, PIPELINE, *animation)).encode()
     asked = b"" if focus is None else b"\nfocus=" + canonical(focus)
     return hashlib.sha256(recipe + hashlib.sha256(data).digest() + asked).hexdigest()
 

@@ -29,6 +29,17 @@ FUNCTIONS = {"api_handler", "handle_object_created", "sweep", "sweep_orphans", "
              "push_job_changes", "websocket_connect", "websocket_disconnect"}
 # What Chalice deploys: app.py, chalicelib/ and requirements.txt, with .chalice/config.json.
 DEPLOYED = ("app.py", "chalicelib", "requirements.txt")
+# The Python `make deploy` packages with (the Makefile's DEPLOY_VENV, which `make test`
+# builds): Chalice names the Lambda runtime after it, and infra.bytecode compiles for it.
+DEPLOY_PYTHON = ROOT / ".venv-deploy" / "bin" / "python"
+# The package's runtime and its bytecode's tag, as the deploy Python gives them.
+RUNTIME, CACHE_TAG = "python3.13", "cpython-313"
+
+
+def deploy_python() -> str:
+    if not DEPLOY_PYTHON.exists():
+        pytest.fail(f"no {DEPLOY_PYTHON}: `make .venv-deploy/.installed` makes it (Python 3.13 and Chalice)")
+    return str(DEPLOY_PYTHON)
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,7 @@ def packaged(tmp_path_factory) -> Packaged:
     subprocess.run([sys.executable, "-m", "infra.stage_config", STAGE, "--outputs", str(OUTPUTS_FILE),
                     "--project-dir", str(project)], cwd=ROOT, env=env, check=True)
     out = project / "out"
-    chalice = Path(sys.executable).with_name("chalice")
-    command = [str(chalice)] if chalice.exists() else [sys.executable, "-m", "chalice.cli"]
+    command = [str(Path(deploy_python()).with_name("chalice"))]
     started = time.monotonic()
     result = subprocess.run(command + ["package", "--stage", STAGE, str(out)], cwd=project,
                             env=env, capture_output=True, text=True, timeout=270)
@@ -96,7 +106,7 @@ def packaged(tmp_path_factory) -> Packaged:
     # What `make deploy` uploads: bytecode added, unused botocore models and numpy's tests dropped.
     deployed_zip = out / "deployed.zip"
     shutil.copy2(zip_path, deployed_zip)
-    subprocess.run([sys.executable, "-m", "infra.bytecode", "--zip", str(deployed_zip)], cwd=ROOT,
+    subprocess.run([deploy_python(), "-m", "infra.bytecode", "--zip", str(deployed_zip)], cwd=ROOT,
                    env={**env, "PYTHONDONTWRITEBYTECODE": "1"}, check=True, capture_output=True)
     unpacked = project / "unpacked"
     with zipfile.ZipFile(deployed_zip) as archive:

@@ -14,7 +14,7 @@ import yaml
 from chalicelib.http.auth import SERVICE_SCOPE
 
 from infra.lambda_package import RUNTIMES, check_tree, shared_objects
-from tests.deploy.conftest import FUNCTIONS
+from tests.deploy.conftest import CACHE_TAG, FUNCTIONS, RUNTIME, deploy_python
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lambda's limits for a function uploaded directly, as `chalice deploy` does.
@@ -42,13 +42,38 @@ def test_every_shared_object_loads_on_the_target_runtime(packaged):
     architectures = {a for f in functions(packaged.sam).values() for a in f["Architectures"]}
     assert len(runtimes) == 1 and len(architectures) == 1
     (runtime,), (architecture,) = runtimes, architectures
+    # Amazon Linux 2023 (glibc 2.34): pyvips-binary's libvips needs glibc 2.28.
+    assert runtime == RUNTIME
     assert runtime in RUNTIMES, f"no glibc facts for {runtime}: add it to infra/lambda_package.py"
     objects = shared_objects(packaged.unpacked)
-    # Pillow and pillow-heif are in: the check below looked at real compiled code.
+    # Pillow, pillow-heif and libvips are in: the check below looked at real compiled code.
     names = {p.name for p in objects}
     assert any(n.startswith("_imaging.") for n in names)
     assert any(n.startswith("_pillow_heif.") for n in names)
+    assert any(n.startswith("libvips") for n in names) and any(n.startswith("_libvips") for n in names)
     assert check_tree(packaged.unpacked, runtime, architecture) == []
+    # On python3.11's Amazon Linux 2 the same package would not load.
+    assert any("needs GLIBC_2.2" in p and "up to GLIBC_2.26" in p
+               for p in check_tree(packaged.unpacked, "python3.11", architecture))
+
+
+def test_the_package_makes_renditions_with_its_own_libvips(packaged, tmp_path):
+    """The deployed imaging stack as the runtime loads it: only the package and the standard
+    library on the path, on the runtime's Python; libvips found inside the package."""
+    import subprocess
+
+    probe = ("import os, sys, io; sys.path.insert(0, os.getcwd())\n"
+             "import pyvips; assert pyvips.__file__.startswith(os.getcwd()), pyvips.__file__\n"
+             "from PIL import Image\n"
+             "from chalicelib.imaging import render\n"
+             "buf = io.BytesIO(); Image.new('RGB', (4000, 3000), (200, 120, 40)).save(buf, 'JPEG')\n"
+             "out = render.make_renditions(buf.getvalue(), 50_000_000)\n"
+             "print(pyvips.API_mode, [(o.width, o.height) for o in out.values()])")
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
+                            env={"PYTHONDONTWRITEBYTECODE": "1", "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "[(1280,", "960),", "(256,", "256)]"]
 
 
 def test_no_dependency_was_built_from_source_on_this_machine(packaged):
@@ -92,7 +117,7 @@ def test_the_package_finds_a_focus_with_its_own_numpy_and_model(packaged):
              "assert focus.MODEL.is_file() and len(focus.cascade().stages) == 20; "
              "image = Image.new('RGB', (640, 360), 'white'); image.paste((200, 20, 40), (520, 120, 600, 200)); "
              "print(focus.find(image).source, focus.find(image).x > 0.75)")
-    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "saliency True"
@@ -107,7 +132,7 @@ def test_the_package_checks_cognitos_rs256_tokens_at_a_websocket_connect(package
     probe = ("import os, sys; sys.path.insert(0, os.getcwd()); import jwt, jwt.algorithms as a; "
              "assert jwt.__file__.startswith(os.getcwd()), jwt.__file__; "
              "print(a.has_crypto and 'RS256' in a.get_default_algorithms())")
-    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+    result = subprocess.run([deploy_python(), "-S", "-c", probe], cwd=packaged.unpacked,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
@@ -168,7 +193,7 @@ def test_every_service_the_code_creates_a_client_for_has_its_model_in_the_packag
              "    except UnknownServiceError: made[name] = None\n"
              "print(json.dumps([base.SERVICE_NAME, made]))")
     env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "PYTHONDONTWRITEBYTECODE": "1"}
-    result = subprocess.run([sys.executable, "-S", "-c", probe, json.dumps(sorted(SERVICES))],
+    result = subprocess.run([deploy_python(), "-S", "-c", probe, json.dumps(sorted(SERVICES))],
                             cwd=packaged.unpacked, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     pynamodb_service, made = json.loads(result.stdout)
@@ -429,29 +454,34 @@ def test_make_deploys_bytecode_step_puts_a_current_pyc_beside_every_source_of_th
     and adds checked-hash bytecode; Chalice then reuses that package as it is."""
     import os
     import subprocess
-    import zipfile
-
-    from infra.bytecode import is_current
 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
-    added = subprocess.run([sys.executable, "-m", "infra.bytecode", str(packaged.project)], cwd=ROOT,
+    added = subprocess.run([deploy_python(), "-m", "infra.bytecode", str(packaged.project)], cwd=ROOT,
                            env=env, capture_output=True, text=True, check=True)
-    assert " .pyc files added (cpython-" in added.stdout, added.stdout
-    chalice = Path(sys.executable).with_name("chalice")
+    assert f" .pyc files added ({CACHE_TAG}" in added.stdout, added.stdout
+    chalice = Path(deploy_python()).with_name("chalice")
     again = subprocess.run([str(chalice), "package", "--stage", "dev", str(packaged.project / "out-again")],
                            cwd=packaged.project, env=env, capture_output=True, text=True, timeout=270)
     assert again.returncode == 0, again.stderr
     assert "Reusing existing deployment package" in again.stdout, again.stdout
-    with zipfile.ZipFile(packaged.project / "out-again" / "deployment.zip") as archive:
-        names = set(archive.namelist())
-        sources = [n for n in names if n.endswith(".py")]
-        tag = sys.implementation.cache_tag
-        stale = []
-        for source in sources:
-            head, _, stem = source.rpartition("/")
-            pyc = f"{head}/__pycache__/{stem[:-3]}.{tag}.pyc".lstrip("/")
-            if pyc not in names or not is_current(archive.read(pyc), archive.read(source)):
-                stale.append(source)
+    # Whether each .pyc is current is the runtime's Python's call (its magic number).
+    check = ("import json, sys, zipfile\n"
+             "from infra.bytecode import is_current\n"
+             "with zipfile.ZipFile(sys.argv[1]) as archive:\n"
+             "    names = set(archive.namelist())\n"
+             "    sources = [n for n in names if n.endswith('.py')]\n"
+             "    stale = []\n"
+             "    for source in sources:\n"
+             "        head, _, stem = source.rpartition('/')\n"
+             "        pyc = f'{head}/__pycache__/{stem[:-3]}.{sys.implementation.cache_tag}.pyc'.lstrip('/')\n"
+             "        if pyc not in names or not is_current(archive.read(pyc), archive.read(source)):\n"
+             "            stale.append(source)\n"
+             "print(json.dumps([sorted(names), sources, stale]))")
+    result = subprocess.run([deploy_python(), "-c", check, str(packaged.project / "out-again" / "deployment.zip")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    names, sources, stale = json.loads(result.stdout)
+    tag = CACHE_TAG
     assert len(sources) > 500
     # A few sources never compile on this Python (templates, Python 2 leftovers): no .pyc.
     assert len(stale) < 5, stale

@@ -255,3 +255,11 @@ def test_every_setting_of_the_service_is_read_by_the_service_or_its_deploy():
             if isinstance(node, ast.Attribute)}
     unread = [f.name for f in dataclasses.fields(Settings) if f.name not in read]
     assert unread == [], f"{unread}: read by no deployed code; if only local/ reads it, move it to RunnerSettings"
+
+
+def test_only_the_worker_function_prepares_its_worker_at_init():
+    """app.py builds the worker (and starts its decoding child) in the init of the worker's
+    Lambda function, named <app>-<stage>-handle_object_created by Chalice; no other."""
+    assert Settings(lambda_function_name="image-jobs-prod-handle_object_created").runs_worker_function
+    for name in (None, "image-jobs-prod", "image-jobs-prod-sweep", "image-jobs-dev-deliver_webhook"):
+        assert not Settings(lambda_function_name=name).runs_worker_function

@@ -22,7 +22,9 @@ PERMISSIVE = {"Apache-2.0", "MIT", "MIT-0", "MIT-CMU", "BSD-2-Clause", "BSD-3-Cl
 # libde265 (LGPL-3.0) and libx265 (GPL-2.0, an encoder the service never calls), so its
 # classifier says GPLv2. Running the package in one's own AWS
 # account distributes nothing; whoever redistributes a built package must meet those terms.
-BUNDLES_COPYLEFT = {"pillow-heif"}
+# pyvips-binary is libvips itself (LGPL-2.1+, its wheel says LGPLv3+ for what it bundles),
+# loaded as a shared library by pyvips (MIT): the LGPL's terms for a library used unchanged.
+BUNDLES_COPYLEFT = {"pillow-heif", "pyvips-binary"}
 
 
 def shipped() -> set[str]:
@@ -72,6 +74,8 @@ def test_the_known_copyleft_bundle_is_still_there_and_still_named():
     assert BUNDLES_COPYLEFT <= shipped()
     assert not licences("pillow-heif") & PERMISSIVE
     assert metadata.metadata("pillow-heif")["License"].startswith("BSD-3-Clause")
+    assert licences("pyvips-binary") == {"GNU Lesser General Public License v3 or later (LGPLv3+)"}
+    assert licences("pyvips") & PERMISSIVE
 
 
 def test_the_repository_carries_the_apache_licence():

@@ -66,14 +66,14 @@ def test_the_rule_reads_lazy_imports_too(tmp_path):
     assert "chalicelib.imaging.render" in imports_of(module)
 
 
-def test_only_imaging_imports_pillow():
+def test_only_imaging_imports_pillow_or_libvips():
     importers = []
     for path in sorted(LIB.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            if any(n == "PIL" or n.startswith("PIL.") or n.startswith("pillow_heif") for n in names):
+            if any(n == "PIL" or n.startswith(("PIL.", "pillow_heif", "pyvips")) for n in names):
                 importers.append(module_name(path))
     assert importers and all(name.startswith("chalicelib.imaging.") for name in importers), importers
 

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image, ImageChops, ImageFilter
 
 from chalicelib.domain.renditions import RenditionName
-from chalicelib.imaging.render import Coding, _output, make_renditions
+from chalicelib.imaging.render import Coding, _from_pillow, _output, make_renditions
 
 QUALITY = 85
 
@@ -41,7 +41,7 @@ def pixels(data: bytes) -> Image.Image:
 def test_coding_keeps_every_pixel_of_baseline_in_fewer_bytes(name, size):
     for seed in range(3):
         im = photo(size, seed)
-        out = _output(name, im, Coding(jpeg_quality=QUALITY))
+        out = _output(name, _from_pillow(im), Coding(jpeg_quality=QUALITY))
         reference = baseline(im)
         assert pixels(out.data).info.get("progressive") == 1
         # Lossless re-coding of the same quantised coefficients: not one pixel differs.

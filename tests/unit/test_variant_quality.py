@@ -82,7 +82,7 @@ def _uncoded(name: str, rendition) -> Image.Image:
     real = render._output
 
     def catch(n, im, coding, formats=(), hints=None):
-        caught[n] = im.copy()
+        caught[n] = render.pixels_of(im)
         return real(n, im, coding, formats, hints)
 
     render._output = catch
