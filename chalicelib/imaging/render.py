@@ -317,16 +317,21 @@ def _cover_window(width: int, height: int, focus: Focus) -> tuple[int, int, int,
 
 def _cover(im, size: int, window: tuple[int, int, int, int]):
     """The window of im scaled to size x size (upscaled if smaller): the one place a cover
-    rendition's crop is applied."""
+    rendition's crop is applied, to a still (libvips) or an animation's frame (Pillow)."""
     left, top, width, height = window
+    if isinstance(im, Image.Image):
+        return _resized_pillow(im, (size, size), (left, top, left + width, top + height))
     return _resized(im.crop(left, top, width, height), (size, size))
 
 
 def _resized(im, size: tuple[int, int]):
     """im scaled to size: every resample of a rendition after the decode. libvips shrinks by
-    a box filter to within twice the size, then one Lanczos-3 pass (its `gap` of 2.0)."""
+    a box filter to within twice the size, then one Lanczos-3 pass (its `gap` of 2.0); an
+    animation's frames (Pillow's) the same way with Pillow's."""
     if (im.width, im.height) == size:
         return im
+    if isinstance(im, Image.Image):
+        return _resized_pillow(im, size)
     return im.resize(size[0] / im.width, vscale=size[1] / im.height)
 
 
@@ -578,8 +583,8 @@ def _build_srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform |
 
 
 def _resized_pillow(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:
-    """Pillow's resample of a HEIC/HEIF decode to the largest rendition's size (libvips
-    cannot read those files; what follows is libvips')."""
+    """Pillow's resample: a HEIC/HEIF decode to the largest rendition's size (libvips
+    cannot read those files; what follows is libvips'), and an animation's frames."""
     return im.resize(size, _RESAMPLE, box=box, reducing_gap=_REDUCING_GAP)
 
 
