@@ -78,11 +78,13 @@ class Cache:
 
 def make_jobs(use_cases, count: int) -> list:
     from chalicelib.domain.events import ObjectCreated
-    from tests.images import photo
+    from tests.images import photo, unique
 
     owner, jobs = "feed-owner", []
     for i in range(count):
-        job = use_cases.uploads.accept_upload(owner, photo(PHOTOS[i % len(PHOTOS)])).job
+        # Bytes of its own: an owner's exact duplicate is copied, not processed.
+        data = unique(photo(PHOTOS[i % len(PHOTOS)]), f"feed-{i}")
+        job = use_cases.uploads.accept_upload(owner, data).job
         outcome = use_cases.worker.handle_object_created(
             ObjectCreated(use_cases.ctx.settings.bucket, job.original_key, 0))
         assert outcome == "ready", outcome

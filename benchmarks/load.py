@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.stack import free_port, percentile  # noqa: E402
+from tests.images import unique  # noqa: E402
 
 import requests  # noqa: E402
 from PIL import Image, ImageFilter  # noqa: E402
@@ -92,7 +93,8 @@ def run_backend(backend: str, images: list[bytes], uploads: int, clients: int, w
         def upload(i: int):
             session = getattr(local, "session", None) or requests.Session()
             local.session = session
-            data = images[i % len(images)]
+            # Bytes of its own: an owner's exact duplicate is copied, not processed.
+            data = unique(images[i % len(images)], f"load-{suffix}-{i}")
             t0 = time.perf_counter()
             r = session.post(f"{api}/api/v1/images", data=data, timeout=60,
                              headers={"Authorization": f"Bearer {token}", "Content-Type": "image/jpeg"})

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.stack import free_port, percentile  # noqa: E402
 from chalicelib.config import DEFAULT_JWT_SECRET  # noqa: E402
 from chalicelib.http.auth import mint_token  # noqa: E402
-from tests.images import jpeg  # noqa: E402
+from tests.images import jpeg, unique  # noqa: E402
 
 READY = "image-jobs ready"
 
@@ -83,12 +83,14 @@ def rss_mb(pid: int) -> float:
 
 
 def soak(api: str, minutes: float, process: subprocess.Popen) -> dict:
-    body = jpeg(800, 600)
+    photo = jpeg(800, 600)
     token = mint_token("bench-rgw", DEFAULT_JWT_SECRET, 86400, int(time.time()))
     auth = {"Authorization": f"Bearer {token}"}
     times, outcomes = [], {}
     deadline = time.monotonic() + minutes * 60
     while time.monotonic() < deadline and process.poll() is None:
+        # Bytes of its own each time: an owner's exact duplicate is copied, not processed.
+        body = unique(photo, f"soak-{len(times)}-{sum(outcomes.values())}-{time.monotonic_ns()}")
         began = time.monotonic()
         request = urllib.request.Request(f"{api}/api/v1/images", data=body,
                                          headers={**auth, "Content-Type": "image/jpeg"})

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
 
 from benchmarks.load import photo_like  # noqa: E402
+from tests.images import unique  # noqa: E402
 from benchmarks.stack import free_port, percentile  # noqa: E402
 from chalicelib.adapters.dynamo_jobs import DynamoJobStore  # noqa: E402
 from chalicelib.adapters.dynamo_table import DynamoTable
@@ -81,6 +83,7 @@ def start_runner(log: Optional[Path] = None, **extra: str) -> tuple[subprocess.P
 def known_after(mode: str, api: str, owner: str, data: bytes) -> tuple[str, float, float]:
     """(job id, wall clock at the upload's start, seconds until this client held a terminal status)."""
     token = mint_token(owner, Settings().jwt_secret, 3600, int(time.time()))
+    data = unique(data, uuid.uuid4().hex)  # an owner's exact duplicate is copied, not processed
     wall, started = time.time(), time.perf_counter()
     with Client(api, token, waits=mode != "schedule") as client:
         job = client.upload(data, content_type="image/jpeg", wait=20 if mode == "post-wait" else 0)
@@ -183,7 +186,7 @@ def push_latencies(api: str, store: DynamoJobStore, images: list[bytes], owner: 
             time.sleep(0.01)
         ids = []
         for i in range(jobs):
-            job = client.upload(images[i % len(images)], content_type="image/jpeg")
+            job = client.upload(unique(images[i % len(images)], uuid.uuid4().hex), content_type="image/jpeg")
             ids.append(job.job_id)
             deadline = time.monotonic() + 120
             while (job.job_id, "ready") not in arrived:
@@ -206,7 +209,7 @@ def get_wait_latencies(api: str, store: DynamoJobStore, images: list[bytes], own
     found = []
     with Client(api, token_of(owner)) as client:
         for i in range(jobs):
-            job = client.upload(images[i % len(images)], content_type="image/jpeg")
+            job = client.upload(unique(images[i % len(images)], uuid.uuid4().hex), content_type="image/jpeg")
             job.wait(deadline=120)
             known = time.time()
             found.append(known - store.get(job.job_id).finished_at.timestamp())

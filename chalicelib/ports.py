@@ -266,8 +266,8 @@ class RateStore(Protocol):
     again (`full_at`, epoch seconds; none stored: full). A request takes `cost` seconds of
     it (1 / rate); an empty bucket refills in `depth` seconds (burst / rate), so a token is
     left while full_at <= now + depth - cost. Both writes return the new full_at, raise
-    ConditionFailed when their precondition does not hold and TransientError when the
-    store is unavailable. What they store expires by itself once the bucket is full.
+    BucketMoved (with the full_at found) when their precondition does not hold and
+    TransientError when the store is unavailable. What they store expires by itself once the bucket is full.
     A lease of n tokens is one write with cost n / rate."""
 
     def full_at(self, owner: str) -> Optional[float]:

@@ -9,7 +9,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Optional
 
-from chalicelib.domain.errors import (ConditionFailed, FileTooLarge, IdempotencyKeyTaken, InvalidRequest,
+from chalicelib.domain.errors import (BucketMoved, ConditionFailed, FileTooLarge, IdempotencyKeyTaken, InvalidRequest,
                                       QuotaFull, TransientError)
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, shard_key, sweep_key
 from chalicelib.domain.idempotency import IdempotencyRecord
@@ -495,7 +495,7 @@ class FakeRateStore:
         with self._lock:
             self._write()
             if self.buckets.get(owner, now) > now:
-                raise ConditionFailed()
+                raise BucketMoved(self.buckets[owner])
             self.buckets[owner] = now + cost
             self.filled[owner] = now
             return self.buckets[owner]
@@ -506,9 +506,9 @@ class FakeRateStore:
             self._write()
             full_at = self.buckets.get(owner)
             if full_at is None or not now < full_at <= now + depth - (cost - unspent):
-                raise ConditionFailed()
+                raise BucketMoved(full_at)
             if unspent and not self.filled.get(owner, math.inf) <= leased_at:
-                raise ConditionFailed()
+                raise BucketMoved(full_at)
             self.buckets[owner] = full_at + cost - unspent
             return self.buckets[owner]
 

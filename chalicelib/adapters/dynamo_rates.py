@@ -20,6 +20,7 @@ from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from chalicelib.adapters.dynamo_table import DynamoTable, dynamo_errors, find, written_once
+from chalicelib.domain.errors import BucketMoved, ConditionFailed
 
 RATE_PREFIX = "rate#"
 UNAVAILABLE = "rate store unavailable"
@@ -78,11 +79,18 @@ class DynamoRateStore:
                 item.update(actions=[*actions, m.expires_at.set(expires), m.write_id.set(write_id)],
                             condition=condition & not_again)
 
+        found = []
+
         def read() -> Optional[RateItem]:
             with dynamo_errors(UNAVAILABLE):
-                return find(m, self._prefix + owner, attributes_to_get=["full_at", "write_id"])
+                found.append(find(m, self._prefix + owner, attributes_to_get=["full_at", "write_id"]))
+            return found[-1]
 
         # A lease whose answer was lost has taken its tokens: taken for a refusal, the
         # caller would lease again and the owner pay twice.
-        landed = written_once(update, read)
+        try:
+            landed = written_once(update, read)
+        except ConditionFailed:
+            bucket = found[-1] if found else None
+            raise BucketMoved(None if bucket is None else float(bucket.full_at)) from None
         return float((landed or item).full_at)

@@ -111,6 +111,15 @@ class ConditionFailed(Exception):
     """A conditional write lost: the item was not in the state the write required."""
 
 
+class BucketMoved(ConditionFailed):
+    """A rate bucket's write lost (RateStore): `full_at` is what the bucket held then (None:
+    full), read by the refusal itself, so the caller need not read it again."""
+
+    def __init__(self, full_at):
+        super().__init__(full_at)
+        self.full_at = full_at
+
+
 class IdempotencyKeyTaken(Exception):
     """A live idempotency record already holds this key."""
 

@@ -3,11 +3,17 @@ path prefix (rendition names are chalicelib/domain/renditions.py's, beside their
 Anything that tests `x == "..."` belongs here."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from enum import StrEnum
 
 # Where clients find the API, in every deployment (the cloud's API Gateway stage "api" plus
 # the app's ROUTE_PREFIX "/v1" make the same path; see Settings.route_prefix).
 PUBLIC_PREFIX = "/api/v1"
+
+
+def rfc3339(value: datetime) -> str:
+    """Every time the API shows (bodies, events, the test event): UTC, seconds, `Z`."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ErrorCode(StrEnum):

@@ -1,21 +1,16 @@
 """JSON bodies of the job resource, exactly the fields the contract (openapi.yaml) lists per status."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Optional
 
 from chalicelib.domain.delivery import cache_key
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionName
 from chalicelib.domain.source import Source
-from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod
+from chalicelib.domain.vocabulary import PUBLIC_PREFIX, ErrorCode, UploadMethod, rfc3339
 from chalicelib.http import auth, prefer, problems
 from chalicelib.domain.webhooks import Attempt, Webhook
 from chalicelib.usecases.results import Accepted, Shown, PartUpload, Upload, UploadForm, UploadPut, Urls
-
-
-def rfc3339(value: datetime) -> str:
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def job_location(job: Job) -> str:

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 from typing import Optional
 
-from chalicelib.domain.errors import ConditionFailed, Overloaded, RateLimited, TransientError
+from chalicelib.domain.errors import BucketMoved, Overloaded, RateLimited, TransientError
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases.context import Context
 from chalicelib.usecases.leases import HORIZON, SLACK, Lease
@@ -149,8 +149,8 @@ class Admission:
                     else:
                         full_at = rates.take(owner, now, count * cost, reach, give * cost, lease.leased_at)
                         lease.known(full_at - (count - give) * cost, now, depth)
-                except ConditionFailed:
-                    lease.known(rates.full_at(owner), now, depth)
+                except BucketMoved as moved:  # another's lease was written: now it holds this
+                    lease.known(moved.full_at, now, depth)
                     if give and count - give <= lease.available(now, cost, depth, burst):
                         lease.unspent = 0  # it would have fitted: a fill since forgave them
                     continue

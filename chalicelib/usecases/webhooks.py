@@ -60,6 +60,7 @@ from chalicelib.domain.errors import (
     WebhookNotFound,
 )
 from chalicelib.domain.jobs import TERMINAL, Job, JobStatus
+from chalicelib.domain.vocabulary import rfc3339
 from chalicelib.domain.webhooks import SERVICE_RECEIVER, TEST_EVENT, Attempt, Breaker, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
@@ -311,7 +312,9 @@ class Webhooks:
         deliveries = None
         if hook is not None:
             try:
-                deliveries = self._ctx.delivery_log.recent(owner)
+                # A webhook deleted and registered again starts with an empty log.
+                deliveries = [a for a in self._ctx.delivery_log.recent(owner)
+                              if a.at >= hook.created_at]
             except TransientError:
                 log.warning("webhook_log_unavailable")
         return Shown(hook, deliveries, self._ctx.clock())
@@ -328,7 +331,7 @@ class Webhooks:
         now, started = self._ctx.clock(), time.monotonic()
         seen = _Seen("msg_" + secrets.token_hex(12), TEST_EVENT, None, 1, now, started,
                      "open" if hook.breaker.is_open(now) else "closed")
-        payload = json.dumps({"type": TEST_EVENT, "timestamp": now.isoformat()},
+        payload = json.dumps({"type": TEST_EVENT, "timestamp": rfc3339(now)},
                              separators=(",", ":")).encode()
         try:
             status = self._post(hook, seen.webhook_id, now, payload)

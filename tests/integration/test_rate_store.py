@@ -3,7 +3,7 @@ import pytest
 
 from chalicelib.adapters.dynamo_rates import RATE_PREFIX, DynamoRateStore
 from chalicelib.adapters.dynamo_table import DynamoTable
-from chalicelib.domain.errors import ConditionFailed
+from chalicelib.domain.errors import BucketMoved, ConditionFailed
 from tests.fakes import FakeRateStore
 
 NOW = 1_784_109_600.0  # 2026-07-15T10:00:00Z
@@ -39,6 +39,19 @@ def test_a_bucket_full_again_takes_from_full(rates):
     with pytest.raises(ConditionFailed):
         rates.take("alice", NOW + COST, COST, DEPTH)
     assert rates.take_from_full("alice", NOW + COST, COST, DEPTH) == NOW + 2 * COST
+
+
+def test_a_refusal_says_what_the_bucket_holds(rates):
+    with pytest.raises(BucketMoved) as full:
+        rates.take("alice", NOW, COST, DEPTH)
+    assert full.value.full_at is None  # nothing stored: full
+    rates.take_from_full("alice", NOW, 4 * COST, DEPTH)
+    with pytest.raises(BucketMoved) as empty:
+        rates.take("alice", NOW, COST, DEPTH)
+    assert empty.value.full_at == NOW + 4 * COST
+    with pytest.raises(BucketMoved) as taken:
+        rates.take_from_full("alice", NOW, COST, DEPTH)
+    assert taken.value.full_at == NOW + 4 * COST
 
 
 def test_owners_have_their_own_buckets(rates):

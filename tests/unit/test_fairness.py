@@ -157,6 +157,18 @@ def test_a_shared_refusal_answers_retry_after_and_costs_no_more_writes():
     assert accepted(one, "alice")
 
 
+def test_a_lease_another_process_beat_costs_no_read_its_refusal_says_the_bucket():
+    clock, rates = Clock(START), FakeRateStore()
+    one, other = shared_admissions(2, rates, clock)
+    while accepted(other, "alice"):  # one still takes the bucket for full
+        pass
+    reads, writes = rates.reads, rates.writes
+    with pytest.raises(RateLimited):
+        one.check_rate("alice")
+    assert rates.writes > writes  # it tried to lease, and lost
+    assert rates.reads == reads
+
+
 def test_an_owner_seen_now_and_then_costs_one_write_a_request():
     clock, rates = Clock(START), FakeRateStore()
     (api,) = shared_admissions(1, rates, clock)

@@ -479,6 +479,31 @@ def test_the_test_event_is_signed_vetted_and_answers_what_the_receiver_did(world
         world.webhooks.send_test("bob")
 
 
+def test_a_webhook_deleted_and_registered_again_starts_with_an_empty_log(world):
+    world.webhooks.register("alice", URL)
+    world.ctx.webhook_sender.answers = [500]
+    world.webhooks.send_test("alice")
+    assert len(world.webhooks.shown("alice").deliveries) == 1
+    world.webhooks.remove("alice")
+    world.ctx.clock.advance(0.000001)
+    world.webhooks.register("alice", URL)
+    assert world.webhooks.shown("alice").deliveries == []
+    world.ctx.webhook_sender.answers = [204]
+    attempt = world.webhooks.send_test("alice")
+    assert world.webhooks.shown("alice").deliveries == [attempt]
+
+
+def test_the_test_events_timestamp_is_the_apis_time_format(world):
+    secret = world.webhooks.register("alice", URL).webhook.secret
+    world.ctx.clock.advance(0.123456)  # microseconds, as a real clock has them
+    world.ctx.webhook_sender.answers = [204]
+    world.webhooks.send_test("alice")
+    (call,) = world.ctx.webhook_sender.calls
+    body = StandardWebhook(secret).verify(call["body"], call["headers"])
+    stamp = datetime.strptime(body["timestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert int(stamp.timestamp()) == int(call["headers"]["webhook-timestamp"])
+
+
 def test_test_events_are_bounded_per_receiver(world):
     from chalicelib.domain.errors import RateLimited
     from chalicelib.usecases.webhooks import TEST_BURST, TEST_EVERY_SECONDS
