@@ -123,7 +123,9 @@ def upload_image():
     renditions = None if "renditions" not in query else request_body.formats_param(query["renditions"])
     # A header, for raw and multipart bodies alike; never the query string, which is logged.
     given = job_metadata.parse_header(request.headers.get(METADATA_HEADER))
-    accepted = use_cases().uploads.accept_upload(owner, data, key, formats, renditions, metadata=given)
+    focus = request_body.focus_param(query)
+    accepted = use_cases().uploads.accept_upload(owner, data, key, formats, renditions, metadata=given,
+                                                 focus=focus)
     seconds = prefer.requested_wait(request.headers.get("prefer"), settings.max_wait_seconds)
     if seconds is None:
         return responses.accepted(accepted, settings.retry_after_seconds)
@@ -139,14 +141,16 @@ def create_direct_upload():
     request = app.current_request
     body = request_body.json_object(request.raw_body, request.headers.get("content-type", ""),
                                     {"content_type": str, "size": int, "method": str, "sha256": str,
-                                     "formats": list, "renditions": list, "metadata": dict})
+                                     "formats": list, "renditions": list, "metadata": dict,
+                                     "focus": object})
     key = request_body.idempotency_key(request.headers.get("idempotency-key"))
     return responses.accepted(
         use_cases().direct_uploads.create_direct_upload(owner, body.get("content_type"), body.get("size"), key,
                                                  method=body.get("method", "POST"), sha256=body.get("sha256"),
                                                  formats=body.get("formats", ()),
                                                  renditions=body.get("renditions"),
-                                                 metadata=body.get("metadata")),
+                                                 metadata=body.get("metadata"),
+                                                 focus=request_body.focus_member(body)),
         settings.retry_after_seconds,
     )
 

@@ -36,6 +36,7 @@ from chalicelib.adapters.dynamo_table import (
 )
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
+from chalicelib.domain.focus import Focus, FocusSource
 from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.source import ColorSpace, Source
@@ -60,7 +61,7 @@ DUE_INDEX = "sweep_sharded"
 OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
-                      "metadata", "source"})
+                      "metadata", "source", "focus"})
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -108,6 +109,21 @@ class SourceAttribute(MapAttribute):
         return Source(width=int(self.width), height=int(self.height), format=self.format,
                       bytes=int(self.bytes), captured_at=self.captured_at,
                       color_space=ColorSpace(self.color_space), has_alpha=bool(self.has_alpha))
+
+
+class FocusAttribute(MapAttribute):
+    """A job's focus (chalicelib/domain/focus.py): x and y as numbers, the source as `s`."""
+
+    x = NumberAttribute()
+    y = NumberAttribute()
+    source = UnicodeAttribute(attr_name="s")
+
+    @classmethod
+    def of(cls, focus: Optional[Focus]) -> Optional["FocusAttribute"]:
+        return None if focus is None else cls(x=focus.x, y=focus.y, source=focus.source.value)
+
+    def to_focus(self) -> Focus:
+        return Focus(float(self.x), float(self.y), FocusSource(self.source))
 
 
 # Not a class attribute of RenditionsAttribute: PynamoDB would take it for a field of a container.
@@ -189,6 +205,9 @@ class JobItem(Model):
     source = SourceAttribute(null=True)
     phash = UnicodeAttribute(null=True)  # a ready job's (absent on older ones)
     duplicate_of = UnicodeAttribute(null=True)  # a ready job made by copies of this job's
+    # The client's focus from the upload, then the one a ready job's squares were placed
+    # around; absent without (and on items from before shape 5: their squares are centred).
+    focus = FocusAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -272,6 +291,7 @@ class DynamoJobStore:
                 blurhash=job.placeholder.blurhash, average_color=job.placeholder.average_color),
             metadata=job_metadata.to_text(job.metadata),
             source=SourceAttribute.of(job.source),
+            focus=FocusAttribute.of(job.focus),
             **values,
         )
 
@@ -289,6 +309,7 @@ class DynamoJobStore:
                 item.placeholder.blurhash, item.placeholder.average_color),
             metadata=job_metadata.from_text(item.metadata),
             source=None if item.source is None else item.source.to_source(),
+            focus=None if item.focus is None else item.focus.to_focus(),
             **values,
         )
 

@@ -21,7 +21,7 @@ from typing import Callable
 # The shape this release writes. A change to what a job item stores bumps it, with a reader
 # step below, a fixture folder tests/fixtures/records/<version>/ and a CHANGELOG.md line
 # (tests/unit/test_stored_shapes.py holds the four together).
-SHAPE_VERSION = 4
+SHAPE_VERSION = 5
 
 # What each shape is, by the version that first wrote it (CHANGELOG.md has the releases).
 SHAPES = {
@@ -41,6 +41,12 @@ SHAPES = {
        "characters) and `duplicate_of` (the job whose renditions it copied); absent on items "
        "written before them and on jobs not that far yet: no reader step. A new kind of "
        "item beside the jobs, `content#<hash>` (job_id, expires_at): the duplicate index",
+    5: "adds `focus` (a map: x, y, s: the fractions of the upright image and the source, "
+       "`client`, `faces`, `saliency` or `centre`): the client's from the upload, then the "
+       "point a ready job's squares were placed around; absent on items written before it "
+       "(their squares are centre crops, and their jobs show no focus) and on jobs without a "
+       "client's focus until they are ready: an item without it reads as a job without, no "
+       "reader step",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

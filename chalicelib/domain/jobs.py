@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
+from chalicelib.domain.focus import Focus
 from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
 from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode
@@ -149,6 +150,11 @@ class Job:
     # A ready job whose renditions are copies of this earlier job's (the same owner's same
     # bytes: chalicelib/usecases/duplicates.py); its objects are its own all the same.
     duplicate_of: Optional[str] = None
+    # The point the square renditions are placed around (chalicelib/domain/focus.py): the
+    # client's from the upload (source `client`), then, once ready, the one they were placed
+    # around. None on a job without a client's focus until it is ready, and on every job made
+    # before the focus (its squares are centre crops).
+    focus: Optional[Focus] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -198,10 +204,11 @@ class Job:
 
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
               retention: timedelta, placeholder: Optional[Placeholder] = None,
-              phash: Optional[str] = None, duplicate_of: Optional[str] = None) -> "Job":
+              phash: Optional[str] = None, duplicate_of: Optional[str] = None,
+              focus: Optional[Focus] = None) -> "Job":
         return self._move(
             JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder, phash=phash,
-            duplicate_of=duplicate_of,
+            duplicate_of=duplicate_of, focus=focus,
             lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )

@@ -27,7 +27,11 @@ class RenditionName(StrEnum):
 
 class Fit(StrEnum):
     CONTAIN = "contain"  # inside box x box with the same aspect; never upscaled
-    COVER = "cover"      # exactly box x box, a centre crop; upscaled when the image is smaller
+    # Exactly box x box, around the focus (chalicelib/domain/focus.py, square_window): the
+    # image's whole short side, slid along the long side so the focus is as near the square's
+    # centre as the image allows; upscaled when the image is smaller. A job made before the
+    # focus has centre crops (its renditions stay as they were made).
+    COVER = "cover"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from chalicelib.domain import sniff
+from chalicelib.domain import focus, sniff
+from chalicelib.domain.focus import Focus
 from chalicelib.domain.errors import FileTooLarge, InvalidRequest, UnsupportedFormat
 # The Idempotency-Key header's check is the domain's rule.
 from chalicelib.domain.idempotency import check_idempotency_key as idempotency_key
@@ -44,6 +45,23 @@ def formats_param(value: Optional[str]) -> list[str]:
     """`?formats=avif,webp` -> ["avif", "webp"] (and `?renditions=` alike); the use case
     checks the names."""
     return [name for name in (value or "").split(",") if name.strip()]
+
+
+def focus_param(params) -> Optional[Focus]:
+    """`?focus=x,y` (POST /images) -> the client's Focus, or None without the parameter;
+    400 invalid_request when malformed or given more than once."""
+    if not params or "focus" not in params:
+        return None
+    given = params.getlist("focus") if hasattr(params, "getlist") else [params["focus"]]
+    if len(given) != 1:
+        raise InvalidRequest("'focus' may be given once")
+    return focus.parse_query(given[0])
+
+
+def focus_member(body: dict) -> Optional[Focus]:
+    """`"focus": {"x": ..., "y": ...}` of a JSON body (POST /uploads) -> the client's Focus,
+    or None without the member (null is no focus: 400)."""
+    return focus.parse_object(body["focus"]) if "focus" in body else None
 
 
 def media_type(content_type: str) -> str:

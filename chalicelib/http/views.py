@@ -61,6 +61,8 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
             body["phash"] = job.phash
         if job.duplicate_of is not None:  # its renditions are copies of that job's
             body["duplicate_of"] = job.duplicate_of
+        if job.focus is not None:  # every job made ready since the focus exists
+            body["focus"] = {"x": job.focus.x, "y": job.focus.y, "source": job.focus.source.value}
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}

@@ -36,10 +36,12 @@ from PIL import Image, ImageCms
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
+from chalicelib.domain.focus import Focus, focus_at, square_window
 from chalicelib.domain.jobs import Placeholder
 from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.domain.source import Source
+from chalicelib.imaging import focus as focus_finder
 from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
@@ -109,6 +111,7 @@ class Rendered:
     renditions: dict[RenditionName, Output]
     placeholder: Placeholder
     phash: str  # chalicelib/imaging/phash.py, of the decoded picture
+    focus: Focus  # what the square renditions were placed around (the client's, or found)
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,8 @@ def make_renditions(
     multi-page file is decoded.
 
     A "contain" rendition fits inside its box and is never upscaled. A "cover" one is exactly
-    its box, centre-cropped from the largest rendition; when that is smaller than the box on
-    a side the crop is upscaled to fill it.
+    its box, cut from the largest rendition around the focus (_cover); when that is smaller
+    than the box on a side the crop is upscaled to fill it.
     """
     return make_images(data, max_pixels, specs, Coding(jpeg_quality=quality), limits).renditions
 
@@ -236,21 +239,28 @@ def make_images(
     coding: Coding = Coding(),
     limits: DecodeLimits = DecodeLimits(),
     formats: Sequence[RenditionFormat] = (),
+    focus: Focus | None = None,
 ) -> Rendered:
     """make_renditions, each rendition also coded in `formats` (the extra ones), the
-    placeholder and the perceptual hash: one decode for them all."""
+    placeholder, the perceptual hash and the focus: one decode for them all. `focus` is the
+    client's (upright coordinates); without one it is found on the decoded, upright picture
+    (chalicelib/imaging/focus.py)."""
     im, _ = _open(data, max_pixels, limits)
     with im, _decoding():
         largest = _decode_within(im, max(spec.box for spec in specs))
+        if focus is None:
+            found = focus_finder.find(largest)
+            focus = focus_at(found.x, found.y, found.source)
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
-        outputs = {spec.name: _output(spec.name, _shape(largest, spec), coding, formats, hints) for spec in specs}
-        return Rendered(outputs, make_placeholder(largest), phash(largest))
+        outputs = {spec.name: _output(spec.name, _shape(largest, spec, focus), coding, formats, hints)
+                   for spec in specs}
+        return Rendered(outputs, make_placeholder(largest), phash(largest), focus)
 
 
-def _shape(largest: Image.Image, spec: RenditionSpec) -> Image.Image:
+def _shape(largest: Image.Image, spec: RenditionSpec, focus: Focus) -> Image.Image:
     """The spec's rendition, cut from the largest one (itself when it is the largest)."""
     if spec.fit is Fit.COVER:
-        return _cover(largest, spec.box)
+        return _cover(largest, spec.box, focus)
     target = _fit(largest.size, spec.box)
     if target == largest.size:
         return largest
@@ -408,13 +418,10 @@ def _build_srgb_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform |
         return None
 
 
-def _cover(im: Image.Image, size: int) -> Image.Image:
-    """size x size centre crop scaled to fill (like ImageOps.fit); upscales if smaller."""
-    width, height = im.size
-    side = min(width, height)
-    left, top = (width - side) / 2, (height - side) / 2
-    box = (left, top, left + side, top + side)
-    return _resized(im, (size, size), box)
+def _cover(im: Image.Image, size: int, focus: Focus) -> Image.Image:
+    """size x size: the square window around the focus (chalicelib/domain/focus.py,
+    square_window) scaled to fill; upscales if smaller. The one place a square is cut."""
+    return _resized(im, (size, size), square_window(im.width, im.height, focus))
 
 
 def _resized(im: Image.Image, size: tuple[int, int], box=None) -> Image.Image:

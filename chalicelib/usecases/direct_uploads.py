@@ -18,6 +18,7 @@ from chalicelib.domain.errors import (
     UnsupportedFormat,
 )
 from chalicelib.domain.idempotency import check_idempotency_key
+from chalicelib.domain.focus import Focus
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import asked_renditions, extra_formats
 from chalicelib.domain.vocabulary import UploadMethod
@@ -47,7 +48,8 @@ class DirectUploads:
                              idempotency_key: Optional[str] = None, method: object = UploadMethod.POST,
                              sha256: object = None, formats: Iterable[str] = (),
                              renditions: Optional[Iterable[str]] = None,
-                             metadata: object = None) -> Accepted:
+                             metadata: object = None, focus: Optional[Focus] = None) -> Accepted:
+        """`focus`: the client's (chalicelib/domain/focus.py, parsed at the edge), or None."""
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         given = job_metadata.check(metadata)
@@ -74,7 +76,7 @@ class DirectUploads:
         # before it has had time to arrive.
         fields = dict(declared_type=content_type, declared_size=size, upload_expires_at=upload_expires_at,
                       sweep_at=upload_expires_at + ctx.upload_grace, upload_method=method.value,
-                      declared_sha256=sha256, formats=asked, sizes=sizes, metadata=given)
+                      declared_sha256=sha256, formats=asked, sizes=sizes, metadata=given, focus=focus)
         job = self._idempotency.new_job(owner, JobStatus.AWAITING_UPLOAD, now, **fields)
         if method is UploadMethod.MULTIPART:
             # Started before the job is written, so that it is written once, whole; a replay
@@ -84,7 +86,7 @@ class DirectUploads:
         # The options of the first version (type and size) alone still fingerprint a POST.
         options = f"{content_type}\n{size}" if method is UploadMethod.POST and sha256 is None \
             else f"{content_type}\n{size}\n{method.value}\n{sha256 or ''}"
-        fingerprint = fingerprint_of(b"uploads", options.encode(), asked, sizes, ctx.renditions, given)
+        fingerprint = fingerprint_of(b"uploads", options.encode(), asked, sizes, ctx.renditions, given, focus)
         try:
             accepted = self._idempotency.create(job, "uploads", idempotency_key, fingerprint, now)
         except BaseException:

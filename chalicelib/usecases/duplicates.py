@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Optional
 
+from chalicelib.domain.focus import Focus, canonical
 from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
 from chalicelib.runtime.logs import get_logger
 from chalicelib.usecases import lifecycle
@@ -23,15 +24,22 @@ from chalicelib.usecases.context import Context
 log = get_logger("duplicates")
 
 
-def content_of(ctx: Context, data: bytes) -> str:
+# How the squares are placed, part of the recipe: a job made before the focus (centre crops)
+# is never copied for one made after. Changes whenever the placing does (a new detector).
+SQUARES = "around the focus"
+
+
+def content_of(ctx: Context, data: bytes, focus: Optional[Focus] = None) -> str:
     """What the index is keyed by (with the owner), hex: the original's SHA-256 with what its
-    renditions are made by (the rendition table, the coding settings, the pixel limit). A
-    deployment that changes any of these makes other renditions of the same bytes (or fails
-    them), so a job made before the change is no longer found."""
+    renditions are made by (the rendition table, how squares are placed, the coding settings,
+    the pixel limit) and the client's focus (`focus`: the same bytes around another point
+    are other squares). A deployment that changes any of these makes other renditions of the
+    same bytes (or fails them), so a job made before the change is no longer found."""
     s = ctx.settings
-    recipe = repr((ctx.renditions, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
+    recipe = repr((ctx.renditions, SQUARES, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
                    s.max_pixels)).encode()
-    return hashlib.sha256(recipe + hashlib.sha256(data).digest()).hexdigest()
+    asked = b"" if focus is None else b"\nfocus=" + canonical(focus)
+    return hashlib.sha256(recipe + hashlib.sha256(data).digest() + asked).hexdigest()
 
 
 def twin_of(ctx: Context, job: Job, content: str) -> Optional[Job]:

@@ -19,6 +19,7 @@ from chalicelib.domain.errors import (
     RateLimited,
     TransientError,
 )
+from chalicelib.domain.focus import Focus, canonical
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import RenditionFormat, RenditionName, asked_renditions
 from chalicelib.domain.idempotency import IdempotencyRecord
@@ -143,15 +144,18 @@ def never_stored(job: Job) -> bool:
 
 def fingerprint_of(operation: bytes, payload: bytes, formats: tuple[RenditionFormat, ...] = (),
                  sizes: Optional[tuple[RenditionName, ...]] = None, specs=(),
-                 metadata: Optional[dict] = None) -> str:
+                 metadata: Optional[dict] = None, focus: Optional[Focus] = None) -> str:
     """The request's identity: the operation, its bytes (or declared file), the extra formats
-    and the sizes, each in its canonical order, and the metadata (whatever its keys' order).
-    With no formats asked, the default sizes and no metadata, it is what it was before any of
-    them existed, so keys held across the upgrades still replay (naming the default sizes is
-    the same request as naming none)."""
+    and the sizes, each in its canonical order, the metadata (whatever its keys' order) and
+    the client's focus (as kept: 0.5 and 0.50 are one point). With no formats asked, the
+    default sizes, no metadata and no focus, it is what it was before any of them existed, so
+    keys held across the upgrades still replay (naming the default sizes is the same request
+    as naming none)."""
     extra = b"\nformats=" + ",".join(formats).encode() if formats else b""
     if sizes is not None and sizes != asked_renditions(None, specs):
         extra += b"\nrenditions=" + ",".join(sizes).encode()
     if metadata:
         extra += b"\nmetadata=" + job_metadata.canonical(metadata)
+    if focus is not None:
+        extra += b"\nfocus=" + canonical(focus)
     return hashlib.sha256(operation + b"\n" + payload + extra).hexdigest()

@@ -10,6 +10,7 @@ from typing import Iterable, Optional
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.delivery import ORIGINAL_CACHE_CONTROL
 from chalicelib.domain.errors import FileTooLarge, StorageUnavailable, TransientError
+from chalicelib.domain.focus import Focus
 from chalicelib.domain.idempotency import check_idempotency_key
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.renditions import asked_renditions, extra_formats
@@ -36,7 +37,8 @@ class Uploads:
     # -- POST /images ------------------------------------------------------------------------
     def accept_upload(self, owner: str, data: bytes, idempotency_key: Optional[str] = None,
                       formats: Iterable[str] = (), renditions: Optional[Iterable[str]] = None,
-                      metadata: object = None) -> Accepted:
+                      metadata: object = None, focus: Optional[Focus] = None) -> Accepted:
+        """`focus`: the client's (chalicelib/domain/focus.py, parsed at the edge), or None."""
         ctx, s = self._ctx, self._ctx.settings
         check_idempotency_key(idempotency_key)
         asked = extra_formats(formats, s.enabled_formats)
@@ -47,10 +49,10 @@ class Uploads:
             raise FileTooLarge(f"The file is larger than {s.max_upload_bytes} bytes")
         info = render.inspect(data, s.max_pixels, ctx.decode_limits)
         fingerprint = fingerprint_of(b"images", hashlib.sha256(data).digest(), asked, sizes, ctx.renditions,
-                                     given)
+                                     given, focus)
         now = ctx.clock()
         job = self._idempotency.new_job(owner, JobStatus.QUEUED, now, formats=asked, sizes=sizes,
-                                        metadata=given, source=info.source)
+                                        metadata=given, source=info.source, focus=focus)
         accepted = self._idempotency.create(job, "images", idempotency_key, fingerprint, now)
         if accepted.replayed:
             return self._repair(accepted, data, info.content_type)

@@ -174,14 +174,15 @@ class Worker:
             if mismatch is not None:
                 log.warning("upload_not_as_declared", job_id=job.job_id, code=mismatch.value)
                 return self._fail(job, mismatch)
-            content = duplicates.content_of(ctx, original)
+            content = duplicates.content_of(ctx, original, job.focus)
             done = self._reused(job, content)
             if done is None:
                 # No check after the resize: the finishing write is conditional on this attempt,
                 # so a job cancelled, deleted or taken over meanwhile keeps none of it.
                 rendered = self._renditions(original, job)
                 stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
-                done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash)
+                done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash,
+                                 focus=rendered.focus)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -229,7 +230,7 @@ class Worker:
             return None
         log.info("job_reused", job_id=job.job_id, duplicate_of=twin.job_id)
         return job.ready(ctx.clock(), copied, ctx.retention, twin.placeholder, twin.phash,
-                         duplicate_of=twin.job_id)
+                         duplicate_of=twin.job_id, focus=twin.focus)
 
     def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a
@@ -259,7 +260,8 @@ class Worker:
         worker function has left."""
         s = self._ctx.settings
         specs = tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
-        args = (data, s.max_pixels, specs, render.Coding.of(s), self._ctx.decode_limits, job.formats)
+        # The client's focus, if the upload gave one; the child finds one otherwise.
+        args = (data, s.max_pixels, specs, render.Coding.of(s), self._ctx.decode_limits, job.formats, job.focus)
         if not s.decode_cpu_seconds:
             return render.make_images(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine

@@ -25,6 +25,8 @@ SHORT = {
     # Every kind of hostile file (its point), each honest image once each way at a tenth of its
     # sides; a scan bomb a tenth as deep (its unbounded decode took 18 s of CPU) and a bypassed
     # bomb stopped at 1 s (the least RLIMIT_CPU holds): 300 scans keep it past that second.
+    # The scenes at a third of the worker's size, one timed job on a small photo.
+    "focus.py": (["--scale", "0.3", "--runs", "1", "--size", "800x600"], 300),
     "hostile.py": (["--runs", "1", "--scans", "300", "--cpu-limit", "1", "--honest-scale", "0.1"], 600),
     "list_jobs.py": (["--jobs", "30", "--repeat", "1"], 300),
     # Small photos (no 12 MP ones to make), and the second row with 2 workers as by default.
@@ -46,6 +48,8 @@ SHORT = {
     "rgw.py": (["--minutes", "0.01", "--embedded-minutes", "0.01"], 300),
     # Its cost is six sweeps' queries of all 64 shards, whatever the jobs; 2 orphan threads: the
     # pool's row.
+    # Three uploads a source and a route to a sink: its rounds are its cost.
+    "sdk_progress.py": (["--rounds", "1"], 120),
     "sweeper.py": (["--jobs", "4", "--threads", "2", "--orphan-jobs", "4", "--orphan-threads", "2"], 300),
     "time_budget.py": (["--short"], 300),
     # Every row, on 0.48 MP photos and with 2 sockets beside the push client's instead of 99.

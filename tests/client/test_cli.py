@@ -214,3 +214,17 @@ def test_the_same_command_after_the_saved_job_was_cancelled_uploads_the_file_ane
     (job,) = json_lines(done.stdout)
     assert job["job_id"] != dead.job_id and job["status"] == "ready"
     assert not list((tmp_path / "cache" / "image-jobs" / "uploads").glob("*.json"))  # forgotten
+
+
+def test_upload_takes_a_focus_and_shows_the_jobs(cli, tmp_path):
+    (tmp_path / "wide.jpg").write_bytes(jpeg(900, 300))
+    done = cli("upload", "wide.jpg", "--focus", "0.9,0.25", "--wait", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (job,) = json_lines(done.stdout)
+    assert job["focus"] == {"x": 0.9, "y": 0.25, "source": "client"}
+    shown = cli("status", job["job_id"])
+    assert shown.stdout == f"{job['job_id']}: ready {job['job_id']} focus=0.9,0.25 (client)\n"
+    refused = cli("upload", "wide.jpg", "--focus", "1.5,0")
+    assert refused.returncode == 1 and "invalid_request" in refused.stdout + refused.stderr
+    usage = cli("upload", "wide.jpg", "--focus", "half")
+    assert usage.returncode == 2 and "X,Y" in usage.stderr

@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.http.auth import SERVICE_SCOPE, mint_token
-from image_jobs import Client, Forbidden, InvalidRequest, JobNotFound
+from image_jobs import Client, Forbidden, InvalidRequest, JobNotFound, WebhookNotFound
 from tests.client.conftest import token_for
 from tests.images import jpeg
 
@@ -89,6 +89,24 @@ def test_the_service_webhook_from_the_sdk(runner, owner):
     with Client(runner.api, token_for(owner)) as user, pytest.raises(Forbidden):
         user.service_webhook()
 
+
+
+def test_the_owners_webhook_from_the_sdk(runner, owner):
+    """The owner's webhook has the service webhook's calls, on its own routes (issue 52)."""
+    with Client(runner.api, token_for(owner)) as user:
+        assert user.webhook() == {"url": None}
+        with pytest.raises(WebhookNotFound):
+            user.test_webhook()
+        made = user.set_webhook("http://127.0.0.1:9/mine")
+        try:
+            assert made["secret"].startswith("whsec_") and user.webhook()["url"] == "http://127.0.0.1:9/mine"
+            assert user.rotate_webhook_secret()["secret"] != made["secret"]
+            tried = user.test_webhook()  # nothing listens on port 9
+            assert (tried["event"], tried["outcome"], tried["reason"]) == ("webhook.test", "failed", "refused")
+            assert user.webhook()["deliveries"][0] == tried
+        finally:
+            user.delete_webhook()
+        assert user.webhook() == {"url": None}
 
 def cli(runner, token, cwd):
     """The installed `image-jobs` command against the runner, with this token."""

@@ -81,6 +81,23 @@ def test_every_requirement_is_in_the_package_at_its_pinned_version(packaged):
     assert {name: shipped.get(name) for name in pins} == pins
 
 
+def test_the_package_finds_a_focus_with_its_own_numpy_and_model(packaged):
+    """The focus (chalicelib/imaging/focus.py) needs numpy's wheel and the cascade's XML file
+    in the package. Only the package and the standard library are on the path."""
+    import subprocess
+
+    probe = ("import os, sys; sys.path.insert(0, os.getcwd()); import numpy; "
+             "assert numpy.__file__.startswith(os.getcwd()), numpy.__file__; "
+             "from PIL import Image; from chalicelib.imaging import focus; "
+             "assert focus.MODEL.is_file() and len(focus.cascade().stages) == 20; "
+             "image = Image.new('RGB', (640, 360), 'white'); image.paste((200, 20, 40), (520, 120, 600, 200)); "
+             "print(focus.find(image).source, focus.find(image).x > 0.75)")
+    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=packaged.unpacked,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "saliency True"
+
+
 def test_the_package_checks_cognitos_rs256_tokens_at_a_websocket_connect(packaged):
     """WebSocket APIs take no Cognito authorizer, so push's connect verifies the token itself
     (chalicelib/http/auth.py): RS256 needs PyJWT's cryptography, in the package, not just here.

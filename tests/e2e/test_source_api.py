@@ -1,11 +1,12 @@
 """The photo's facts (`source`) through HTTP on every backend: GET and the list show them,
-nothing private comes out, in the JSON or in any rendition."""
+nothing private comes out, in the JSON or in any rendition. The same turned photo carries a
+client's focus (issue 49): its squares are placed by it in upright coordinates."""
 from __future__ import annotations
 
 import io
 
 import requests
-from PIL import Image
+from PIL import Image, ImageChops, ImageStat
 
 from tests.e2e.test_images_api import headers, poll, upload_raw
 from tests.images import DISPLAY_P3_PROFILE, PRIVATE_MARKERS, photo_as, private_exif
@@ -13,7 +14,12 @@ from tests.images import DISPLAY_P3_PROFILE, PRIVATE_MARKERS, photo_as, private_
 
 def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothing_private(runner):
     data = photo_as("HEIF", exif=private_exif(orientation=6).tobytes(), icc_profile=DISPLAY_P3_PROFILE)
-    r = upload_raw(runner, data, "image/heic")
+    bad = requests.post(f"{runner.api}/api/v1/images?focus=0.5,1.5", data=data, timeout=30,
+                        headers=headers(**{"Content-Type": "image/heic"}))
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_request", bad.text
+    # The subject near the top of the upright picture: the client's focus.
+    r = requests.post(f"{runner.api}/api/v1/images?focus=0.5,0.1", data=data, timeout=30,
+                      headers=headers(**{"Content-Type": "image/heic"}))
     assert r.status_code == 202, r.text
     job = poll(runner, r.headers["Location"]).json()
     assert job["status"] == "ready", job
@@ -21,8 +27,10 @@ def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothin
                              "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "display-p3",
                              "has_alpha": False}
     assert len(job["phash"]) == 16 and int(job["phash"], 16) >= 0
+    assert job["focus"] == {"x": 0.5, "y": 0.1, "source": "client"}
     listed = requests.get(f"{runner.api}/api/v1/image-jobs", headers=headers(), timeout=10).json()["jobs"]
     assert [j["source"] for j in listed if j["job_id"] == job["job_id"]] == [job["source"]]
+    assert [j["focus"] for j in listed if j["job_id"] == job["job_id"]] == [job["focus"]]
     assert not [m for m in PRIVATE_MARKERS if m in r.text + str(job) + str(listed)]
     display = job["renditions"]["display"]
     assert display["width"] < display["height"]  # upright as the facts say
@@ -31,3 +39,15 @@ def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothin
         assert not [m for m in PRIVATE_MARKERS if m.encode() in file]
         with Image.open(io.BytesIO(file)) as im:
             assert not im.getexif() and "icc_profile" not in im.info
+    # Each square is the top of the upright picture (the focus at a tenth of its height: the
+    # window clamped at the top edge), not its centre.
+    shown = Image.open(io.BytesIO(requests.get(display["url"], timeout=10).content)).convert("RGB")
+    width, height = shown.size
+    for name in ("thumb", "thumb_512"):
+        square = Image.open(io.BytesIO(requests.get(job["renditions"][name]["url"], timeout=10).content))
+        square = square.convert("RGB")
+        top = shown.crop((0, 0, width, width)).resize(square.size)
+        middle = shown.crop((0, (height - width) // 2, width, (height + width) // 2)).resize(square.size)
+        off_top, off_middle = (sum(ImageStat.Stat(ImageChops.difference(square, crop)).mean)
+                               for crop in (top, middle))
+        assert off_top * 2 < off_middle, (name, off_top, off_middle)

@@ -572,6 +572,22 @@ def test_duplicate_of_round_trips_and_old_items_have_none(store):
     assert (store.get(plain.job_id).duplicate_of, store.get(plain.job_id).phash) == (None, None)
 
 
+def test_the_focus_round_trips_through_a_claim_and_old_items_have_none(store):
+    from chalicelib.domain.focus import Focus, FocusSource
+
+    job = dataclasses.replace(new_job(), focus=Focus(0.31, 0.0001, FocusSource.CLIENT))
+    store.create(job, QUOTA)
+    assert store.get(job.job_id) == job
+    claimed = store.claim(job.job_id, NOW, timedelta(seconds=60), 3)
+    assert claimed.focus == job.focus  # a claim leaves the client's focus for the worker
+    found = dataclasses.replace(claimed, focus=Focus(1.0, 0.5, FocusSource.SALIENCY))
+    store.finish_attempt(found, claimed.attempt)
+    assert store.get(job.job_id).focus == Focus(1.0, 0.5, FocusSource.SALIENCY)
+    plain = new_job("6b4f3d2e-1c0a-4f9e-b8d7-c6b5a4f3e2d1")
+    store.create(plain, QUOTA)
+    assert store.get(plain.job_id).focus is None
+
+
 def test_owned_pages_newest_first_never_another_owners_and_within_bounds(store):
     alice = _owned_jobs("alice", 7)
     bob = _owned_jobs("bob", 3)

@@ -110,7 +110,7 @@ def test_sqs_handler_processes_the_event_and_drops_poison(client, use_cases):
     got = json.loads(client.http.get(f"/api/v1/image-jobs/{job_id}", headers=auth()).body)
     assert got["status"] == "ready"
     assert set(got) == {"job_id", "status", "image_url", "thumb_url", "renditions", "urls_expire_at",
-                        "placeholder", "phash", "source", "created_at", "finished_at", "expires_at"}
+                        "placeholder", "phash", "source", "focus", "created_at", "finished_at", "expires_at"}
     assert set(got["renditions"]["thumb"]) == {"url", "cache_key", "width", "height", "content_type", "variants"}
 
 

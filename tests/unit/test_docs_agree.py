@@ -13,6 +13,7 @@ import yaml
 
 import app as application
 from chalicelib.domain.errors import IdempotencyKeyReused
+from chalicelib.domain.focus import Focus, FocusSource
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.http.problems import PROBLEMS
 from tests.unit.test_sweeper_semantics import make_svc
@@ -82,6 +83,7 @@ DIFFERENT = {
     "formats": (PUT, dict(PUT, formats=("avif",))),
     "renditions": (PUT, dict(PUT, renditions=("display", "thumb"))),  # the default makes thumb_512 too
     "metadata": (dict(PUT, metadata={"post": "1"}), dict(PUT, metadata={"post": "2"})),
+    "focus": (dict(PUT, focus=Focus(0.5, 0.2, FocusSource.CLIENT)), dict(PUT, focus=Focus(0.5, 0.3, FocusSource.CLIENT))),
 }
 
 

@@ -12,7 +12,8 @@ from PIL import Image, ImageCms, ImageStat, JpegImagePlugin
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooLarge, InvalidImage, UnsupportedFormat
-from chalicelib.domain.renditions import rendition_specs
+from chalicelib.domain.focus import Focus, FocusSource
+from chalicelib.domain.renditions import RenditionName, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, sniff
 from chalicelib.imaging import render
 from chalicelib.imaging.render import inspect, make_renditions
@@ -268,8 +269,9 @@ def test_custom_sizes_and_quality():
 
 
 @pytest.mark.parametrize("size", [(1200, 400), (400, 1200)])
-def test_thumb_is_a_centre_crop(size):
-    """Red outer thirds, green middle third: the centred square crop is all green."""
+def test_thumb_around_a_centre_focus_is_a_centre_crop(size):
+    """Red outer thirds, green middle third: the square around the centre is all green
+    (tests/unit/test_focus_in_jobs.py places squares around other points)."""
     im = solid(RED, size)
     width, height = size
     if width > height:
@@ -277,7 +279,8 @@ def test_thumb_is_a_centre_crop(size):
     else:
         band = (0, height // 3, width, 2 * height // 3)
     im.paste(GREEN, band)
-    _, thumb = make_renditions(encode(im, "PNG"), LIMIT).values()
+    centre = Focus(0.5, 0.5, FocusSource.CLIENT)
+    thumb = render.make_images(encode(im, "PNG"), LIMIT, focus=centre).renditions[RenditionName.THUMB]
     out = decoded(thumb.data)
     assert close(mean(out), GREEN, tolerance=10)
     for corner in [(2, 2), (253, 2), (2, 253), (253, 253)]:
@@ -288,9 +291,9 @@ def test_thumb_is_cut_from_display_not_original(monkeypatch):
     seen: list[tuple[int, int]] = []
     real_cover = render._cover
 
-    def spy(im, size):
+    def spy(im, size, focus):
         seen.append(im.size)
-        return real_cover(im, size)
+        return real_cover(im, size, focus)
 
     monkeypatch.setattr(render, "_cover", spy)
     display, _ = make_renditions(encode(solid(RED, (2400, 1600)), "JPEG"), LIMIT).values()

@@ -80,6 +80,10 @@ export interface UploadOptions {
   /** The app's own strings, kept with the job and shown as `job.metadata` (docs/contract.md
    * "Metadata": at most 16 keys, 512 characters a value, 2048 bytes in all). */
   metadata?: Readonly<Record<string, string>>;
+  /** Where the subject is, fractions 0..1 of the upright image from its top left: the square
+   * renditions are placed around it (without it the server finds one); `job.focus` shows the
+   * one used. Anything else is refused (InvalidRequest). */
+  focus?: Readonly<{ x: number; y: number }>;
   /** Seconds the job may be waited for after the upload (Prefer: wait): a fast job comes back finished. */
   wait?: number;
   /** (bytes sent, total); with fetch, after each part (or the whole file) is stored. */
@@ -321,7 +325,8 @@ export class Client {
     // (a plain upload keeps the key earlier releases stored, so their records still resume).
     const formats = options.formats ?? [];
     const metadata = Object.entries(options.metadata ?? {}).sort();
-    const asked = formats.length || metadata.length ? `:${JSON.stringify([formats, metadata])}` : "";
+    const asked = (formats.length || metadata.length ? `:${JSON.stringify([formats, metadata])}` : "") +
+      (options.focus ? `:focus=${plainDecimal(options.focus.x)},${plainDecimal(options.focus.y)}` : "");
     let recordKey = fingerprint ? `image-jobs:upload:${this.baseUrl}:${fingerprint}${asked}` : null;
     if (recordKey && this.uploading.has(recordKey)) recordKey = null;
     if (recordKey) this.uploading.add(recordKey);
@@ -362,6 +367,7 @@ export class Client {
     const request: Record<string, unknown> = { content_type: ctype, size: body.size };
     if (options.formats?.length) request.formats = [...options.formats];
     if (options.metadata && Object.keys(options.metadata).length) request.metadata = { ...options.metadata };
+    if (options.focus) request.focus = { x: options.focus.x, y: options.focus.y };
     if (multipart) request.method = "multipart";
     else {
       request.method = "PUT";
@@ -458,7 +464,9 @@ export class Client {
     if (hold >= 1) headers.Prefer = `wait=${hold}`;
     // A header carries ASCII only: JSON with \u escapes (never the query string).
     if (options.metadata && Object.keys(options.metadata).length) headers["Image-Jobs-Metadata"] = asciiJson(options.metadata);
-    const query = options.formats?.length ? `?formats=${options.formats.join(",")}` : "";
+    const params = [...(options.formats?.length ? [`formats=${options.formats.join(",")}`] : []),
+      ...(options.focus ? [`focus=${plainDecimal(options.focus.x)},${plainDecimal(options.focus.y)}`] : [])];
+    const query = params.length ? `?${params.join("&")}` : "";
     this.stopIfAborted(options.signal);
     options.onProgress?.(0, body.size);
     const data = await body.bytes();
@@ -756,4 +764,12 @@ function describe(error: unknown): string {
     return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
   }
   return String(error);
+}
+
+/** A number in plain decimals, as the query's focus takes it (0.0000001, never 1e-7); the
+ * server judges the value. */
+function plainDecimal(value: number): string {
+  const text = String(value);
+  if (!Number.isFinite(value) || !/e/i.test(text)) return text;
+  return value.toFixed(20).replace(/\.?0+$/, "");
 }

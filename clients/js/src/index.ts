@@ -2,7 +2,7 @@
 export { Client, API_ROOT, SERVICE_SCOPE, isServiceToken, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_DIRECT_THRESHOLD, DEFAULT_MULTIPART_THRESHOLD, PART_CONCURRENCY, RETRY_ALWAYS, RETRY_IF_REPEATABLE } from "./client.js";
 export type { ClientOptions, JobsOptions, UploadOptions, Progress, PartProgress, Answer, RequestOptions, WebSocketConstructor } from "./client.js";
 export { Job, Status, TERMINAL } from "./job.js";
-export type { JobBody, JobStatus, KnownStatus, Rendition, RenditionBody, SourceFacts, Variant, WaitOptions } from "./job.js";
+export type { Focus, JobBody, JobStatus, KnownStatus, Rendition, RenditionBody, SourceFacts, Variant, WaitOptions } from "./job.js";
 export { Watch, PUSH_PROTOCOL, BEARER_PREFIX } from "./push.js";
 export type { WatchOptions, WebSocketLike } from "./push.js";
 export { memoryStorage } from "./storage.js";

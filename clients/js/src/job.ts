@@ -30,6 +30,7 @@ export interface JobBody {
   source?: SourceFacts;
   phash?: string;
   duplicate_of?: string;
+  focus?: Focus;
   error?: { code?: string; message?: string };
   upload?: Record<string, unknown>;
   [field: string]: unknown;
@@ -46,6 +47,14 @@ export interface SourceFacts {
   captured_at: string | null;
   color_space: "srgb" | "display-p3" | "adobe-rgb" | "other" | (string & {});
   has_alpha: boolean;
+}
+
+/** The point a ready job's squares are placed around (`focus`; docs/contract.md "The focus"):
+ * fractions 0..1 of the upright image from its top left. */
+export interface Focus {
+  x: number;
+  y: number;
+  source: "client" | "faces" | "saliency" | "centre" | (string & {});
 }
 
 export interface RenditionBody {
@@ -135,6 +144,13 @@ export class Job {
   /** The earlier job (the same owner's same bytes) whose renditions this one's copy, or null. */
   get duplicateOf(): string | null {
     return typeof this._data.duplicate_of === "string" ? this._data.duplicate_of : null;
+  }
+  /** The point a ready job's squares are placed around; null before ready, and on jobs made
+   * before the focus (their squares are centred). Place your own crops of `display` by it:
+   * CSS `object-position: ${x * 100}% ${y * 100}%` (docs/api-guide.md). */
+  get focus(): Focus | null {
+    const value = this._data.focus;
+    return value && typeof value === "object" ? { ...(value as Focus) } : null;
   }
   /** The original's facts once it has been read; null before (and on older jobs). */
   get source(): SourceFacts | null {

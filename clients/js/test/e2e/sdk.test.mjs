@@ -33,17 +33,19 @@ test("a small photo goes through POST /images and comes back ready in one held c
   assert.match(placeholder.averageColor, /^#[0-9a-f]{6}$/);
 });
 
-test("a file over the API's limit goes by one presigned PUT with its SHA-256", async () => {
+test("a file over the API's limit goes by one presigned PUT with its SHA-256, and its focus", async () => {
   const { calls, fetch } = counting();
   const c = client({ fetch });
   const data = read("PUT_FILE");
-  const job = await c.upload(data);
+  const job = await c.upload(data, { focus: { x: 0.2, y: 0.75 } });
   const create = calls.find((call) => call.url.endsWith("/api/v1/uploads"));
   assert.ok(create, "POST /uploads");
   assert.ok(calls.some((call) => call.method === "PUT"), "a PUT to storage");
   assert.equal(c.bytesToStorage, data.byteLength);
+  assert.equal(job.focus, null); // shown once ready
   await job.wait({ timeout: 90 });
   assert.equal(job.status, "ready");
+  assert.deepEqual(job.focus, { x: 0.2, y: 0.75, source: "client" });
 });
 
 test("the presigned form (method POST) is sent by resume()", async () => {

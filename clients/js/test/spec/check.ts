@@ -21,3 +21,8 @@ yes<Same<keyof Schemas["Variant"], keyof NonNullable<RenditionBody["variants"]>[
 const read = (job: Schemas["Job"]): JobBody => job;
 const pushed = (message: Schemas["PushMessage"]): JobBody => message.job;
 void taken; void read; void pushed;
+// The focus a job shows is the package's Focus, and the upload's is the spec's ClientFocus.
+import type { Focus, UploadOptions } from "../../src/index.js";
+const focusRead = (focus: Schemas["Focus"]): Focus => focus;
+const focusSent = (focus: Schemas["ClientFocus"]): UploadOptions["focus"] => focus;
+void focusRead; void focusSent;

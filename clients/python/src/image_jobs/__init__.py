@@ -41,10 +41,12 @@ from .errors import (  # noqa: E402
     WaitTimeout,
     WaitCancelled,
     UploadStopped,
+    UploadIncomplete,
     WebhookVerificationError,
     ERRORS_BY_CODE,
 )
-from .job import TERMINAL, Job, JobError, Rendition, SourceFacts, Status, Variant  # noqa: E402
+from .job import TERMINAL, Focus, Job, JobError, Rendition, SourceFacts, Status, Variant  # noqa: E402
+from .prepared import PreparedUpload, UploadRequest  # noqa: E402
 from .phash import NEAR as PHASH_NEAR, phash_distance  # noqa: E402
 from .push import Watch  # noqa: E402
 from .webhooks import verify_webhook  # noqa: E402
@@ -53,6 +55,7 @@ __all__ = [
     "Client",
     "Job",
     "SourceFacts",
+    "Focus",
     "phash_distance",
     "PHASH_NEAR",
     "JobError",
@@ -61,6 +64,8 @@ __all__ = [
     "TERMINAL",
     "Variant",
     "Watch",
+    "PreparedUpload",
+    "UploadRequest",
     "verify_webhook",
     "WebhookVerificationError",
     "DEFAULT_URL",
@@ -99,4 +104,5 @@ __all__ = [
     "WaitTimeout",
     "WaitCancelled",
     "UploadStopped",
+    "UploadIncomplete",
 ]

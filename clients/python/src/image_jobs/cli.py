@@ -16,11 +16,10 @@ import os
 import sys
 import threading
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
@@ -29,7 +28,7 @@ from ._version import __version__
 from .client import DEFAULT_URL, Client
 from .errors import ApiError, ImageJobsError, UploadStopped, WaitCancelled, WaitTimeout
 from .job import Job, Status
-from .upload_state import UploadState
+from . import upload_state
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNFINISHED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -61,7 +60,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("no token: set IMAGE_JOBS_TOKEN or pass --token")
     if getattr(args, "out", None) or getattr(args, "deadline", None) is not None:
         args.wait = True  # downloading or a deadline only make sense while waiting
-    with Client(args.url, args.token, waits=not getattr(args, "no_waits", False)) as client:
+    with Client(args.url, args.token, waits=not getattr(args, "no_waits", False),
+                resume_dir=upload_state.directory()) as client:
         try:
             return args.command(client, args)
         except KeyboardInterrupt:
@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                          "--out then saves the first of them where made")
     up.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE",
                     help="the app's own strings, kept with each job (repeat for more)")
+    up.add_argument("--focus", type=_focus_arg, metavar="X,Y",
+                    help="where the subject is, fractions 0..1 of the upright image from its top "
+                         "left (e.g. 0.31,0.22): the square renditions are placed around it")
     up.set_defaults(command=_upload)
     ls = sub.add_parser("list", parents=[common], help="list jobs, newest first")
     ls.add_argument("--status", action="append", default=[], metavar="STATUS",
@@ -117,6 +120,15 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("jobs", nargs="+", metavar="JOB", help="job id, Location path or URL")
     de.set_defaults(command=_delete)
     return parser
+
+
+def _focus_arg(text: str) -> Tuple[float, float]:
+    """--focus X,Y as two numbers (the server judges their range)."""
+    try:
+        x, y = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("X,Y: two numbers, e.g. 0.31,0.22") from None
+    return x, y
 
 
 def _metadata(args: argparse.Namespace) -> Dict[str, str]:
@@ -156,48 +168,18 @@ def _upload(client: Client, args: argparse.Namespace) -> int:
         def sent(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        state = UploadState(args.url, path)
-        try:
-            job = _resume(client, state, path, sent, bars.update, stop, progress, task)
-            if job is None:
-                key = state.load().get("idempotency_key") or str(uuid.uuid4())
-                state.save(idempotency_key=key)  # before any byte: a replay finds the same job
-                # Not held: Ctrl-C must end a wait at once, and a held POST could not be
-                # interrupted; Job.wait's first held poll goes at once instead.
-                job = client.upload(path, on_progress=sent, on_part_progress=bars.update,
-                                     formats=_formats(args), idempotency_key=key, stop=stop,
-                                     metadata=_metadata(args) or None, keep_stopped=True)
-        except ImageJobsError as exc:
-            cut = getattr(exc, "job", None)
-            if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD:
-                state.save(location=cut.location)
-                exc.state = state.path  # type: ignore[attr-defined]
-            else:
-                state.forget()
-            raise
-        state.forget()
+        # The client keeps the upload's record (upload_state.py) and resumes a saved one. Not
+        # held: Ctrl-C must end a wait at once, and a held POST could not be interrupted;
+        # Job.wait's first held poll goes at once instead.
+        job = client.upload(path, on_progress=sent, on_part_progress=bars.update, formats=_formats(args),
+                            stop=stop, metadata=_metadata(args) or None, keep_stopped=True,
+                            focus=getattr(args, "focus", None))
         return job if args.wait else job.refresh()  # printed as GET shows it, like every job
 
     names = [str(f) for f in args.files]
     # The same stem twice (a/x.jpg, b/x.png) would overwrite: those get the job id too.
     unique = [stem if stems.count(stem) == 1 else None for stem in stems]
     return _run(args, names, start, unique)
-
-
-def _resume(client: Client, state: UploadState, path: Path, sent: Callable[[int, int], None],
-            part_sent: Callable[[int, int, int], None], stop: threading.Event,
-            progress: "_Progress", task: TaskID) -> Optional[Job]:
-    """The saved job of this file, its upload finished; None when there is none to go on with
-    (then a new upload starts, with a new key: the saved state is forgotten)."""
-    location = state.load().get("location")
-    if not location:
-        return None
-    progress.update(task, state="resuming")
-    job = client.resume_saved(location, path, on_progress=sent, on_part_progress=part_sent, stop=stop,
-                              keep_stopped=True)
-    if job is None:
-        state.forget()
-    return job
 
 
 def _status(client: Client, args: argparse.Namespace) -> int:
@@ -400,6 +382,8 @@ class _Printer:
         if failure:
             return [failure]
         line = f"{o.name}: {job.status} {job.job_id if job.finished else job.location}"
+        if job.focus:  # a ready job's: where its squares are placed
+            line += f" focus={job.focus['x']},{job.focus['y']} ({job.focus['source']})"
         return [line] + [f"  {name}: {path}" for name, path in o.saved.items()]
 
     @staticmethod

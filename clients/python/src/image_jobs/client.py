@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json as json_module
 import os
 import shutil
@@ -23,8 +21,11 @@ import httpx
 from . import errors, polling
 from ._version import __version__
 from .job import Job, Status
+from .prepared import PreparedUpload
 from .push import OPEN_TIMEOUT, Hub, Watch
 from .sniff import OCTET_STREAM, guess_type
+from .source import CHUNK, RangeReader, Source, UploadFile
+from .upload_state import UploadState
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API_ROOT = "/api/v1"
@@ -47,9 +48,6 @@ RETRY_STATUSES = RETRY_ALWAYS | RETRY_IF_REPEATABLE
 REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 # Transport failures worth a retry; a malformed URL or an unsupported scheme is not one.
 RETRY_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-CHUNK = 64 * 1024
-
-Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 Progress = Callable[[int, int], None]  # (bytes sent so far, total); a retry starts again from 0
 PartProgress = Callable[[int, int, int], None]  # (part number, its bytes sent so far, its size)
 
@@ -69,6 +67,9 @@ class Client:
     service principal"), whose jobs are read, listed and deleted on the /service/ routes; by
     default the client reads it from the token: a JWT whose `scope` claim names
     `image-jobs/service` (read, not verified: the server checks the token).
+    `resume_dir`: a directory where upload() of a path keeps its Idempotency-Key and, once
+    cut, its job's Location (upload_state.py; the CLI's is upload_state.directory()), so the
+    same call after a crash or a stop resumes: only what storage lacks is sent.
     `clock`, `sleep` and `random` are injectable so tests can run the schedule on a fake clock.
     """
 
@@ -82,7 +83,8 @@ class Client:
                  sleep: Callable[[float], Any] = time.sleep,
                  random: Callable[[], float] = _random.random,
                  cache_dir: Optional[Union[str, Path]] = None,
-                 direct_threshold: Optional[int] = None, service: Optional[bool] = None):
+                 direct_threshold: Optional[int] = None, service: Optional[bool] = None,
+                 resume_dir: Optional[Union[str, Path]] = None):
         if direct_threshold is not None:  # its name in 0.1.0: read for one release
             warnings.warn("direct_threshold is max_upload_bytes now", DeprecationWarning, stacklevel=2)
             max_upload_bytes = direct_threshold
@@ -93,6 +95,7 @@ class Client:
         self._token_provider = token_provider
         self._service = service
         self.max_upload_bytes = max_upload_bytes
+        self.resume_dir = None if resume_dir is None else Path(resume_dir)
         self.multipart_threshold = multipart_threshold
         self.bytes_to_storage = 0  # bytes of files (and parts) sent to storage: what a resume saves
         self.max_attempts = max(1, max_attempts)
@@ -180,6 +183,30 @@ class Client:
             if not token:
                 return
 
+    # -- the owner's webhook (docs/contract.md "Notifications") --------------------------------
+    def set_webhook(self, url: str) -> Dict[str, Any]:
+        """Register (or change) the owner's one webhook, told when a job of theirs is finished.
+        Its `secret` (whsec_...) is in the answer only when it is new: keep it to verify."""
+        return self.request("PUT", f"{API_ROOT}/webhook", json={"url": url}).json()
+
+    def webhook(self) -> Dict[str, Any]:
+        """The owner's webhook: url, breaker and last 20 delivery attempts (`deliveries`, newest
+        first); {"url": None} when there is none."""
+        return self.request("GET", f"{API_ROOT}/webhook").json()
+
+    def test_webhook(self) -> Dict[str, Any]:
+        """Send a signed `webhook.test` event to it now: the attempt, with the receiver's
+        `status_code` or the `reason` it never answered. 3 in a row, then one per 20 s
+        (RateLimited); WebhookNotFound when none is registered."""
+        return self.request("POST", f"{API_ROOT}/webhook/test", retry=False).json()
+
+    def delete_webhook(self) -> None:
+        self.request("DELETE", f"{API_ROOT}/webhook")
+
+    def rotate_webhook_secret(self) -> Dict[str, Any]:
+        """A new secret (the old one still signs for 24 hours), in the answer."""
+        return self.request("POST", f"{API_ROOT}/webhook/rotate-secret").json()
+
     # -- the service webhook (the service principal's token) ----------------------------------
     def set_service_webhook(self, url: str, events: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """Register (or change) the one webhook for every owner's jobs; `events`: the statuses
@@ -237,7 +264,9 @@ class Client:
                on_progress: Optional[Progress] = None, wait: float = 0,
                on_part_progress: Optional[PartProgress] = None,
                formats: Sequence[str] = (), stop: Optional[threading.Event] = None,
-               metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
+               metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False,
+               renditions: Optional[Sequence[str]] = None,
+               focus: Optional[Tuple[float, float]] = None) -> Job:
         """Upload one image and return its job: `queued` (or further along) once its file is
         stored. After a single PUT the job leaves `awaiting_upload` when storage's notification
         arrives: the upload waits for that, held, for at most polling.ARRIVAL_SECONDS (it reads
@@ -251,8 +280,16 @@ class Client:
         `wait`: seconds the upload's answer may be held for the job to finish (Prefer: wait
         on POST /images, a held poll after a direct upload): a fast job comes back finished
         in the same call. Never raises for a job that is still running then.
+        `source`: a path (read in chunks as it is sent, never whole in memory), bytes, or a
+        binary file object (read once). `on_progress(sent, total)`: the bytes handed to the
+        connection so far, after every chunk (64 KiB), on every route; a resumed multipart
+        upload's first event counts the parts storage already holds.
         `formats`: extra formats of every rendition besides its JPEG ("avif", "webp"), as the
         server enables them; download(format=...) saves them.
+        `renditions`: the sizes to make besides display and thumb (docs/contract.md "Sizes for
+        every screen", such as "thumb_512"); None for the server's default set.
+        `focus`: (x, y), fractions 0..1 of the upright image, the point the square renditions
+        are placed around, where the server has it.
         `metadata`: the app's own strings, kept with the job and shown as `job.metadata`
         (the server's bounds: 16 keys, 512 characters a value, 2 KiB in all).
         `stop`: once set, the upload ends with UploadStopped and starts no request more:
@@ -263,19 +300,102 @@ class Client:
         owner's limit until its upload's deadline), unless `keep_stopped`: then it stays
         `awaiting_upload` for resume().
         """
-        formats = tuple(formats)
-        data, name = _read(source)
-        key = idempotency_key or str(uuid.uuid4())
-        ctype = content_type or guess_type(data) or OCTET_STREAM
-        name = filename or name
-        if len(data) <= self.max_upload_bytes:
+        file = UploadFile(source)
+        asked = _asked(tuple(formats), renditions, focus)
+        if self.resume_dir is not None and file.path is not None and idempotency_key is None:
+            state = UploadState(self.base_url, file.path, self.resume_dir,
+                                {**asked, **({"metadata": metadata} if metadata else {})})
+            return self._upload_kept(state, file, content_type, filename, on_progress, wait, on_part_progress,
+                                     asked, stop, metadata, keep_stopped)
+        return self._upload(file, content_type, idempotency_key or str(uuid.uuid4()), filename, on_progress,
+                            wait, on_part_progress, asked, stop, metadata, keep_stopped)
+
+    def _upload_kept(self, state: UploadState, file: UploadFile, content_type: Optional[str],
+                     filename: Optional[str], on_progress: Optional[Progress], wait: float,
+                     on_part_progress: Optional[PartProgress], asked: Dict[str, Any],
+                     stop: Optional[threading.Event], metadata: Optional[Dict[str, str]],
+                     keep_stopped: bool) -> Job:
+        """upload() with its record kept under the file's fingerprint: a saved Location is
+        resumed (a job gone or without its file is left, and the file uploaded anew with a new
+        key); the key is saved before any byte; a cut that leaves the job awaiting its file
+        saves its Location (the error's `state` names the record); anything else forgets it."""
+        try:
+            location = state.load().get("location")
+            job = None
+            if location:
+                assert file.path is not None
+                job = self.resume_saved(location, file.path, on_progress=on_progress,
+                                        on_part_progress=on_part_progress, stop=stop, keep_stopped=keep_stopped)
+                if job is None:
+                    state.forget()
+                else:
+                    job = self._held_poll(job, wait)
+            if job is None:
+                key = state.load().get("idempotency_key") or str(uuid.uuid4())
+                state.save(idempotency_key=key)  # before any byte: a replay finds the same job
+                job = self._upload(file, content_type, key, filename, on_progress, wait, on_part_progress, asked,
+                                   stop, metadata, keep_stopped)
+        except errors.ImageJobsError as exc:
+            cut = getattr(exc, "job", None)
+            if isinstance(cut, Job) and cut.status == Status.AWAITING_UPLOAD.value:
+                state.save(location=cut.location)
+                exc.state = state.path  # type: ignore[attr-defined]
+            else:
+                state.forget()
+            raise
+        state.forget()
+        return job
+
+    def _upload(self, file: UploadFile, content_type: Optional[str], key: str, filename: Optional[str],
+                on_progress: Optional[Progress], wait: float, on_part_progress: Optional[PartProgress],
+                asked: Dict[str, Any], stop: Optional[threading.Event],
+                metadata: Optional[Dict[str, str]], keep_stopped: bool) -> Job:
+        ctype = content_type or guess_type(file.head()) or OCTET_STREAM
+        name = filename or file.name
+        if file.size <= self.max_upload_bytes:
             try:
-                return self._upload_through_api(data, ctype, key, on_progress, wait, formats, metadata, stop)
+                return self._upload_through_api(file, ctype, key, on_progress, wait, asked, metadata, stop)
             except errors.FileTooLarge:
                 pass  # This server's /images limit is lower than our max_upload_bytes: the direct route has its own.
-        job = self._upload_direct(data, ctype, name, key, on_progress, on_part_progress, formats, stop,
+        job = self._upload_direct(file, ctype, name, key, on_progress, on_part_progress, asked, stop,
                                   metadata, keep_stopped)
         return self._held_poll(job, wait)
+
+    def prepare_upload(self, file: Optional[Source] = None, *, size: Optional[int] = None,
+                       content_type: Optional[str] = None, sha256: Optional[str] = None,
+                       idempotency_key: Optional[str] = None, formats: Sequence[str] = (),
+                       renditions: Optional[Sequence[str]] = None,
+                       focus: Optional[Tuple[float, float]] = None,
+                       metadata: Optional[Dict[str, str]] = None) -> PreparedUpload:
+        """Make the job of an upload whose bytes another program sends (a phone's background
+        uploader), and answer a PreparedUpload: its `job`, the plain HTTP `requests` (method,
+        url, headers, offset, length) that send the file, and `complete()` for when they are
+        sent; `to_dict()` saves it for another process. Below `multipart_threshold` one PUT
+        (pinned by the file's SHA-256 when it is known), from it one request a part.
+
+        `file`: a path (read in chunks for its type and checksum), bytes or a file object; or
+        None, for a backend that has only what the app told it: `size`, `content_type` and,
+        optionally, `sha256` (base64 of the digest; with it storage refuses other bytes).
+        The same options as upload(): `idempotency_key` (the same key answers the same job
+        and upload, with its stored parts marked), `formats`, `renditions`, `metadata`.
+        Never through POST /images, whatever the size: a background uploader sends a file as
+        it is, with no form around it."""
+        if file is not None:
+            source = UploadFile(file)
+            size = source.size
+            content_type = content_type or guess_type(source.head()) or OCTET_STREAM
+            if size < self.multipart_threshold and sha256 is None:
+                sha256 = source.sha256()
+        if size is None or content_type is None:
+            raise ValueError("prepare_upload needs a file, or its size and content_type")
+        response = self._create_direct(size, content_type, idempotency_key or str(uuid.uuid4()),
+                                       _asked(tuple(formats), renditions, focus), metadata, sha256)
+        return PreparedUpload._of(Job._accepted(self, response), size, content_type)
+
+    def prepared(self, saved: Dict[str, Any]) -> PreparedUpload:
+        """A PreparedUpload that to_dict() saved (in this process or another), with this client
+        for its calls: PreparedUpload.from_dict(saved, client)."""
+        return PreparedUpload.from_dict(saved, self)
 
     def resume(self, job: Job, source: Source, *, on_progress: Optional[Progress] = None,
                on_part_progress: Optional[PartProgress] = None,
@@ -330,26 +450,26 @@ class Client:
                    on_part_progress: Optional[PartProgress], stop: Optional[threading.Event],
                    keep_stopped: bool) -> Job:
         """What storage lacks of a described upload, then the completion, as _send_stored."""
-        data, name = _read(source)
-        self._send_stored(job, upload, data, _type_of(upload, data), name, on_progress, on_part_progress,
+        file = UploadFile(source)
+        self._send_stored(job, upload, file, _type_of(upload, file), file.name, on_progress, on_part_progress,
                           stop, keep_stopped)
         return job
 
-    def _upload_through_api(self, data: bytes, ctype: str, key: str,
-                            on_progress: Optional[Progress], wait: float, formats: Tuple[str, ...] = (),
+    def _upload_through_api(self, file: UploadFile, ctype: str, key: str,
+                            on_progress: Optional[Progress], wait: float, asked: Dict[str, Any],
                             metadata: Optional[Dict[str, str]] = None,
                             stop: Optional[threading.Event] = None) -> Job:
         # The length is set by hand so httpx sends Content-Length, not a chunked body.
-        headers = {"Content-Type": ctype, "Content-Length": str(len(data)), "Idempotency-Key": key}
+        headers = {"Content-Type": ctype, "Content-Length": str(file.size), "Idempotency-Key": key}
         if metadata:  # a header (JSON escapes keep it ASCII), never the query string
             headers["Image-Jobs-Metadata"] = json_module.dumps(metadata)
         hold = min(int(wait), self.hold_seconds) if self.waits else 0
         if hold >= 1:
             headers["Prefer"] = f"wait={hold}"
-        query = f"?formats={','.join(formats)}" if formats else ""
+        query = "&".join(f"{name}={_listed(value)}" for name, value in asked.items())
         _stop_if_set(stop, "POST /images")
-        response = self.request("POST", f"{API_ROOT}/images{query}", body=lambda: _chunks(data, on_progress, stop),
-                                headers=headers)
+        response = self.request("POST", f"{API_ROOT}/images{'?' + query if query else ''}",
+                                body=lambda: _chunks(file, on_progress, stop), headers=headers)
         job = Job._accepted(self, response)
         if hold >= 1 and not job.finished and not job._held:
             return self._held_poll(job, wait)  # the server did not hold the POST: a GET may
@@ -364,34 +484,42 @@ class Client:
         except errors.WaitTimeout:
             return job
 
-    def _upload_direct(self, data: bytes, ctype: str, name: str, key: str,
-                       on_progress: Optional[Progress],
-                       on_part_progress: Optional[PartProgress] = None,
-                       formats: Tuple[str, ...] = (), stop: Optional[threading.Event] = None,
-                       metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
-        body: Dict[str, Any] = {"content_type": ctype, "size": len(data)}
+    def _create_direct(self, size: int, ctype: str, key: str, asked: Dict[str, Any],
+                       metadata: Optional[Dict[str, str]], sha256: Optional[str] = None,
+                       stop: Optional[threading.Event] = None) -> httpx.Response:
+        """POST /uploads: a single PUT (pinned by the SHA-256 when given) below the multipart
+        threshold, parts from it."""
+        body: Dict[str, Any] = {"content_type": ctype, "size": size, **asked}
         if metadata:
             body["metadata"] = dict(metadata)
-        if formats:
-            body["formats"] = list(formats)
-        if len(data) >= self.multipart_threshold:
+        if size >= self.multipart_threshold:
             body["method"] = "multipart"
         else:
-            body.update(method="PUT", sha256=base64.b64encode(hashlib.sha256(data).digest()).decode())
+            body["method"] = "PUT"
+            if sha256 is not None:
+                body["sha256"] = sha256
         _stop_if_set(stop, "POST /uploads")
-        response = self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key}, json=body)
+        return self.request("POST", f"{API_ROOT}/uploads", headers={"Idempotency-Key": key}, json=body)
+
+    def _upload_direct(self, file: UploadFile, ctype: str, name: str, key: str,
+                       on_progress: Optional[Progress],
+                       on_part_progress: Optional[PartProgress] = None,
+                       asked: Optional[Dict[str, Any]] = None, stop: Optional[threading.Event] = None,
+                       metadata: Optional[Dict[str, str]] = None, keep_stopped: bool = False) -> Job:
+        sha256 = file.sha256() if file.size < self.multipart_threshold else None
+        response = self._create_direct(file.size, ctype, key, asked or {}, metadata, sha256, stop)
         job = Job._accepted(self, response)
         upload = job.raw.get("upload")
         if job.status == Status.AWAITING_UPLOAD and isinstance(upload, dict) and upload.get("method"):
             # Processing can only start once the file is stored: its polls count the server's
             # Retry-After from then.
-            self._send_stored(job, upload, data, ctype, name, on_progress, on_part_progress, stop,
+            self._send_stored(job, upload, file, ctype, name, on_progress, on_part_progress, stop,
                               keep_stopped, polling.retry_after(response.headers))
         elif on_progress is not None and job.status != Status.AWAITING_UPLOAD:
-            on_progress(len(data), len(data))  # a replay: the file had already arrived
+            on_progress(file.size, file.size)  # a replay: the file had already arrived
         return job
 
-    def _send_stored(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
+    def _send_stored(self, job: Job, upload: Dict[str, Any], file: UploadFile, ctype: str, name: str,
                      on_progress: Optional[Progress], on_part_progress: Optional[PartProgress],
                      stop: Optional[threading.Event], keep_stopped: bool,
                      retry_after: Optional[float] = None) -> None:
@@ -399,7 +527,7 @@ class Client:
         A failure carries the job as `job` (what resume() takes); a stop cancels it first,
         unless the caller keeps it."""
         try:
-            self._send(job, upload, data, ctype, name, on_progress, on_part_progress, stop)
+            self._send(job, upload, file, ctype, name, on_progress, on_part_progress, stop)
         except errors.ImageJobsError as exc:
             if isinstance(exc, errors.UploadStopped) and not keep_stopped:
                 _cancel_stopped(job)
@@ -409,39 +537,44 @@ class Client:
         # A multipart job is queued by its completion; a single PUT's, by storage's event.
         job._await_arrival(polling.ARRIVAL_SECONDS, stop)
 
-    def _send(self, job: Job, upload: Dict[str, Any], data: bytes, ctype: str, name: str,
+    def _send(self, job: Job, upload: Dict[str, Any], file: UploadFile, ctype: str, name: str,
               on_progress: Optional[Progress], on_part_progress: Optional[PartProgress],
               stop: Optional[threading.Event] = None) -> None:
         method = upload.get("method")
         if method == "POST":
-            self._post_to_storage(upload, data, ctype, name, on_progress)
+            self._post_to_storage(upload, file, ctype, name, on_progress)
         elif method == "PUT":
-            self._put_to_storage(upload["url"], upload.get("headers") or {}, data, on_progress, stop)
+            self._put_to_storage(upload["url"], upload.get("headers") or {}, file, 0, file.size, on_progress, stop)
         elif method == "multipart":
-            self._put_parts(upload, data, on_progress, on_part_progress, stop)
+            self._put_parts(upload, file, on_progress, on_part_progress, stop)
             _stop_if_set(stop, "the completion")  # the parts are stored: a resume completes it
             # No body: the server takes the parts storage holds, so a resume needs no ETags kept.
             job._with_answer(self.request("POST", job.location + "/upload", repeatable=True))
         else:
             raise errors.ImageJobsError(f"unknown upload method {method!r}")
 
-    def _put_to_storage(self, url: str, headers: Dict[str, str], data: bytes,
+    def _put_to_storage(self, url: str, headers: Dict[str, str], file: UploadFile, offset: int, length: int,
                         on_progress: Optional[Progress], stop: Optional[threading.Event] = None) -> str:
-        """One presigned PUT with exactly the signed headers; the answer's ETag. `stop` ends
-        it between two chunks."""
+        """One presigned PUT of `length` bytes of the file from `offset`, with exactly the
+        signed headers; the answer's ETag. `stop` ends it between two chunks."""
+        # The length is signed: sent as a header, never a chunked body (whatever headers say).
+        sent = {**{k: v for k, v in headers.items() if k.lower() != "content-length"}, "Content-Length": str(length)}
         response = self._to_storage(lambda: self._http.put(
-            url, content=_CountingBody(self, data, on_progress, stop), headers=headers))
+            url, content=_CountingBody(self, file, offset, length, on_progress, stop), headers=sent))
         return response.headers.get("ETag", "")
 
-    def _put_parts(self, upload: Dict[str, Any], data: bytes, on_progress: Optional[Progress],
+    def _put_parts(self, upload: Dict[str, Any], file: UploadFile, on_progress: Optional[Progress],
                    on_part_progress: Optional[PartProgress], stop: Optional[threading.Event] = None) -> None:
         """The parts not stored yet, PART_CONCURRENCY at a time. Once `stop` is set no part
-        starts, and those in flight are finished: stored, they need not be sent again."""
+        starts, and those in flight are finished: stored, they need not be sent again.
+        Progress starts from what storage holds (a resume's first event says so)."""
         size = upload["part_size"]
         todo = [p for p in upload["parts"] if not p.get("stored")]
         done = sum(p["size"] for p in upload["parts"] if p.get("stored"))
         lock = threading.Lock()
         sent = {p["part_number"]: 0 for p in todo}
+        if on_progress is not None:
+            on_progress(done, file.size)
 
         def one(part: Dict[str, Any]) -> None:
             _stop_if_set(stop, f"part {part['part_number']}")
@@ -449,29 +582,26 @@ class Client:
             start = (number - 1) * size
 
             def progress(n: int, total: int) -> None:
-                with lock:
-                    sent[number] = n
-                    total_sent = done + sum(sent.values())
                 if on_part_progress is not None:
                     on_part_progress(number, n, total)
-                if on_progress is not None:
-                    on_progress(total_sent, len(data))
+                with lock:  # held while reporting, so the totals reported never go back
+                    sent[number] = n
+                    if on_progress is not None:
+                        on_progress(done + sum(sent.values()), file.size)
 
-            # The URL signs the part's length: the header is sent, never a chunked body.
-            self._put_to_storage(part["url"], {"Content-Length": str(part["size"])},
-                                 data[start:start + part["size"]], progress)
+            self._put_to_storage(part["url"], {}, file, start, part["size"], progress)
 
         with ThreadPoolExecutor(PART_CONCURRENCY) as pool:
             for future in [pool.submit(one, part) for part in todo]:
                 future.result()
 
-    def _post_to_storage(self, form: Dict[str, Any], data: bytes, ctype: str, name: str,
+    def _post_to_storage(self, form: Dict[str, Any], file: UploadFile, ctype: str, name: str,
                          on_progress: Optional[Progress]) -> None:
         """The presigned POST: the form's fields, then the file last, as S3 requires."""
         fields = {str(k): str(v) for k, v in (form.get("fields") or {}).items()}
         # No Authorization header: the form carries its own signature.
         self._to_storage(lambda: self._http.post(
-            form["url"], data=fields, files={"file": (name, _ProgressReader(data, on_progress), ctype)}))
+            form["url"], data=fields, files={"file": (name, _ProgressReader(file, on_progress), ctype)}))
 
     def _to_storage(self, send: Callable[[], httpx.Response]) -> httpx.Response:
         """A request to storage (its body made afresh by `send` for each try): the 2xx
@@ -624,28 +754,47 @@ def _cancel_stopped(job: Job) -> None:
         pass
 
 
-def _read(source: Source) -> Tuple[bytes, str]:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        return data, "upload"
-    if hasattr(source, "read"):
-        data = source.read()  # type: ignore[union-attr]
-        return bytes(data), Path(str(getattr(source, "name", "upload"))).name
-    path = Path(source)
-    return path.read_bytes(), path.name
+def _asked(formats: Sequence[str], renditions: Optional[Sequence[str]],
+           focus: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+    """What an upload names besides its file, as POST /uploads' body has it: extra formats, the
+    sizes (renditions) when given (an empty list asks for display and thumb alone; None for
+    the server's default), and the focus (x, y: fractions of the upright image) when given."""
+    asked: Dict[str, Any] = {}
+    if formats:
+        asked["formats"] = list(formats)
+    if renditions is not None:
+        asked["renditions"] = list(renditions)
+    if focus is not None:
+        asked["focus"] = {"x": focus[0], "y": focus[1]}
+    return asked
 
 
-def _chunks(data: bytes, on_progress: Optional[Progress],
+def _listed(value: Any) -> str:
+    """A body's value as POST /images' query has it: `avif,webp`, `0.3,0.6` for the focus (in
+    plain decimals: the query takes 0.00001, never 1e-05)."""
+    if isinstance(value, dict):
+        return f"{_decimal(value['x'])},{_decimal(value['y'])}"
+    return ",".join(value)
+
+
+def _decimal(value: float) -> str:
+    from decimal import Decimal
+
+    return format(Decimal(repr(value)), "f")
+
+
+def _chunks(file: UploadFile, on_progress: Optional[Progress],
             stop: Optional[threading.Event] = None) -> Iterator[bytes]:
-    total = len(data)
+    total = file.size
     if on_progress is not None:
         on_progress(0, total)
-    view = memoryview(data)
-    for start in range(0, total, CHUNK):
+    sent = 0
+    for chunk in file.chunks():
         _stop_if_set(stop, "the rest of POST /images")
-        yield bytes(view[start:start + CHUNK])
+        yield chunk
+        sent += len(chunk)
         if on_progress is not None:  # the generator resumes once httpx has written the chunk
-            on_progress(min(start + CHUNK, total), total)
+            on_progress(sent, total)
 
 
 def _stop_if_set(stop: Optional[threading.Event], before: str) -> None:
@@ -661,41 +810,41 @@ def _without_its_file(job: Job) -> bool:
         job.status == Status.FAILED.value and error is not None and error.code == errors.UploadMissing.code)
 
 
-def _type_of(upload: Dict[str, Any], data: bytes) -> str:
-    return (upload.get("headers") or {}).get("Content-Type") or guess_type(data) or OCTET_STREAM
+def _type_of(upload: Dict[str, Any], file: UploadFile) -> str:
+    return (upload.get("headers") or {}).get("Content-Type") or guess_type(file.head()) or OCTET_STREAM
 
 
 class _CountingBody:
-    """A PUT body in chunks that counts what it hands to the connection, and reports it."""
+    """A PUT body: a range of the file in chunks, read as the connection takes them (httpx
+    asks for the next once it has written the last), counted and reported as sent."""
 
-    def __init__(self, client: "Client", data: bytes, on_progress: Optional[Progress],
-                 stop: Optional[threading.Event] = None):
-        self._client, self._data, self._on_progress, self._stop = client, data, on_progress, stop
+    def __init__(self, client: "Client", file: UploadFile, offset: int, length: int,
+                 on_progress: Optional[Progress], stop: Optional[threading.Event] = None):
+        self._client, self._file, self._on_progress, self._stop = client, file, on_progress, stop
+        self._offset, self._length = offset, length
 
     def __iter__(self) -> Iterator[bytes]:
-        total = len(self._data)
-        view = memoryview(self._data)
-        for start in range(0, total, CHUNK):
+        sent = 0
+        for chunk in self._file.chunks(self._offset, self._length):
             _stop_if_set(self._stop, "the rest of the PUT")
-            chunk = bytes(view[start:start + CHUNK])
             self._client.bytes_to_storage += len(chunk)
             yield chunk
+            sent += len(chunk)
             if self._on_progress is not None:
-                self._on_progress(min(start + CHUNK, total), total)
+                self._on_progress(sent, self._length)
 
 
-class _ProgressReader(io.BytesIO):
+class _ProgressReader(RangeReader):
     """The file part of the storage form; reports bytes as httpx reads them to send."""
 
-    def __init__(self, data: bytes, on_progress: Optional[Progress]):
-        super().__init__(data)
-        self._total = len(data)
+    def __init__(self, file: UploadFile, on_progress: Optional[Progress]):
+        super().__init__(file, 0, file.size)
         self._on_progress = on_progress
 
     def read(self, size: Optional[int] = -1) -> bytes:
         chunk = super().read(size)
         if self._on_progress is not None:
-            self._on_progress(self.tell(), self._total)
+            self._on_progress(self.tell(), self._length)
         return chunk
 
 

@@ -1,7 +1,7 @@
 """Everything the SDK raises: one class per stable problem code of the contract, and a few more."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Protocol, Type
+from typing import Any, Dict, List, Optional, Protocol, Type
 
 
 class _Job(Protocol):
@@ -198,3 +198,14 @@ class WaitCancelled(WaitStopped):
 class UploadStopped(ImageJobsError):
     """upload() or resume() ended because the caller's stop event was set; `job` (still
     `awaiting_upload`) is what resume() takes."""
+
+
+class UploadIncomplete(ImageJobsError):
+    """PreparedUpload.complete(): storage lacks some of the file. `missing`: the parts to send
+    again (their requests renewed in the prepared upload), or [] for a single PUT whose file
+    storage has not told of; `job` as last read."""
+
+    def __init__(self, job: Any, missing: List[int], why: str):
+        super().__init__(f"job {job.job_id}'s file is not all in storage: {why}")
+        self.job = job
+        self.missing = missing

@@ -26,6 +26,15 @@ class SourceFacts(TypedDict):
     has_alpha: bool
 
 
+class Focus(TypedDict):
+    """The point a ready job's squares are placed around (`focus`; docs/contract.md "The
+    focus"): fractions 0..1 of the upright image from its top left."""
+
+    x: float
+    y: float
+    source: str  # client, faces, saliency, centre
+
+
 class Status(str, Enum):
     """The statuses the contract names. A job may show others later: they mean "not finished"."""
 
@@ -164,6 +173,14 @@ class Job:
         """A ready job's perceptual hash (16 hex characters; image_jobs.phash_distance compares)."""
         value = self._data.get("phash")
         return value if isinstance(value, str) else None
+
+    @property
+    def focus(self) -> Optional[Focus]:
+        """The point a ready job's squares are placed around (None before ready, and on jobs
+        made before the focus: their squares are centred). Place your own crops of the
+        display rendition by it (docs/api-guide.md)."""
+        value = self._data.get("focus")
+        return Focus(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
 
     @property
     def duplicate_of(self) -> Optional[str]:

@@ -1,0 +1,414 @@
+"""Where a decoded picture's subject is (`find`): its faces, else its most salient region, else
+its centre. Pixels in, a Focus out; deterministic (no randomness, no threads, no state but
+the model read once).
+
+Faces: OpenCV's LBP frontal-face cascade (models/lbpcascade_frontalface_opencv.xml, the file
+scikit-image ships; see models/README.md), evaluated here with numpy on a small grey copy:
+each scale of a pyramid is scanned by the first stage over every window at once (array
+slices of the integral image), and the later stages only over the windows still alive,
+as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
+groupRectangles does; a face needs several. With several faces, the focus is the centre of
+the box around them, leaving out faces much smaller than the largest (in a photo of a group,
+a far smaller "face" is a false hit or a passer-by).
+
+Saliency, when there is no face: what libvips' attention crop weighs (edges, skin, colour
+saturation), on a copy of a hundred-odd pixels, with two changes: each map counts by how far
+it lies from the picture's median (a subject on grass or gravel stands out from the texture,
+not the texture from it), and skin weighs more than colour, so a person beside a brighter
+object keeps the focus. The map is summed over squares of a third of the short side, and the
+focus is the best square's centre of mass. A picture with nothing to find (flat, or a peak no
+higher than the rest) has its focus in the centre.
+
+Costs and how often the thumbnail keeps its subject: benchmarks/focus.py.
+"""
+from __future__ import annotations
+
+import threading
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from chalicelib.domain.focus import Focus, FocusSource
+
+MODEL = Path(__file__).with_name("models") / "lbpcascade_frontalface_opencv.xml"
+
+# Faces are looked for on a grey copy this long on its long side: the cascade's 24 px window
+# then finds faces from an eighth of the picture's long side up. Smaller faces are left to the
+# saliency map's skin (benchmarks/focus.py: each step up in this side costs CPU per job).
+FACE_SIDE = 192
+# Each level of the pyramid is this much smaller than the one before (OpenCV's default is 1.1:
+# fewer levels, fewer windows; overlapping hits still meet at neighbouring scales).
+_PYRAMID_STEP = 1.25
+# Windows are tried every second pixel of each level (OpenCV's step below scale 2).
+_WINDOW_STEP = 2
+# The stages the grid's windows pass before the windows around them are tried too.
+_EXPAND_AT = 6
+# Hits of one face that overlap (OpenCV's groupRectangles eps) and how many make a face.
+_GROUP_EPS = 0.2
+_MIN_NEIGHBOURS = 2
+# Faces less than this share of the largest face's side are left out of the box.
+_FACE_SHARE = 0.5
+# In a colour picture, the least share of skin in the middle of a face.
+_FACE_SKIN = 0.25
+# A picture whose chroma stays this near grey everywhere is grey (Cb and Cr from 128).
+_GREY_CHROMA = 3
+
+# Saliency is computed on a copy this long on its long side.
+SALIENCY_SIDE = 96
+# The weights of the three maps (each 0..1): skin first, then edges, then saturation.
+_SKIN, _EDGES, _SATURATION = 2.0, 1.0, 1.0
+# An edge this many times weaker than black against white already counts fully.
+_EDGE_GAIN = 4
+# Edges are counted as their density over a square of this radius (px of the saliency copy).
+_DENSITY_RADIUS = 2
+# Below this mean of the weighted map there is nothing to look at (a flat or near-flat picture).
+_FLAT = 0.02
+# The best square's mean must be this many times the picture's mean, or nothing stands out
+# and the centre is as good as any point.
+_PEAK_CONTRAST = 1.15
+
+
+def find(image: Image.Image) -> Focus:
+    """The focus of a decoded, upright image (any mode; RGB expected): faces, else saliency,
+    else the centre."""
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+    width, height = image.size
+    if min(width, height) < 2:
+        return Focus(0.5, 0.5, FocusSource.CENTRE)
+    small = _shrunk(image, FACE_SIDE)
+    box = faces_box(small)
+    if box is not None:
+        left, top, right, bottom = box
+        return Focus(_clamp((left + right) / 2), _clamp((top + bottom) / 2), FocusSource.FACES)
+    point = salient_point(_shrunk(small, SALIENCY_SIDE))
+    if point is not None:
+        return Focus(_clamp(point[0]), _clamp(point[1]), FocusSource.SALIENCY)
+    return Focus(0.5, 0.5, FocusSource.CENTRE)
+
+
+def _clamp(value: float) -> float:
+    return round(min(1.0, max(0.0, value)), 4)
+
+
+def _shrunk(image: Image.Image, side: int) -> Image.Image:
+    """A copy whose long side is at most `side`: a box reduce by the largest integer factor
+    (cheap), then a bilinear resample of what is left (less than 2x)."""
+    width, height = image.size
+    scale = side / max(width, height)
+    if scale >= 1:
+        return image
+    factor = int(1 / scale)
+    if factor >= 2:
+        image = image.reduce(factor)
+    target = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return image.resize(target, Image.Resampling.BILINEAR)
+
+
+# ------------------------------------------------------------------------------ faces
+
+
+@dataclass(frozen=True)
+class _Stage:
+    threshold: float
+    # Each stump's LBP feature as the 4x4 corners of its 3x3 cells in the integral image,
+    # row by row, as (dy, dx) from the window's top left: shape (stumps, 16) each.
+    dy: np.ndarray
+    dx: np.ndarray
+    leaves: np.ndarray  # (stumps, 256): each stump's vote for each LBP code
+
+
+@dataclass(frozen=True)
+class Cascade:
+    window: int
+    stages: tuple[_Stage, ...]
+
+    @classmethod
+    def read(cls, path: Path) -> "Cascade":
+        """An OpenCV cascade of LBP stumps (the XML format OpenCV's traincascade writes)."""
+        root = ElementTree.parse(path).getroot().find("cascade")
+        if root.findtext("featureType").strip() != "LBP":
+            raise ValueError("not an LBP cascade")
+        window = int(root.findtext("width"))
+        rects = [tuple(int(v) for v in f.findtext("rect").split()) for f in root.find("features")]
+        codes = np.arange(256)
+        grid = np.arange(4)
+        stages = []
+        for stage in root.find("stages"):
+            dys, dxs, leaves = [], [], []
+            for tree in stage.find("weakClassifiers"):
+                nodes = [int(v) for v in tree.findtext("internalNodes").split()]
+                left, right = (float(v) for v in tree.findtext("leafValues").split())
+                x, y, w, h = rects[nodes[2]]
+                dys.append(np.repeat(y + grid * h, 4))
+                dxs.append(np.tile(x + grid * w, 4))
+                subset = np.array([v & 0xFFFFFFFF for v in nodes[3:11]], dtype=np.uint64)
+                # OpenCV: the left leaf where the code's bit is set in the 256-bit subset.
+                inside = (subset[codes >> 5] >> (codes & 31).astype(np.uint64)) & 1
+                leaves.append(np.where(inside == 1, left, right))
+            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
+                                 np.array(leaves, dtype=np.float32)))
+        return cls(window, tuple(stages))
+
+
+_cascade: Cascade | None = None
+_cascade_lock = threading.Lock()
+
+
+def cascade() -> Cascade:
+    """The model, read once per process."""
+    global _cascade
+    with _cascade_lock:
+        if _cascade is None:
+            _cascade = Cascade.read(MODEL)
+        return _cascade
+
+
+def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[float, float, float, int]]:
+    """Faces in a 2-D uint8 array: (x, y, side, hits) in its pixels, grouped, largest first.
+
+    Every level of the pyramid is stacked in one integral image of the first level's width,
+    so that one pass of each stage covers the windows of all levels."""
+    model = model or cascade()
+    window = model.window
+    height, width = grey.shape
+    levels, scale = [], 1.0
+    while min(round(width / scale), round(height / scale)) >= window:
+        levels.append(scale)
+        scale *= _PYRAMID_STEP
+    if not levels:
+        return []
+    source = Image.fromarray(grey)
+    stride = width + 1
+    tops, heights, widths = [], [], []
+    rows = 0
+    for scale in levels:
+        size = (round(width / scale), round(height / scale))
+        tops.append(rows)
+        widths.append(size[0])
+        heights.append(size[1])
+        rows += size[1] + 1 + (size[1] + 1) % _WINDOW_STEP  # each level's top on the window grid
+    integral = np.zeros((rows, stride), dtype=np.int32)
+    level = source
+    for top, w, h in zip(tops, widths, heights):
+        if level.size != (w, h):  # each from the one before: a small resample each
+            level = level.resize((w, h), Image.Resampling.BILINEAR)
+        block = integral[top + 1: top + h + 1, 1: w + 1]
+        np.cumsum(np.cumsum(np.asarray(level, dtype=np.int32), axis=0), axis=1, out=block)
+        integral[top + 1: top + h + 1, w + 1:] = block[:, -1:]  # past the level's right edge: flat
+    flat = integral.ravel()
+
+    # The first stage over every window at once: each corner of a feature, for all windows,
+    # is a strided slice of the integral image.
+    first = model.stages[0]
+    grid_rows = (rows - window) // _WINDOW_STEP
+    grid_cols = (stride - 1 - window) // _WINDOW_STEP + 1
+    total = np.zeros((grid_rows, grid_cols), dtype=np.float32)
+    # The integral image split by the parity of row and column: the corners of the windows on
+    # the grid are then slices of one of them, whose rows are contiguous (twice as fast).
+    parts = {(i, j): np.ascontiguousarray(integral[i::_WINDOW_STEP, j::_WINDOW_STEP])
+             for i in range(_WINDOW_STEP) for j in range(_WINDOW_STEP)}
+    for dy, dx, leaf in zip(first.dy, first.dx, first.leaves):
+        corners = []
+        for y, x in zip(dy.tolist(), dx.tolist()):
+            part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
+            top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
+            corners.append(part[top: top + grid_rows, left: left + grid_cols])
+        total += leaf[_codes(corners)]
+    # Windows inside one level only.
+    valid = np.zeros(grid_rows, dtype=np.int32)  # per grid row: how many columns fit in its level
+    for top, w, h in zip(tops, widths, heights):
+        first_row = top // _WINDOW_STEP
+        last_row = (top + h - window) // _WINDOW_STEP
+        valid[first_row: last_row + 1] = (w - window) // _WINDOW_STEP + 1
+    alive = (total >= first.threshold) & (np.arange(grid_cols)[None, :] < valid[:, None])
+    gy, gx = np.nonzero(alive)
+    # The grid skips three windows in four, and a face passes every stage at a few windows
+    # only: the windows on the grid still alive after the first _EXPAND_AT stages (near-faces,
+    # by then few) bring the windows one pixel around them, and all go through the rest.
+    near = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:_EXPAND_AT])
+    if near.size == 0:
+        return []
+    tops_, heights_, widths_ = np.array(tops), np.array(heights), np.array(widths)
+    level_of = np.searchsorted(tops_, near // stride, side="right") - 1
+    around = []
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            if dy or dx:
+                ys, xs = np.divmod(near + dy * stride + dx, stride)
+                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + heights_[level_of] - window)
+                          & (xs >= 0) & (xs <= widths_[level_of] - window))
+                around.append((near + dy * stride + dx)[inside])
+    around = _passing(flat, stride, np.concatenate(around), model.stages[:_EXPAND_AT])
+    origin = _passing(flat, stride, np.unique(np.concatenate([near, around])), model.stages[_EXPAND_AT:])
+    ys, xs = np.divmod(origin, stride)
+    hits = []
+    level_of = np.searchsorted(tops_, ys, side="right") - 1
+    for x, y, index in zip(xs.tolist(), ys.tolist(), level_of.tolist()):
+        scale = levels[index]
+        hits.append((x * scale, (y - tops[index]) * scale, window * scale))
+    return _grouped(hits)
+
+
+def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.ndarray:
+    """The windows (by their top-left corner's index in the flat integral image) that pass
+    every stage; each stage sees only the windows that passed the one before."""
+    for stage in stages:
+        if origin.size == 0:
+            break
+        offsets = (stage.dy * stride + stage.dx).T  # (16, stumps)
+        corners = flat[offsets[:, None, :] + origin[None, :, None]]  # (16, windows, stumps)
+        codes = _codes(list(corners))  # (windows, stumps)
+        total = stage.leaves[np.arange(len(stage.leaves))[None, :], codes].sum(axis=1)
+        origin = origin[total >= stage.threshold]
+    return origin
+
+
+# A feature's 16 corners, row by row; its cells' sums compared with the centre's, in OpenCV's
+# bit order (the top-left cell the highest bit, then clockwise).
+_CLOCKWISE = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+
+
+def _codes(corners: list[np.ndarray]) -> np.ndarray:
+    """OpenCV's LBP code of a 3x3 grid of cells from its 4x4 integral-image corners: a bit for
+    each outer cell whose sum is at least the centre's (uint8)."""
+    c = corners
+    across = [[c[i * 4 + j + 1] - c[i * 4 + j] for j in range(3)] for i in range(4)]  # row segments
+    cells = [[across[i + 1][j] - across[i][j] for j in range(3)] for i in range(3)]
+    centre = cells[1][1]
+    code = None
+    for bit, (i, j) in zip(range(7, -1, -1), _CLOCKWISE):
+        set_ = (cells[i][j] >= centre).view(np.uint8)
+        if code is None:
+            code = set_ << bit
+        else:
+            code |= set_ << bit if bit else set_
+    return code
+
+
+def _grouped(hits: list[tuple[float, float, float]]) -> list[tuple[float, float, float, int]]:
+    """OpenCV's groupRectangles for squares: hits whose corners are within eps of each other's
+    size join one group (transitively); a group of at least _MIN_NEIGHBOURS hits is a face at
+    its mean; a face inside a larger one with more hits is dropped."""
+    if not hits:
+        return []
+    boxes = np.array(hits, dtype=np.float64)
+    x, y, s = boxes[:, 0], boxes[:, 1], boxes[:, 2]
+    delta = _GROUP_EPS * np.minimum(s[:, None], s[None, :])
+    near = ((np.abs(x[:, None] - x[None, :]) <= delta) & (np.abs(y[:, None] - y[None, :]) <= delta)
+            & (np.abs(x[:, None] + s[:, None] - x[None, :] - s[None, :]) <= delta))
+    labels = np.arange(len(hits))
+    while True:  # each hit takes the least label among its neighbours until none changes
+        spread = np.where(near, labels[None, :], len(hits)).min(axis=1)
+        if np.array_equal(spread, labels):
+            break
+        labels = spread
+    faces = []
+    for label in np.unique(labels):
+        members = boxes[labels == label]
+        if len(members) >= _MIN_NEIGHBOURS:
+            mx, my, ms = members.mean(axis=0)
+            faces.append((float(mx), float(my), float(ms), len(members)))
+    kept = []
+    for face in faces:
+        fx, fy, fs, n = face
+        inside = any(o is not face and ox <= fx and oy <= fy and fx + fs <= ox + os_ and fy + fs <= oy + os_
+                     and on >= n for o in faces for ox, oy, os_, on in [o])
+        if not inside:
+            kept.append(face)
+    return sorted(kept, key=lambda f: (-f[2], f[0], f[1]))
+
+
+def faces_box(image: Image.Image) -> tuple[float, float, float, float] | None:
+    """The box around the image's faces (left, top, right, bottom as fractions of its sides),
+    leaving out faces under _FACE_SHARE of the largest one's side; None without a face.
+
+    In a colour picture a face must have skin's colours in its middle (the cascade sees grey
+    only, and its false hits are on shirts, walls and foliage); in a grey one, any face counts."""
+    found = detect_faces(np.asarray(image.convert("L")))
+    if found and image.mode == "RGB":
+        skin = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
+        if skin is not None:
+            found = [f for f in found if _skin_share(skin, f) >= _FACE_SKIN]
+    if not found:
+        return None
+    largest = max(f[2] for f in found)
+    kept = [f for f in found if f[2] >= _FACE_SHARE * largest]
+    width, height = image.size
+    return (min(f[0] for f in kept) / width, min(f[1] for f in kept) / height,
+            max(f[0] + f[2] for f in kept) / width, max(f[1] + f[2] for f in kept) / height)
+
+
+def _skin(ycbcr: np.ndarray) -> np.ndarray | None:
+    """Where the picture has skin's colours (bool), or None for a grey picture (no colour)."""
+    cb, cr, luma = ycbcr[:, :, 1], ycbcr[:, :, 2], ycbcr[:, :, 0]
+    if max(np.abs(cb - 128).max(), np.abs(cr - 128).max()) <= _GREY_CHROMA:
+        return None
+    # Skin of every complexion in YCbCr (Chai and Ngan's chroma box), away from the extremes of light.
+    return (cb >= 77) & (cb <= 127) & (cr >= 137) & (cr <= 173) & (luma > 40) & (luma < 240)
+
+
+def _skin_share(skin: np.ndarray, face: tuple[float, float, float, int]) -> float:
+    """The share of skin in the middle half of a face's box."""
+    x, y, side, _ = face
+    middle = skin[int(y + side / 4): int(y + side * 3 / 4) + 1, int(x + side / 4): int(x + side * 3 / 4) + 1]
+    return float(middle.mean()) if middle.size else 0.0
+
+
+# --------------------------------------------------------------------------- saliency
+
+
+def saliency_map(image: Image.Image) -> np.ndarray:
+    """Per pixel, 0..: how far its skin, edge density and saturation lie from the picture's
+    median of each (what is everywhere, a texture or a tint, is not salient; a smooth subject
+    on a busy ground is), weighed as the constants above say."""
+    rgb = np.asarray(image, dtype=np.float32) / 255
+    edges = np.asarray(image.convert("L").filter(ImageFilter.FIND_EDGES), dtype=np.float32) / 255
+    edges[0, :] = edges[-1, :] = 0  # FIND_EDGES leaves the border as it was
+    edges[:, 0] = edges[:, -1] = 0
+    edges = np.minimum(edges * _EDGE_GAIN, 1)
+    density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
+    top, bottom = rgb.max(axis=2), rgb.min(axis=2)
+    saturation = top - bottom  # HSV's saturation times value: dark is not colourful
+    found = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
+    skin = np.zeros(rgb.shape[:2], dtype=np.float32) if found is None else found.astype(np.float32)
+    skin, density, saturation = (np.abs(m - np.median(m)) for m in (skin, density, saturation))
+    return _SKIN * skin + _EDGES * density + _SATURATION * saturation
+
+
+def salient_point(image: Image.Image) -> tuple[float, float] | None:
+    """The centre of mass of the saliency map in its best square (the one of a third of the
+    short side holding most of it), as fractions of the sides; None when nothing stands out."""
+    energy = saliency_map(image)
+    height, width = energy.shape
+    if float(energy.mean()) < _FLAT:
+        return None
+    radius = max(1, round(min(width, height) / 6))
+    peak_map = _box_sums(energy, radius)
+    y, x = np.unravel_index(int(np.argmax(peak_map)), peak_map.shape)
+    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_sums(np.ones_like(energy), radius)[y, x]:
+        return None
+    top, bottom = max(0, y - radius), min(height, y + radius + 1)
+    left, right = max(0, x - radius), min(width, x + radius + 1)
+    region = energy[top:bottom, left:right]
+    mass = float(region.sum())
+    ys, xs = np.mgrid[top:bottom, left:right]
+    cx = float((region * xs).sum()) / mass
+    cy = float((region * ys).sum()) / mass
+    return (cx + 0.5) / width, (cy + 0.5) / height
+
+
+def _box_sums(values: np.ndarray, radius: int) -> np.ndarray:
+    """Each pixel's sum over the square of `radius` around it (cut at the edges)."""
+    height, width = values.shape
+    integral = np.zeros((height + 1, width + 1), dtype=np.float64)
+    np.cumsum(np.cumsum(values, axis=0), axis=1, out=integral[1:, 1:])
+    top = np.clip(np.arange(height) - radius, 0, height)
+    bottom = np.clip(np.arange(height) + radius + 1, 0, height)
+    left = np.clip(np.arange(width) - radius, 0, width)
+    right = np.clip(np.arange(width) + radius + 1, 0, width)
+    return (integral[bottom][:, right] - integral[top][:, right] - integral[bottom][:, left]
+            + integral[top][:, left])
