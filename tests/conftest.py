@@ -158,15 +158,14 @@ def localstack(tmp_path_factory):
 # worker unless what it shares costs more to start again than to wait for. One LocalStack
 # and one RADOS Gateway runner (the e2e session's) per run, one `chalice package`, and a
 # module's (or package's) runner for all of that module's tests on each backend.
+# The benchmarks' short runs (tests/bench) are in no group: each is a process of its own that
+# shares nothing, and asserts no time. One after another on one worker they were the run's
+# longest chain (about 800 s of a loaded 2-core machine's run, half of it sweeper.py, load.py,
+# api.py and rgw.py), which every other worker waited out at the end.
 SHARED = {"localstack": "localstack", "packaged": "packaged"}
-BENCH = ROOT / "tests" / "bench"
 
 
 def xdist_group(item) -> str | None:
-    if BENCH in item.path.parents:
-        # The benchmarks one after another on one worker (each is a process of its own and
-        # takes a core while it measures), beside the rest of the suite on the others.
-        return "bench"
     params = getattr(item, "callspec", None)
     params = params.params if params else {}
     if "localstack" in params.values() or "localstack" in item.fixturenames:

@@ -374,27 +374,44 @@ def test_push_follows_the_stacks_table_stream_one_shard_batch_at_a_time(packaged
     assert properties["BatchSize"] == 100
 
 
-def test_the_stream_sources_retries_are_set_in_the_packaged_template_and_cfn_lint_takes_them(packaged, tmp_path):
+@pytest.fixture(scope="module")
+def linted(packaged, tmp_path_factory) -> dict[str, object]:
+    """cfn-lint run once on both templates the tests below lint: the one `chalice package`
+    wrote, and a copy that infra/stream_source.py has given the stream's retries. Its start
+    (loading every resource spec) is most of a run, about 20 CPU-s each on CI's machine.
+    Returns each template's path and its findings (`--format parseable`: `path:line:...`)."""
+    import subprocess
+
+    raw = packaged.project / "out" / "sam.json"
+    template = tmp_path_factory.mktemp("stream-source") / "sam.json"
+    shutil.copy2(raw, template)
+    subprocess.run([sys.executable, "-m", "infra.stream_source", "dev", "--template", str(template)],
+                   cwd=ROOT, check=True, capture_output=True)
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run([str(cfn_lint), "--format", "parseable", str(raw), str(template)],
+                            capture_output=True, text=True, timeout=180)
+    findings = {str(raw): [], str(template): []}
+    for line in filter(str.strip, result.stdout.splitlines()):
+        path = next((p for p in findings if line.startswith(p + ":")), None)
+        assert path, f"a cfn-lint line for neither template: {line}\n{result.stderr[-2000:]}"
+        findings[path].append(line[len(path) + 1:])  # line:column:...: rule: message
+    return {"raw": raw, "stream_source": template, "findings": findings, "stderr": result.stderr}
+
+
+def test_the_stream_sources_retries_are_set_in_the_packaged_template_and_cfn_lint_takes_them(linted):
     """Chalice sets no retry behaviour on the stream's event source: infra/stream_source.py
     writes it into the packaged template (and sets it on the deployed mapping after `chalice
     deploy`). Lambda's defaults would retry a failed batch until its records age out (a day)."""
-    import subprocess
-
     from infra.stream_source import STREAM_SOURCE
 
-    template = tmp_path / "sam.json"
-    shutil.copy2(packaged.project / "out" / "sam.json", template)
-    subprocess.run([sys.executable, "-m", "infra.stream_source", "dev", "--template", str(template)],
-                   cwd=ROOT, check=True, capture_output=True)
+    template = linted["stream_source"]
     sam = json.loads(template.read_text())
     ((_, event),) = functions(sam)["push_job_changes"]["Events"].items()
     assert {k: event["Properties"][k] for k in STREAM_SOURCE} == {
         "MaximumRetryAttempts": 2, "BisectBatchOnFunctionError": True, "MaximumRecordAgeInSeconds": 300}
     assert event["Properties"]["BatchSize"] == 100  # the rest as Chalice made it
-    cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run([str(cfn_lint), "--format", "parseable", str(template)],
-                            capture_output=True, text=True, timeout=120)
-    assert [line for line in result.stdout.splitlines() if line.strip() and "'ApiHandler'" not in line] == []
+    findings = linted["findings"][str(template)]
+    assert [line for line in findings if "'ApiHandler'" not in line] == [], findings
 
 
 def test_every_function_knows_this_websocket_apis_urls_and_only_it_may_post(packaged):
@@ -412,21 +429,16 @@ def test_every_function_knows_this_websocket_apis_urls_and_only_it_may_post(pack
                                     "/api/POST/@connections/*"]}]
 
 
-def test_cfn_lint_finds_nothing_in_the_package_but_chalices_own_log_group_name(packaged):
+def test_cfn_lint_finds_nothing_in_the_package_but_chalices_own_log_group_name(packaged, linted):
     """The SAM template as `chalice package` writes it, linted as infra/template.yaml is.
     Chalice 1.34 names the API function's log group after `${ApiHandler}`, a resource it calls
     APIHandler: that one known slip (it would fail a CloudFormation deploy of this template;
     `chalice deploy` does not use it) and nothing else, the WebSocket API's resources included."""
-    import subprocess
-
-    cfn_lint = Path(sys.executable).with_name("cfn-lint")
-    result = subprocess.run([str(cfn_lint), "--format", "parseable", str(packaged.project / "out" / "sam.json")],
-                            capture_output=True, text=True, timeout=120)
-    findings = [line for line in result.stdout.splitlines() if line.strip()]
-    assert findings, "the known slip is gone: drop the exception"
+    findings = linted["findings"][str(linted["raw"])]
+    assert findings, f"the known slip is gone (drop the exception), or cfn-lint failed: {linted['stderr'][-2000:]}"
     others = [line for line in findings if "'ApiHandler'" not in line]
     assert others == [], others
-    assert {line.split(":")[1] for line in findings} == {str(_line_of(packaged, "${ApiHandler}"))}
+    assert {line.split(":")[0] for line in findings} == {str(_line_of(packaged, "${ApiHandler}"))}
 
 
 def _line_of(packaged, text: str) -> int:
