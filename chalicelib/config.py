@@ -168,6 +168,19 @@ class Settings:
     # worker's own it must fit the worker function's memory, checked when the worker starts.
     # The worst image under MAX_PIXELS needs about 220 (benchmarks/decode_memory.py).
     decode_memory_mb: int = 512
+    # An animated source's animation (chalicelib/imaging/animate.py): made only up to this
+    # many frames, and this many pixels in all (frames x width x height of the canvas), since
+    # every frame is decoded, resized and coded for every rendition: its cost grows with
+    # both. Past either the job is ready with its stills alone and says why (`animation_skipped`).
+    # 150 frames of 640x480 or 60 of 1080x1080 fit (benchmarks/animation.py); a sticker or
+    # a chat GIF is far less.
+    max_animation_frames: int = 500
+    max_animation_pixels: int = 120_000_000
+    # CPU seconds the animation may use in the decoding child, a call of its own after the
+    # stills' (so an animation that cannot be made never costs the job its stills); past it
+    # the job is ready without it (`animation_too_complex`). Its memory ceiling is
+    # decode_memory_mb, as for the stills.
+    animation_cpu_seconds: int = 15
     # Lambda's own variable: the memory of the function this process runs in.
     lambda_function_memory_mb: Optional[int] = None
     # Fairness: unfinished jobs one owner may have at once, and its request rate (a token
@@ -343,6 +356,11 @@ class Settings:
         if self.decode_cpu_seconds and self.decode_cpu_seconds * 2 >= self.worker_timeout_seconds:
             raise ValueError("DECODE_CPU_SECONDS must leave the worker time to store the result: "
                              f"under half of WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds})")
+        if self.decode_cpu_seconds and \
+                self.decode_cpu_seconds + self.animation_cpu_seconds >= self.worker_timeout_seconds:
+            raise ValueError("DECODE_CPU_SECONDS and ANIMATION_CPU_SECONDS together must be under "
+                             f"WORKER_TIMEOUT_SECONDS ({self.worker_timeout_seconds}): both calls run in "
+                             "one invocation")
         # API Gateway ends a request at 29 s; the hold must also leave the API function time
         # to read the job and answer.
         if not 0 <= self.max_wait_seconds <= min(28, self.api_timeout_seconds - WAIT_MARGIN_SECONDS):

@@ -90,3 +90,25 @@ def truncated_jpeg() -> bytes:
     Image.new("RGB", (640, 480), (1, 2, 3)).save(out, "JPEG")
     data = out.getvalue()
     return data[: len(data) // 2]
+
+
+def huge_screen_gif(width: int = 6000, height: int = 6000, frames: int = 8) -> bytes:
+    """An animated GIF whose logical screen is huge and whose frames are 1x1: a few hundred
+    bytes that decode, frame after frame, to a whole canvas."""
+    import struct as _struct
+
+    head = b"GIF89a" + _struct.pack("<HHBBB", width, height, 0x80, 0, 0) + b"\x00\x00\x00\xff\xff\xff"
+    loop = b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"
+    body = b""
+    for i in range(frames):
+        body += b"\x21\xf9\x04\x00\x00\x00\x00\x00"  # no delay
+        body += b"\x2c" + _struct.pack("<HHHHB", i, i, 1, 1, 0) + b"\x02\x02\x44\x01\x00"
+    return head + loop + body + b"\x3b"
+
+
+def zero_delay_gif(frames: int = 40) -> bytes:
+    """An animated GIF of frames with no delay at all (browsers play each for 100 ms)."""
+    images = [Image.new("RGB", (32, 32), (i * 6 % 256, 80, 160)) for i in range(frames)]
+    out = io.BytesIO()
+    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=0, loop=0)
+    return out.getvalue()

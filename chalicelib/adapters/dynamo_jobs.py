@@ -37,8 +37,8 @@ from chalicelib.adapters.dynamo_table import (
 from chalicelib.domain.errors import ConditionFailed, IdempotencyKeyTaken, QuotaFull, TransientError
 from chalicelib.domain import metadata as job_metadata
 from chalicelib.domain.focus import Focus, FocusSource
-from chalicelib.domain.jobs import Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
-from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.jobs import Animation, Job, JobObjects, JobStatus, Placeholder, Rendition, Variant, shard_key, sweep_key
+from chalicelib.domain.renditions import ALWAYS, AnimationSkipped, RenditionFormat, RenditionName
 from chalicelib.domain.source import ColorSpace, Source
 from chalicelib.domain.vocabulary import ErrorCode
 from chalicelib.domain.idempotency import IdempotencyRecord
@@ -61,7 +61,7 @@ DUE_INDEX = "sweep_sharded"
 OWNER_CREATED_INDEX = "owner_created"
 # Job fields that the item stores in another form (the rest map one to one by name).
 _SPECIAL = frozenset({"job_id", "status", "error_code", "renditions", "formats", "placeholder", "sizes",
-                      "metadata", "source", "focus"})
+                      "metadata", "source", "focus", "animation_skipped"})
 BATCH_GET_KEYS = 100  # DynamoDB's most keys per BatchGetItem
 # A BatchGetItem may answer with some keys unread (throttled, or over 16 MB): they are asked
 # again after a growing pause, this many times at most.
@@ -79,6 +79,9 @@ class RenditionAttribute(MapAttribute):
     content_type = UnicodeAttribute()
     # {format: {"key": ..., "bytes": ...}}, absent when the upload asked for no extra format.
     variants = MapAttribute(null=True)
+    # An animated source's animation (key, width, height, frames, duration_ms, bytes);
+    # absent for a still, and on every item from before shape 5.
+    animation = MapAttribute(null=True)
 
 
 class PlaceholderAttribute(MapAttribute):
@@ -98,6 +101,9 @@ class SourceAttribute(MapAttribute):
     captured_at = UnicodeAttribute(null=True, attr_name="t")
     color_space = UnicodeAttribute(attr_name="c")
     has_alpha = BooleanAttribute(attr_name="a")
+    # Absent on items from before shape 5 (frames not read then).
+    frames = NumberAttribute(null=True, attr_name="n")
+    duration_ms = NumberAttribute(null=True, attr_name="d")
 
     @classmethod
     def of(cls, source: Optional[Source]) -> Optional["SourceAttribute"]:
@@ -108,7 +114,9 @@ class SourceAttribute(MapAttribute):
     def to_source(self) -> Source:
         return Source(width=int(self.width), height=int(self.height), format=self.format,
                       bytes=int(self.bytes), captured_at=self.captured_at,
-                      color_space=ColorSpace(self.color_space), has_alpha=bool(self.has_alpha))
+                      color_space=ColorSpace(self.color_space), has_alpha=bool(self.has_alpha),
+                      frames=None if self.frames is None else int(self.frames),
+                      duration_ms=None if self.duration_ms is None else int(self.duration_ms))
 
 
 class FocusAttribute(MapAttribute):
@@ -143,9 +151,13 @@ class RenditionsAttribute(Attribute[dict]):
         for name, stored in value.items():
             a = _EACH.deserialize(stored[MAP])
             variants = a.variants.as_dict() if a.variants is not None else {}
+            animated = a.animation.as_dict() if a.animation is not None else None
             found[RenditionName(name)] = Rendition(
                 key=a.key, width=int(a.width), height=int(a.height), content_type=a.content_type,
-                variants={RenditionFormat(fmt): Variant(v["key"], int(v["bytes"])) for fmt, v in variants.items()})
+                variants={RenditionFormat(fmt): Variant(v["key"], int(v["bytes"])) for fmt, v in variants.items()},
+                animation=None if animated is None else Animation(
+                    animated["key"], int(animated["width"]), int(animated["height"]), int(animated["frames"]),
+                    int(animated["duration_ms"]), int(animated["bytes"])))
         return found
 
 
@@ -153,6 +165,10 @@ def _stored(r: Rendition) -> dict:
     stored = {"key": r.key, "width": r.width, "height": r.height, "content_type": r.content_type}
     if r.variants:
         stored["variants"] = {str(fmt): {"key": v.key, "bytes": v.bytes} for fmt, v in r.variants.items()}
+    if r.animation is not None:
+        a = r.animation
+        stored["animation"] = {"key": a.key, "width": a.width, "height": a.height, "frames": a.frames,
+                               "duration_ms": a.duration_ms, "bytes": a.bytes}
     return stored
 
 
@@ -208,6 +224,8 @@ class JobItem(Model):
     # The client's focus from the upload, then the one a ready job's squares were placed
     # around; absent without (and on items from before shape 5: their squares are centred).
     focus = FocusAttribute(null=True)
+    # An animated source's ready job without animations: why (an AnimationSkipped code).
+    animation_skipped = UnicodeAttribute(null=True)
     # DynamoDB deletes late (up to days): readers compare it with the clock themselves.
     expires_at = TTLAttribute()
     # A fresh id from each conditional write of the job (absent in items written before it
@@ -292,6 +310,7 @@ class DynamoJobStore:
             metadata=job_metadata.to_text(job.metadata),
             source=SourceAttribute.of(job.source),
             focus=FocusAttribute.of(job.focus),
+            animation_skipped=None if job.animation_skipped is None else job.animation_skipped.value,
             **values,
         )
 
@@ -310,6 +329,7 @@ class DynamoJobStore:
             metadata=job_metadata.from_text(item.metadata),
             source=None if item.source is None else item.source.to_source(),
             focus=None if item.focus is None else item.focus.to_focus(),
+            animation_skipped=None if item.animation_skipped is None else AnimationSkipped(item.animation_skipped),
             **values,
         )
 

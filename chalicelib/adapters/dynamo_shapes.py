@@ -21,7 +21,7 @@ from typing import Callable
 # The shape this release writes. A change to what a job item stores bumps it, with a reader
 # step below, a fixture folder tests/fixtures/records/<version>/ and a CHANGELOG.md line
 # (tests/unit/test_stored_shapes.py holds the four together).
-SHAPE_VERSION = 5
+SHAPE_VERSION = 6
 
 # What each shape is, by the version that first wrote it (CHANGELOG.md has the releases).
 SHAPES = {
@@ -47,6 +47,11 @@ SHAPES = {
        "(their squares are centre crops, and their jobs show no focus) and on jobs without a "
        "client's focus until they are ready: an item without it reads as a job without, no "
        "reader step",
+    6: "an animated source's rendition entry may hold `animation` (key, width, height, frames, "
+       "duration_ms, bytes; its key renditions/<id>/<attempt>/<name>.animated.webp); `source` adds "
+       "n, d (frames, duration_ms); a ready job may carry `animation_skipped` (why it has no "
+       "animation); absent on items written before them: no reader step (a job without reads "
+       "as made before animations: no frame count, no animation)",
 }
 
 # The oldest shape a record can still have, so the oldest still read (docs/architecture.md

@@ -10,7 +10,7 @@ from typing import Mapping, Optional
 
 from chalicelib.domain.errors import IllegalTransition
 from chalicelib.domain.focus import Focus
-from chalicelib.domain.renditions import ALWAYS, RenditionFormat, RenditionName
+from chalicelib.domain.renditions import ALWAYS, ANIMATION_CONTENT_TYPE, AnimationSkipped, RenditionFormat, RenditionName
 from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode
 
@@ -84,17 +84,33 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Animation:
+    """An animated source's rendition as an animated WebP: every frame, sized and cropped as
+    the rendition's still (which is its first frame), its own object."""
+
+    key: str
+    width: int
+    height: int
+    frames: int
+    duration_ms: int  # one play, as browsers play the original (chalicelib/imaging/timeline.py)
+    bytes: int
+    content_type: str = ANIMATION_CONTENT_TYPE
+
+
+@dataclass(frozen=True)
 class Rendition:
     key: str
     width: int
     height: int
     content_type: str = "image/jpeg"
     variants: dict[RenditionFormat, Variant] = field(default_factory=dict)
+    animation: Optional[Animation] = None  # an animated source's, unless skipped
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """Its objects: the JPEG's and each variant's."""
-        return (self.key, *(v.key for v in self.variants.values()))
+        """Its objects: the JPEG's, each variant's and the animation's."""
+        animation = () if self.animation is None else (self.animation.key,)
+        return (self.key, *(v.key for v in self.variants.values()), *animation)
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,8 @@ class Job:
     # around. None on a job without a client's focus until it is ready, and on every job made
     # before the focus (its squares are centre crops).
     focus: Optional[Focus] = None
+    # A ready job of an animated source whose renditions have no animation: why.
+    animation_skipped: Optional[AnimationSkipped] = None
 
     def is_expired(self, now: datetime) -> bool:
         return now >= self.expires_at
@@ -205,10 +223,11 @@ class Job:
     def ready(self, now: datetime, renditions: Mapping[RenditionName, Rendition],
               retention: timedelta, placeholder: Optional[Placeholder] = None,
               phash: Optional[str] = None, duplicate_of: Optional[str] = None,
-              focus: Optional[Focus] = None) -> "Job":
+              focus: Optional[Focus] = None,
+              animation_skipped: Optional[AnimationSkipped] = None) -> "Job":
         return self._move(
             JobStatus.READY, now, renditions=dict(renditions), placeholder=placeholder, phash=phash,
-            duplicate_of=duplicate_of, focus=focus,
+            duplicate_of=duplicate_of, focus=focus, animation_skipped=animation_skipped,
             lease_expires_at=None,
             finished_at=now, expires_at=now + retention, sweep_at=now + retention,
         )

@@ -33,11 +33,20 @@ class ObjectKeys:
         """Fenced per attempt: a stale attempt can only ever write or delete its own."""
         return f"{self.job_renditions(job_id)}{attempt}/{name}.{fmt.extension}"
 
+    def animation(self, job_id: str, attempt: int, name: RenditionName) -> str:
+        """An animated source's rendition as an animated WebP, beside its still's objects
+        (`<name>.webp` is the still's WebP variant)."""
+        return f"{self.job_renditions(job_id)}{attempt}/{name}.animated.webp"
+
     def renditions(self, job_id: str, attempt: int, names: Iterable[RenditionName],
                    formats: Iterable[RenditionFormat] = ()) -> list[str]:
-        """Every (rendition, format) key of one attempt: the JPEGs and the extra formats."""
+        """Every key one attempt may have written: each rendition's JPEG, its extra formats
+        and its animation (which only an animated source has; deleting a key never written
+        costs nothing, and an attempt that died may have written it before its job said so)."""
         codings = (RenditionFormat.JPEG, *(f for f in formats if f is not RenditionFormat.JPEG))
-        return [self.rendition(job_id, attempt, name, fmt) for name in names for fmt in codings]
+        return [key for name in names
+                for key in (*(self.rendition(job_id, attempt, name, fmt) for fmt in codings),
+                            self.animation(job_id, attempt, name))]
 
     def attempt_of(self, key: str) -> Optional[int]:
         """The attempt that wrote a rendition key; None for anything else."""

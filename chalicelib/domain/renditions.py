@@ -107,3 +107,40 @@ def extra_formats(names: Iterable[str], enabled: Iterable[RenditionFormat]) -> t
             raise InvalidRequest(f"formats may name only: {allowed}"[:200])
         asked.add(RenditionFormat(name.strip().lower()))
     return tuple(f for f in EXTRA_FORMATS if f in asked)
+
+
+# What an animation is coded as: animated WebP plays in every current browser, Android and iOS 14+.
+ANIMATION_CONTENT_TYPE = "image/webp"
+
+
+class AnimationSkipped(StrEnum):
+    """Why an animated source's job is ready with its stills alone: the stable codes of the
+    contract's `animation_skipped` (docs/contract.md "Animations")."""
+
+    TOO_MANY_FRAMES = "animation_too_many_frames"    # over MAX_ANIMATION_FRAMES
+    TOO_MANY_PIXELS = "animation_too_many_pixels"    # frames x width x height over MAX_ANIMATION_PIXELS
+    # over ANIMATION_CPU_SECONDS or DECODE_MEMORY_MB, or out of the invocation's wall time
+    TOO_COMPLEX = "animation_too_complex"
+
+    @property
+    def message(self) -> str:
+        return _SKIPPED_MESSAGES[self]
+
+
+_SKIPPED_MESSAGES = {
+    AnimationSkipped.TOO_MANY_FRAMES: "The animation has more frames than are animated here; its renditions are stills.",
+    AnimationSkipped.TOO_MANY_PIXELS: "The animation has more pixels in all its frames than are animated here; "
+                                      "its renditions are stills.",
+    AnimationSkipped.TOO_COMPLEX: "The animation takes too long or too much memory to make; its renditions are stills.",
+}
+
+
+def animation_skipped(frames: int, width: int, height: int, max_frames: int,
+                      max_pixels: int) -> AnimationSkipped | None:
+    """The one rule of what is animated: why a source of `frames` frames on a width x height
+    canvas gets no animation, or None when it does."""
+    if frames > max_frames:
+        return AnimationSkipped.TOO_MANY_FRAMES
+    if frames * width * height > max_pixels:
+        return AnimationSkipped.TOO_MANY_PIXELS
+    return None

@@ -34,3 +34,12 @@ class Source:
     captured_at: Optional[str]
     color_space: ColorSpace
     has_alpha: bool
+    # Its frames (more than one: an animated GIF, WebP or APNG) and the time one play of
+    # them takes as browsers play it (None for a still); frames None: read before frames were
+    # (a job made before animations, whose record has none).
+    frames: Optional[int] = None
+    duration_ms: Optional[int] = None
+
+    @property
+    def animated(self) -> bool:
+        return (self.frames or 1) > 1

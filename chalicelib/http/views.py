@@ -63,6 +63,9 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
             body["duplicate_of"] = job.duplicate_of
         if job.focus is not None:  # every job made ready since the focus exists
             body["focus"] = {"x": job.focus.x, "y": job.focus.y, "source": job.focus.source.value}
+        if job.animation_skipped is not None:  # an animated source whose renditions are stills only
+            body["animation_skipped"] = {"code": job.animation_skipped.value,
+                                         "message": job.animation_skipped.message}
     if job.status is JobStatus.FAILED:
         code = job.error_code or ErrorCode.PROCESSING_FAILED
         body["error"] = {"code": code.value, "message": problems.message_of(code)}
@@ -78,9 +81,12 @@ def job_body(job: Job, urls: Optional[Urls], with_owner: bool = False) -> dict:
 
 
 def source_body(source: Source) -> dict:
-    return {"width": source.width, "height": source.height, "format": source.format,
+    body = {"width": source.width, "height": source.height, "format": source.format,
             "bytes": source.bytes, "captured_at": source.captured_at,
             "color_space": source.color_space.value, "has_alpha": source.has_alpha}
+    if source.frames is not None:  # read since animations (a job from before has no count)
+        body.update(animated=source.animated, frames=source.frames, duration_ms=source.duration_ms)
+    return body
 
 
 def push_body(job: Job, urls: Optional[Urls]) -> dict:
@@ -100,8 +106,14 @@ def _rendition(name: RenditionName, r, urls: Urls) -> dict:
     variants = {fmt.content_type: {"url": urls.variants[name, fmt], "cache_key": cache_key(v.key),
                                    "bytes": v.bytes, "width": r.width, "height": r.height}
                 for fmt, v in r.variants.items()}
-    return {"url": urls.by_name[name], "cache_key": cache_key(r.key), "width": r.width, "height": r.height,
+    body = {"url": urls.by_name[name], "cache_key": cache_key(r.key), "width": r.width, "height": r.height,
             "content_type": r.content_type, "variants": variants}
+    if r.animation is not None:  # an animated source's; its still (the JPEG) is its first frame
+        a = r.animation
+        body["animation"] = {"url": urls.animations[name], "cache_key": cache_key(a.key),
+                             "content_type": a.content_type, "width": a.width, "height": a.height,
+                             "frames": a.frames, "duration_ms": a.duration_ms, "bytes": a.bytes}
+    return body
 
 
 def webhook_body(webhook: Optional[Webhook], show_secret: bool = False) -> dict:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Optional
 
 from chalicelib.domain.source import ColorSpace, Source, format_of
+from chalicelib.imaging.timeline import STILL, Timeline
 
 if TYPE_CHECKING:  # the caller opened it: this module imports no decoder
     from PIL import Image
@@ -38,8 +39,9 @@ _UNREADABLE = (OSError, ValueError, SyntaxError, EOFError, KeyError, IndexError,
                AttributeError, OverflowError)
 
 
-def read_facts(im: "Image.Image", content_type: str, size: int) -> Source:
-    """The facts of an image opened (header only) from `size` bytes of `content_type`."""
+def read_facts(im: "Image.Image", content_type: str, size: int, timeline: Timeline = STILL) -> Source:
+    """The facts of an image opened (header only) from `size` bytes of `content_type`, whose
+    structure gave `timeline` (chalicelib/imaging/timeline.py)."""
     exif = _exif(im)
     width, height = im.size
     if content_type not in _UPRIGHT_ALREADY and exif.get(_ORIENTATION) in _QUARTER_TURNS:
@@ -47,7 +49,8 @@ def read_facts(im: "Image.Image", content_type: str, size: int) -> Source:
     return Source(width=width, height=height, format=format_of(content_type), bytes=size,
                   captured_at=_captured_at(exif),
                   color_space=color_space(im.info.get("icc_profile"), im.info.get("nclx_profile")),
-                  has_alpha=im.has_transparency_data)
+                  has_alpha=im.has_transparency_data, frames=timeline.frames,
+                  duration_ms=timeline.duration_ms if timeline.animated else None)
 
 
 def _exif(im: "Image.Image"):

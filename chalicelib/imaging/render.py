@@ -47,6 +47,7 @@ from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
 from chalicelib.imaging.phash import phash
 from chalicelib.imaging.placeholder import make_placeholder
+from chalicelib.imaging.timeline import timeline_of
 from chalicelib.imaging.similarity import Reference
 
 pillow_heif.register_heif_opener()
@@ -147,7 +148,8 @@ def inspect(data: bytes, max_pixels: int, limits: DecodeLimits = DecodeLimits())
     The decode limits are checked from the structure too (ImageTooComplex)."""
     im, content_type = _open(data, max_pixels, limits)
     with im:
-        return ImageInfo(content_type, im.width, im.height, read_facts(im, content_type, len(data)))
+        timeline = timeline_of(data, content_type, limits.max_frames + 1)
+        return ImageInfo(content_type, im.width, im.height, read_facts(im, content_type, len(data), timeline))
 
 
 def facts_of(data: bytes) -> Source | None:
@@ -159,7 +161,8 @@ def facts_of(data: bytes) -> Source | None:
         return None
     try:
         with _decoding(), Image.open(io.BytesIO(data), formats=[PIL_FORMATS[content_type]]) as im:
-            return read_facts(im, content_type, len(data))
+            timeline = timeline_of(data, content_type, DecodeLimits().max_frames + 1)
+            return read_facts(im, content_type, len(data), timeline)
     except (ImageTooLarge, InvalidImage):
         return None
 

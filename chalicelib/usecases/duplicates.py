@@ -12,6 +12,7 @@ once both find nothing and are both processed; each then notes itself.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Optional
 
@@ -36,8 +37,11 @@ def content_of(ctx: Context, data: bytes, focus: Optional[Focus] = None) -> str:
     are other squares). A deployment that changes any of these makes other renditions of the
     same bytes (or fails them), so a job made before the change is no longer found."""
     s = ctx.settings
+    # The animations' (issue 51): jobs made before them have none, and were keyed without
+    # this part, so a duplicate of an animated upload is never a copy of such a job's stills.
+    animation = ("animation", 1, s.max_animation_frames, s.max_animation_pixels)
     recipe = repr((ctx.renditions, SQUARES, s.jpeg_quality, s.webp_quality, s.avif_quality, s.avif_speed,
-                   s.max_pixels)).encode()
+                   s.max_pixels, *animation)).encode()
     asked = b"" if focus is None else b"\nfocus=" + canonical(focus)
     return hashlib.sha256(recipe + hashlib.sha256(data).digest() + asked).hexdigest()
 
@@ -71,7 +75,12 @@ def copy_renditions(ctx: Context, job: Job, twin: Job) -> dict:
                 variant_key = keys.rendition(job.job_id, job.attempt, name, fmt)
                 ctx.objects.copy(source.variants[fmt].key, variant_key)
                 variants[fmt] = Variant(variant_key, source.variants[fmt].bytes)
-        copied[name] = Rendition(key, source.width, source.height, source.content_type, variants)
+        animation = source.animation
+        if animation is not None:
+            animation_key = keys.animation(job.job_id, job.attempt, name)
+            ctx.objects.copy(animation.key, animation_key)
+            animation = dataclasses.replace(animation, key=animation_key)
+        copied[name] = Rendition(key, source.width, source.height, source.content_type, variants, animation)
     return copied
 
 

@@ -46,6 +46,7 @@ class ManageJobs:
             by_name={name: sign(r.key) for name, r in job.renditions.items()},
             expires_at=signed_at + timedelta(seconds=ttl),
             variants={(name, fmt): sign(v.key) for name, r in job.renditions.items() for fmt, v in r.variants.items()},
+            animations={name: sign(r.animation.key) for name, r in job.renditions.items() if r.animation is not None},
         )
 
     def cancel(self, owner: str, job_id: str) -> Job:

@@ -65,6 +65,8 @@ class Urls:
     expires_at: datetime
     # Each rendition's extra formats, by (name, format).
     variants: dict[tuple[RenditionName, RenditionFormat], str] = field(default_factory=dict)
+    # Each animated rendition's animation, by name.
+    animations: dict[RenditionName, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from chalicelib.domain.errors import (
     ConditionFailed,
     DomainError,
     FileTooLarge,
+    ImageTooComplex,
     JobBusy,
     PoisonMessage,
     TransientError,
@@ -24,10 +25,11 @@ from chalicelib.domain.errors import (
 from chalicelib.domain import sniff
 from chalicelib.domain.delivery import rendition_cache_control
 from chalicelib.domain.events import ObjectCreated, parse_message
-from chalicelib.domain.jobs import Job, JobStatus, Rendition, Variant
+from chalicelib.domain.jobs import Animation, Job, JobStatus, Rendition, Variant
+from chalicelib.domain.renditions import AnimationSkipped, RenditionSpec, animation_skipped
 from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
-from chalicelib.imaging import render
+from chalicelib.imaging import animate, render
 from chalicelib.imaging.sandbox import run_limited, start_early
 from chalicelib.runtime import deadline
 from chalicelib.runtime.logs import get_logger
@@ -180,9 +182,11 @@ class Worker:
                 # No check after the resize: the finishing write is conditional on this attempt,
                 # so a job cancelled, deleted or taken over meanwhile keeps none of it.
                 rendered = self._renditions(original, job)
-                stored = {name: self._store(job, out) for name, out in rendered.renditions.items()}
+                animations, skipped = self._animations(original, job, rendered.focus)
+                stored = {name: self._store(job, out, animations.get(name))
+                          for name, out in rendered.renditions.items()}
                 done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash,
-                                 focus=rendered.focus)
+                                 focus=rendered.focus, animation_skipped=skipped)
         except KeyError:
             return self._fail(job, ErrorCode.UPLOAD_MISSING)
         except DomainError as error:  # permanent: the bytes are what they are
@@ -230,7 +234,7 @@ class Worker:
             return None
         log.info("job_reused", job_id=job.job_id, duplicate_of=twin.job_id)
         return job.ready(ctx.clock(), copied, ctx.retention, twin.placeholder, twin.phash,
-                         duplicate_of=twin.job_id, focus=twin.focus)
+                         duplicate_of=twin.job_id, focus=twin.focus, animation_skipped=twin.animation_skipped)
 
     def _was_stored(self, done: Job) -> bool:
         """Whether our finishing write is in the table after all: the SDK retried it after a
@@ -240,8 +244,9 @@ class Worker:
         return (current is not None and current.status is done.status
                 and current.attempt == done.attempt)
 
-    def _store(self, job: Job, out: render.Output) -> Rendition:
-        """One rendition's objects, the JPEG and each variant, under this attempt's keys."""
+    def _store(self, job: Job, out: render.Output, animated: animate.AnimationOutput | None = None) -> Rendition:
+        """One rendition's objects, the JPEG, each variant and its animation, under this
+        attempt's keys."""
         objects, keys = self._ctx.objects, self._ctx.object_keys
         cache_control = rendition_cache_control(self._ctx.settings.retention_seconds)
         key = keys.rendition(job.job_id, job.attempt, out.name)
@@ -251,7 +256,43 @@ class Worker:
             variant_key = keys.rendition(job.job_id, job.attempt, out.name, fmt)
             objects.put(variant_key, data, fmt.content_type, cache_control)
             variants[fmt] = Variant(variant_key, len(data))
-        return Rendition(key, out.width, out.height, out.content_type, variants)
+        animation = None
+        if animated is not None:
+            animation_key = keys.animation(job.job_id, job.attempt, out.name)
+            animation = Animation(animation_key, animated.width, animated.height, animated.frames,
+                                  animated.duration_ms, len(animated.data))
+            objects.put(animation_key, animated.data, animation.content_type, cache_control)
+        return Rendition(key, out.width, out.height, out.content_type, variants, animation)
+
+    def _specs(self, job: Job) -> tuple[RenditionSpec, ...]:
+        return tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
+
+    def _animations(self, data: bytes, job: Job, focus) -> tuple[dict, AnimationSkipped | None]:
+        """An animated source's animations ({} for a still), or why it has none: past a limit
+        (chalicelib/domain/renditions.py animation_skipped, checked from the facts before any
+        decode, and again in the child), or over its CPU or memory in the decoding child. A
+        call of its own after the stills', so the stills are made whatever the animation costs."""
+        s, source = self._ctx.settings, job.source
+        if source is None or not source.animated:
+            return {}, None
+        reason = animation_skipped(source.frames, source.width, source.height,
+                                   s.max_animation_frames, s.max_animation_pixels)
+        if reason is None:
+            # The stills' focus (the client's or the one found): the squares' frames are cut
+            # around the very point their stills were.
+            args = (data, s.max_pixels, self._specs(job), s.webp_quality, self._ctx.decode_limits,
+                    animate.AnimationLimits.of(s), focus)
+            try:
+                return self._limited(animate.make_animations, args, s.animation_cpu_seconds), None
+            except animate.AnimationRefused as refused:
+                reason = refused.reason
+            except (ImageTooComplex, TransientError):
+                # Over its CPU or memory; or out of wall time (a machine too busy) or its child
+                # died: a retry would remake the stills for an animation that may never fit,
+                # and the stills must not be lost to it (three such attempts failed the job).
+                reason = AnimationSkipped.TOO_COMPLEX
+        log.info("animation_skipped", job_id=job.job_id, code=reason.value, frames=source.frames)
+        return {}, reason
 
     def _renditions(self, data: bytes, job: Job) -> render.Rendered:
         """Decode and code every size and format in a child with a CPU and a memory limit, so
@@ -259,20 +300,26 @@ class Worker:
         decode_memory_mb; the wall clock allows for a busy machine, within the time the
         worker function has left."""
         s = self._ctx.settings
-        specs = tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)
         # The client's focus, if the upload gave one; the child finds one otherwise.
-        args = (data, s.max_pixels, specs, render.Coding.of(s), self._ctx.decode_limits, job.formats, job.focus)
+        args = (data, s.max_pixels, self._specs(job), render.Coding.of(s), self._ctx.decode_limits, job.formats,
+                job.focus)
+        return self._limited(render.make_images, args, s.decode_cpu_seconds)
+
+    def _limited(self, fn, args: tuple, cpu_seconds: int):
+        """fn(*args) in the decoding child within cpu_seconds and decode_memory_mb (in this
+        process, unlimited, when decode_cpu_seconds is 0)."""
+        s = self._ctx.settings
         if not s.decode_cpu_seconds:
-            return render.make_images(*args)
+            return fn(*args)
         # A small Lambda gets a fraction of a core (1024 MB: about 0.6), and a busy machine
         # less: the wall clock only catches a child that hangs without using its CPU.
-        wall = 4.0 * s.decode_cpu_seconds + 5.0
+        wall = 4.0 * cpu_seconds + 5.0
         budget = deadline.current()
         if budget is not None:
             wall = min(wall, budget.remaining() - _TIME_TO_FINISH)
             if wall <= 0:
                 raise TransientError("no time left in this invocation to decode")
-        return run_limited(render.make_images, *args, cpu_seconds=s.decode_cpu_seconds,
+        return run_limited(fn, *args, cpu_seconds=cpu_seconds,
                            wall_seconds=wall, memory_bytes=s.decode_memory_mb * MIB)
 
     def _fail(self, job: Job, code: ErrorCode) -> Outcome:

@@ -15,6 +15,8 @@ LIBRARIES = {"stack.py"}  # imported by the others, not run
 # script -> (arguments for a round or two, seconds allowed)
 SHORT = {
     "api.py": (["--rounds", "1", "--cold", "1", "--size", "800x600"], 600),
+    # The three animations at a quarter of their sides, one run each.
+    "animation.py": (["--runs", "1", "--scale", "0.25"], 300),
     "calls_per_job.py": ([], 300),
     "capacity_sim.py": ([], 300),
     "ci_time.py": (["{junit}", "--top", "3"], 60),

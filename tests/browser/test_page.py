@@ -388,3 +388,33 @@ def test_another_browser_lists_the_owners_jobs_from_the_api_with_their_names(pag
     expect(listed).to_have_attribute("data-status", "ready")
     expect(listed).to_have_attribute("data-job-id", mine_id)
     expect(listed.locator(".thumb img")).to_be_visible()
+
+
+# Every value the page's progress bars are given, in order (the card sets it in onProgress).
+RECORD_PROGRESS = """
+window.__progress = [];
+const value = Object.getOwnPropertyDescriptor(HTMLProgressElement.prototype, "value");
+Object.defineProperty(HTMLProgressElement.prototype, "value", {
+  get() { return value.get.call(this); },
+  set(v) { window.__progress.push(v); value.set.call(this, v); },
+});
+"""
+
+
+def test_a_photo_on_its_way_to_storage_shows_its_progress_by_the_byte(page, runner):
+    """fetch cannot tell how much of a request body has gone: the package sends the file by
+    XMLHttpRequest and follows its upload.onprogress. The uplink is held to 2 MiB/s (Chrome's
+    network emulation) so that the browser has time to tell."""
+    page.add_init_script(RECORD_PROGRESS)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1,
+                                                  "uploadThroughput": 2 * 1024 * 1024})
+    open_page(page, runner)
+    large = large_landscape(SETTINGS.max_upload_bytes)
+    pick(page, ("dusk-slow.jpg", "image/jpeg", large))
+    expect(card(page, "dusk-slow.jpg")).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+    values = page.evaluate("window.__progress")
+    between = [v for v in values if 0 < v < 1]
+    assert len(between) >= 10, values
+    assert between == sorted(between) and values[-1] == 1, values

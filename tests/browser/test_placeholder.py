@@ -132,3 +132,33 @@ def test_the_packages_blurhash_decoder_paints_what_the_reference_decoder_does(pa
                                                             else (round(32 * size[0] / size[1]), 32))
     expected = [channel for row in blurhash.decode(hash_, width, height) for px in row for channel in (*px, 255)]
     assert painted == expected
+
+
+def test_an_animated_gif_plays_on_its_card(page, runner):
+    """Issue 51: the card offers the thumbnails' animations first; chromium takes the animated
+    WebP and plays it (the frame drawn from the <img> changes while the page is watched)."""
+    from tests.animations import animated
+
+    open_page(page, runner)
+    pick(page, ("cat.gif", "image/gif", animated("gif", frames=6, size=(300, 200), durations=120, name="chelsea.png")))
+    job = card(page, "cat.gif")
+    expect(job).to_have_attribute("data-status", "ready", timeout=READY_TIMEOUT)
+    answer = api_get(page, runner, job.get_attribute("data-job-id")).json()
+    thumb, thumb_512 = answer["renditions"]["thumb"], answer["renditions"]["thumb_512"]
+    assert answer["source"]["animated"] is True
+    first = job.locator(".thumb picture source").first
+    assert first.get_attribute("type") == "image/webp" and first.get_attribute("class") == "animation"
+    assert [path_of(c.rsplit(" ", 1)[0]) for c in first.get_attribute("srcset").split(", ")] == \
+        [path_of(thumb["animation"]["url"]), path_of(thumb_512["animation"]["url"])]
+    img = job.locator(".thumb picture img")
+    page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
+    assert path_of(img.evaluate("i => i.currentSrc")) in {path_of(thumb["animation"]["url"]),
+                                                          path_of(thumb_512["animation"]["url"])}
+    # What the screen shows now, then later: chromium has moved to another frame. (A canvas
+    # cannot tell: drawImage takes an animation's first frame, as the HTML standard says.)
+    first = img.screenshot(animations="allow")
+    for _ in range(50):  # each screenshot takes a rendering frame or more: no sleep needed
+        if img.screenshot(animations="allow") != first:
+            break
+    else:
+        raise AssertionError("the thumbnail did not move")

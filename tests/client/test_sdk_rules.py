@@ -103,6 +103,8 @@ def renditions(job: Job) -> Dict[str, Any]:
     for name, rendition in job.renditions.items():
         fields = dataclasses.asdict(rendition)
         del fields["name"]
+        if fields["animation"] is None:  # a still's (the table's renditions are stills)
+            del fields["animation"]
         shown[name] = fields
     return shown
 

@@ -8,6 +8,7 @@ import io
 import requests
 from PIL import Image, ImageChops, ImageStat
 
+from tests.animations import animated
 from tests.e2e.test_images_api import headers, poll, upload_raw
 from tests.images import DISPLAY_P3_PROFILE, PRIVATE_MARKERS, photo_as, private_exif
 
@@ -25,7 +26,7 @@ def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothin
     assert job["status"] == "ready", job
     assert job["source"] == {"width": 400, "height": 600, "format": "heic", "bytes": len(data),
                              "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "display-p3",
-                             "has_alpha": False}
+                             "has_alpha": False, "animated": False, "frames": 1, "duration_ms": None}
     assert len(job["phash"]) == 16 and int(job["phash"], 16) >= 0
     assert job["focus"] == {"x": 0.5, "y": 0.1, "source": "client"}
     listed = requests.get(f"{runner.api}/api/v1/image-jobs", headers=headers(), timeout=10).json()["jobs"]
@@ -51,3 +52,33 @@ def test_a_turned_wide_gamut_heic_reads_upright_with_its_capture_time_and_nothin
         off_top, off_middle = (sum(ImageStat.Stat(ImageChops.difference(square, crop)).mean)
                                for crop in (top, middle))
         assert off_top * 2 < off_middle, (name, off_top, off_middle)
+
+
+def test_an_animated_gif_comes_back_animated_in_every_size_and_delete_removes_it(runner):
+    """Issue 51 on every backend: each rendition keeps its still and gains an animated WebP
+    that storage serves (signed like the still), the list carries it, DELETE removes it."""
+    data = animated("gif", frames=4, size=(240, 160), durations=[60, 0, 90, 120])
+    r = upload_raw(runner, data, "image/gif")
+    assert r.status_code == 202, r.text
+    job = poll(runner, r.headers["Location"]).json()
+    assert job["status"] == "ready", job
+    assert (job["source"]["animated"], job["source"]["frames"], job["source"]["duration_ms"]) == (True, 4, 370)
+    assert "animation_skipped" not in job
+    for name, rendition in job["renditions"].items():
+        animation = rendition["animation"]
+        assert (animation["width"], animation["height"]) == (rendition["width"], rendition["height"]), name
+        assert (animation["frames"], animation["duration_ms"], animation["content_type"]) == (4, 370, "image/webp")
+        served = requests.get(animation["url"], timeout=10)
+        assert served.status_code == 200 and served.headers["Content-Type"] == "image/webp"
+        assert len(served.content) == animation["bytes"]
+        with Image.open(io.BytesIO(served.content)) as im:
+            assert im.format == "WEBP" and im.n_frames == 4 and im.size == (animation["width"], animation["height"])
+        still = requests.get(rendition["url"], timeout=10)
+        assert still.headers["Content-Type"] == "image/jpeg"
+    listed = requests.get(f"{runner.api}/api/v1/image-jobs", headers=headers(), timeout=10).json()["jobs"]
+    (shown,) = [j for j in listed if j["job_id"] == job["job_id"]]
+    assert {n: r["animation"]["cache_key"] for n, r in shown["renditions"].items()} == \
+        {n: r["animation"]["cache_key"] for n, r in job["renditions"].items()}
+    assert requests.delete(runner.api + r.headers["Location"], headers=headers(), timeout=10).status_code == 204
+    gone = requests.get(job["renditions"]["thumb"]["animation"]["url"], timeout=10)
+    assert gone.status_code in (403, 404)

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -193,3 +194,28 @@ def run_the_app(app: Path, env: dict) -> None:
     assert 0 < result["resent"] < 20 * MIB, result
     assert result["variant"] in ("image/webp", "image/jpeg") and result["fetched"] == 200
     assert result["connects"] >= 1
+
+
+def test_a_prepared_upload_saved_by_one_sdk_is_finished_by_the_other(built, stack, files, tmp_path):
+    """Python prepares (a backend), the JavaScript package renews from Python's saved JSON (an
+    app), a plain client sends what it wrote back, and Python completes from that JSON: the two
+    SDKs keep one saved shape."""
+    from image_jobs import Client, PreparedUpload
+
+    runner = stack[0]
+    env = environment(stack, files)
+    big = files[1]["BIG_FILE"]
+    with Client(runner.api, env["IMAGE_JOBS_TOKEN"]) as backend:
+        prepared = backend.prepare_upload(big, metadata={"from": "python"})
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(prepared.to_dict()))
+    renewed = json.loads(ok(node("test/e2e/finish-prepared.mjs", "renew", str(saved), env=env)).strip().splitlines()[-1])
+    assert renewed["parts"] == [r.part_number for r in prepared.requests]  # nothing stored yet: all
+    sender = Path(__file__).resolve().parents[1] / "client" / "plain_sender.py"
+    sent = subprocess.run([sys.executable, str(sender), str(saved), big],
+                          input="go\n" * len(renewed["parts"]), capture_output=True, text=True, timeout=180)
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.count(" 200") == len(renewed["parts"]), sent.stdout
+    with Client(runner.api, env["IMAGE_JOBS_TOKEN"]) as backend:
+        job = PreparedUpload.from_dict(json.loads(saved.read_text()), backend).complete()
+        assert job.wait(180).status == "ready" and job.metadata == {"from": "python"}

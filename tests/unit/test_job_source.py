@@ -16,7 +16,7 @@ from tests.images import PRIVATE_MARKERS, jpeg, photo_as, private_exif
 
 START = datetime(2026, 7, 15, 10, 0, tzinfo=timezone.utc)
 FACTS = {"width": 400, "height": 600, "format": "jpeg", "captured_at": "2024-05-01T12:34:56+02:00",
-         "color_space": "srgb", "has_alpha": False}
+         "color_space": "srgb", "has_alpha": False, "animated": False, "frames": 1, "duration_ms": None}
 
 
 class Moves(FakeJobStore):

@@ -285,8 +285,18 @@ export class JobCard {
 // The thumbnail box's width in CSS pixels (style.css: 6.5rem, 5rem on narrow screens).
 const THUMB_SIZES = "(max-width: 30rem) 80px, 104px";
 
-// A <source> per extra format that every size has, each a srcset of the sizes by width.
+// A <source> per extra format that every size has, each a srcset of the sizes by width. An
+// animated source's animations come first (docs/contract.md "Animations"): a browser that
+// shows WebP plays them, one that does not takes the stills after them.
 function addSources(img, sizes) {
+  if (sizes.every(([r]) => r.animation)) {
+    const source = document.createElement("source");
+    source.type = sizes[0][0].animation.contentType;
+    source.className = "animation";
+    source.sizes = THUMB_SIZES;
+    source.srcset = sizes.map(([r, width]) => `${r.animation.url} ${width}w`).join(", ");
+    img.before(source);
+  }
   for (const type of SOURCE_TYPES) {
     if (!sizes.every(([r]) => r.variants && r.variants[type])) continue;
     const source = document.createElement("source");

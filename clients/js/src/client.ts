@@ -3,9 +3,11 @@ import * as errors from "./errors.js";
 import { Job, Status, jsonObject } from "./job.js";
 import { ARRIVAL_SECONDS, MAX_HOLD_SECONDS, retryAfter, retryWait, type Random } from "./polling.js";
 import { Hub, Watch, type WatchOptions, type WebSocketLike } from "./push.js";
-import { contentTypeOf, readSource, sha256Base64, type Body, type Source } from "./source.js";
+import { contentTypeOf, describeSource, readSource, sha256Base64, type Body, type Source } from "./source.js";
 import { loadRecord, memoryStorage, type UploadStorage } from "./storage.js";
 import { deadlineSignal, sleep } from "./timing.js";
+import { Meter, defaultMode, sendCounted, type Sent, type TransferMode, type XMLHttpRequestConstructor } from "./transfer.js";
+import { PreparedUpload, type UploadDescription } from "./prepared.js";
 
 export const API_ROOT = "/api/v1";
 /** The app's backend (docs/contract.md "The service principal"): a token with this OAuth scope
@@ -40,6 +42,13 @@ export interface ClientOptions {
   /** Where there is no global WebSocket (Node 20): the `ws` package's, say. */
   WebSocket?: WebSocketConstructor;
   fetch?: typeof fetch;
+  /** How file bytes are sent, counted for onProgress as they go: "xhr" (XMLHttpRequest's
+   * upload.onprogress; the default where XMLHttpRequest exists and `fetch` is not given),
+   * "stream" (fetch with a streamed body, counted as fetch pulls it; the default in Node) or
+   * "fetch" (counted when each request is answered). */
+  transfer?: TransferMode;
+  /** The XMLHttpRequest the "xhr" transfer uses (the global one by default). */
+  XMLHttpRequest?: XMLHttpRequestConstructor;
   /** Where unfinished uploads' state is kept (memory by default; localStorage, AsyncStorage...). */
   storage?: UploadStorage;
   /** The server's limit on POST /images (its MAX_UPLOAD_BYTES); larger files go straight to storage. */
@@ -77,6 +86,9 @@ export interface UploadOptions {
   filename?: string;
   /** Extra formats of every rendition besides its JPEG ("avif", "webp"). */
   formats?: readonly string[];
+  /** The sizes to make besides `display` and `thumb`, by rendition name ("thumb_512"); the
+   * server's default set when not given (docs/contract.md "Sizes for every screen"). */
+  renditions?: readonly string[];
   /** The app's own strings, kept with the job and shown as `job.metadata` (docs/contract.md
    * "Metadata": at most 16 keys, 512 characters a value, 2048 bytes in all). */
   metadata?: Readonly<Record<string, string>>;
@@ -86,7 +98,10 @@ export interface UploadOptions {
   focus?: Readonly<{ x: number; y: number }>;
   /** Seconds the job may be waited for after the upload (Prefer: wait): a fast job comes back finished. */
   wait?: number;
-  /** (bytes sent, total); with fetch, after each part (or the whole file) is stored. */
+  /** (bytes sent, total), by the byte on every route: at the start (a resume: what storage
+   * already holds), whenever another 1 % or 256 KiB has gone, and at the end. Counted by
+   * XMLHttpRequest's upload.onprogress in browsers and React Native, as the stream is pulled in
+   * Node; by a plain fetch (`transfer: "fetch"`) only as each request is answered. */
   onProgress?: Progress;
   onPartProgress?: PartProgress;
   /** Aborting it stops the upload with UploadStopped, and no request starts after it: POST
@@ -118,7 +133,12 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Seconds the server may hold it: added to the request's timeout. */
   hold?: number;
+  /** With a Blob or bytes `body`: called with the bytes of it sent so far, as they go. */
+  sent?: Sent;
 }
+
+/** One try's body of a request to storage; `skip`: bytes of envelope before the file's. */
+interface StorageBody { headers?: Record<string, string>; body: Blob | Uint8Array | FormData; size: number; skip?: number; }
 
 export interface JobsOptions {
   /** One status or several. */
@@ -132,15 +152,9 @@ export interface JobsOptions {
   signal?: AbortSignal;
 }
 
-interface UploadPart { part_number: number; size: number; stored?: boolean; etag?: string; url?: string; }
-interface UploadDescription {
-  method?: string;
-  url?: string;
-  headers?: Record<string, string>;
-  fields?: Record<string, string>;
-  part_size?: number;
-  parts?: UploadPart[];
-}
+/** What prepareUpload() takes: upload()'s choices of the job (its sending is the caller's). */
+export type PrepareOptions = Pick<UploadOptions, "contentType" | "idempotencyKey" | "fingerprint" | "formats"
+  | "renditions" | "focus" | "metadata" | "signal" | "onCreated">;
 
 export class Client {
   readonly baseUrl: string;
@@ -161,7 +175,10 @@ export class Client {
   held = 0;
   /** Bytes of files and parts sent to storage: what a resume saves. */
   bytesToStorage = 0;
+  /** How counted bodies go (ClientOptions.transfer). */
+  readonly transfer: TransferMode;
   private readonly fetchImpl: typeof fetch;
+  private readonly Xhr: XMLHttpRequestConstructor | undefined;
   private readonly token: ClientOptions["token"];
   private hub: Hub | null = null;
   private serviceFlag: boolean | undefined;
@@ -174,6 +191,8 @@ export class Client {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.token = options.token;
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.Xhr = options.XMLHttpRequest ?? (globalThis as { XMLHttpRequest?: XMLHttpRequestConstructor }).XMLHttpRequest;
+    this.transfer = options.transfer ?? (options.XMLHttpRequest ? "xhr" : defaultMode(options.fetch !== undefined));
     this.WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     this.storage = options.storage ?? memoryStorage();
     this.maxUploadBytes = options.maxUploadBytes ?? options.directThreshold ?? DEFAULT_MAX_UPLOAD_BYTES;
@@ -249,6 +268,35 @@ export class Client {
     }
   }
 
+  /** The owner's webhook (docs/contract.md "Notifications"): registered or changed. `secret`
+   * (`whsec_...`, what verifyWebhook takes) is in the answer only when it is new. */
+  async setWebhook(url: string): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("PUT", `${API_ROOT}/webhook`, { json: { url } }));
+  }
+
+  /** The owner's webhook: `url`, `breaker` and the last 20 delivery attempts (`deliveries`,
+   * newest first; null when they cannot be read just now); `{url: null}` when there is none. */
+  async webhook(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("GET", `${API_ROOT}/webhook`));
+  }
+
+  /** Send a signed `webhook.test` event to the owner's webhook now: the attempt, with the
+   * receiver's `status_code` or the `reason` it never answered. 3 in a row, then one per 20 s
+   * (RateLimited, never retried here); WebhookNotFound when none is registered. */
+  async testWebhook(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("POST", `${API_ROOT}/webhook/test`, { retry: false }));
+  }
+
+  async deleteWebhook(): Promise<void> {
+    await this.request("DELETE", `${API_ROOT}/webhook`);
+  }
+
+  /** A new secret for the owner's webhook (the old one still signs for 24 hours), in the
+   * answer. Never retried after a lost answer, as rotateServiceWebhookSecret. */
+  async rotateWebhookSecret(): Promise<Record<string, unknown>> {
+    return jsonObject(await this.request("POST", `${API_ROOT}/webhook/rotate-secret`));
+  }
+
   /** The service principal's one webhook for every owner's jobs: registered (or changed), with
    * `events` the statuses sent (default the terminal ones). `secret` is in the answer only
    * when it is new. */
@@ -320,14 +368,7 @@ export class Client {
     const direct = body.size > this.maxUploadBytes;
     const multipart = body.size >= this.multipartThreshold;
     const sha256 = direct && !multipart ? await sha256Base64(body) : null;
-    const fingerprint = options.fingerprint ?? body.identity ?? (sha256 ?? await sha256Base64(body));
-    // The same file with other formats or metadata is another upload, never a resume of it
-    // (a plain upload keeps the key earlier releases stored, so their records still resume).
-    const formats = options.formats ?? [];
-    const metadata = Object.entries(options.metadata ?? {}).sort();
-    const asked = (formats.length || metadata.length ? `:${JSON.stringify([formats, metadata])}` : "") +
-      (options.focus ? `:focus=${plainDecimal(options.focus.x)},${plainDecimal(options.focus.y)}` : "");
-    let recordKey = fingerprint ? `image-jobs:upload:${this.baseUrl}:${fingerprint}${asked}` : null;
+    let recordKey = await this.recordKey(body, options, sha256);
     if (recordKey && this.uploading.has(recordKey)) recordKey = null;
     if (recordKey) this.uploading.add(recordKey);
     try {
@@ -340,6 +381,101 @@ export class Client {
     } finally {
       if (recordKey) this.uploading.delete(recordKey);
     }
+  }
+
+  /**
+   * Make the job of an upload that something else sends: the platform's background uploader
+   * (iOS's URLSession, Android's WorkManager, Expo's FileSystem.uploadAsync), another process,
+   * curl. The job is made as upload() makes it (the same Idempotency-Key kept in `storage`
+   * under the file's fingerprint, formats, sizes, focus, metadata), always straight to storage:
+   * one presigned PUT (with the file's SHA-256 where it can be read here), or from
+   * `multipartThreshold` in parts. Answers `{ job, requests, complete() }`: `requests` are plain
+   * HTTP requests, each sending bytes `offset` to `offset + length` of the file; `complete()`
+   * after them. `renew()` signs the requests storage still lacks anew; `JSON.stringify()` keeps
+   * it, and `PreparedUpload.from(saved, client)` finishes it in another process. A React Native
+   * `{uri, type, size}` giving both is not read at all. The same file prepared again (or
+   * upload()ed) while its job awaits its file answers that job, with what storage lacks.
+   */
+  async prepareUpload(source: Source, options: PrepareOptions = {}): Promise<PreparedUpload> {
+    const body = await describeSource(source, this.fetchImpl);
+    const ctype = await contentTypeOf(body, options.contentType);
+    const multipart = body.size >= this.multipartThreshold;
+    const sha256 = multipart ? null : await sha256Base64(body);
+    const recordKey = await this.recordKey(body, options, sha256);
+    let record = recordKey ? await loadRecord(this.storage, recordKey) : null;
+    if (record?.location) {
+      const again = await this.preparedAgain(this.job(record.location), body.size, ctype, recordKey, options);
+      if (again) return again;
+      record = null; // a new upload, with a new key: the saved one would answer the dead job
+    }
+    const key = options.idempotencyKey ?? record?.idempotencyKey ?? randomKey();
+    if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key }));
+    const request = { ...this.uploadRequest(ctype, body.size, options), method: multipart ? "multipart" : "PUT",
+      ...(sha256 ? { sha256 } : {}) };
+    this.stopIfAborted(options.signal);
+    const answer = await this.request("POST", `${API_ROOT}/uploads`, { json: request, headers: { "Idempotency-Key": key }, signal: options.signal });
+    const job = this.accepted(answer);
+    if (recordKey) await this.storage.setItem(recordKey, JSON.stringify({ idempotencyKey: key, location: job.location }));
+    options.onCreated?.(job);
+    const upload = job.raw.upload as UploadDescription | undefined;
+    if (job.status === Status.AWAITING_UPLOAD && upload?.method) {
+      return PreparedUpload.described(this, job, upload, body.size, ctype, recordKey);
+    }
+    return this.nothingToSend(job, multipart, body.size, ctype, recordKey); // a replay: the file had arrived
+  }
+
+  /** A prepared upload from a file's saved job: what storage lacks; null when the job ended without its file. */
+  private async preparedAgain(job: Job, size: number, ctype: string, recordKey: string | null, options: PrepareOptions): Promise<PreparedUpload | null> {
+    try {
+      await job.refresh({ signal: options.signal });
+    } catch (error) {
+      if (error instanceof errors.JobNotFound || error instanceof errors.JobExpired) return null;
+      throw error;
+    }
+    if (withoutItsFile(job)) return null;
+    let upload: UploadDescription | null = null;
+    if (job.status === Status.AWAITING_UPLOAD) {
+      try {
+        upload = await this.describe(job, options.signal);
+      } catch (error) {
+        if (error instanceof errors.InvalidRequest) return null; // its upload was aborted
+        throw error;
+      }
+    }
+    options.onCreated?.(job);
+    if (upload?.method === "PUT" || upload?.method === "multipart") return PreparedUpload.described(this, job, upload, size, ctype, recordKey);
+    if (upload) return null; // a presigned form: not something to hand over
+    return this.nothingToSend(job, size >= this.multipartThreshold, size, ctype, recordKey);
+  }
+
+  private nothingToSend(job: Job, multipart: boolean, size: number, ctype: string, record: string | null): PreparedUpload {
+    return new PreparedUpload(this, job, { method: multipart ? "multipart" : "PUT", size, contentType: ctype,
+      partSize: null, expiresAt: null, requests: [], record });
+  }
+
+  /** Where an upload's state is kept: the file's fingerprint with what else makes the job. The
+   * same file with other formats, sizes, focus or metadata is another upload, never a resume
+   * of it (a plain upload keeps the key earlier releases stored, so their records still resume). */
+  private async recordKey(body: Body, options: UploadOptions, sha256: string | null): Promise<string | null> {
+    const fingerprint = options.fingerprint ?? body.identity ?? (sha256 ?? await sha256Base64(body));
+    if (!fingerprint) return null;
+    const formats = options.formats ?? [];
+    const metadata = Object.entries(options.metadata ?? {}).sort();
+    const others = [...(options.renditions ? [["renditions", [...options.renditions].sort()]] : []),
+      ...(options.focus ? [["focus", options.focus.x, options.focus.y]] : [])];
+    const asked = formats.length || metadata.length || others.length
+      ? `:${JSON.stringify(others.length ? [formats, metadata, ...others] : [formats, metadata])}` : "";
+    return `image-jobs:upload:${this.baseUrl}:${fingerprint}${asked}`;
+  }
+
+  /** POST /uploads's body: the file's type and size and the job's options. */
+  private uploadRequest(ctype: string, size: number, options: UploadOptions): Record<string, unknown> {
+    const request: Record<string, unknown> = { content_type: ctype, size };
+    if (options.formats?.length) request.formats = [...options.formats];
+    if (options.renditions) request.renditions = [...options.renditions];
+    if (options.focus) request.focus = { x: options.focus.x, y: options.focus.y };
+    if (options.metadata && Object.keys(options.metadata).length) request.metadata = { ...options.metadata };
+    return request;
   }
 
   private async uploadAs(body: Body, ctype: string, direct: boolean, multipart: boolean, sha256: string | null,
@@ -364,10 +500,7 @@ export class Client {
         if (!(error instanceof errors.FileTooLarge)) throw error;
       }
     }
-    const request: Record<string, unknown> = { content_type: ctype, size: body.size };
-    if (options.formats?.length) request.formats = [...options.formats];
-    if (options.metadata && Object.keys(options.metadata).length) request.metadata = { ...options.metadata };
-    if (options.focus) request.focus = { x: options.focus.x, y: options.focus.y };
+    const request = this.uploadRequest(ctype, body.size, options);
     if (multipart) request.method = "multipart";
     else {
       request.method = "PUT";
@@ -384,7 +517,7 @@ export class Client {
       await this.sendAs(job, upload, body, ctype, options);
       job._retryAt = this.clock() + (answer.retryAfter ?? 0) * 1000;
     } else {
-      options.onProgress?.(body.size, body.size); // a replay: the file had already arrived
+      new Meter(body.size, options.onProgress, body.size).start(); // a replay: the file had already arrived
     }
     if (recordKey) await this.storage.removeItem(recordKey);
     return this.heldPoll(job, options.wait ?? 0);
@@ -464,14 +597,17 @@ export class Client {
     if (hold >= 1) headers.Prefer = `wait=${hold}`;
     // A header carries ASCII only: JSON with \u escapes (never the query string).
     if (options.metadata && Object.keys(options.metadata).length) headers["Image-Jobs-Metadata"] = asciiJson(options.metadata);
-    const params = [...(options.formats?.length ? [`formats=${options.formats.join(",")}`] : []),
-      ...(options.focus ? [`focus=${plainDecimal(options.focus.x)},${plainDecimal(options.focus.y)}`] : [])];
-    const query = params.length ? `?${params.join("&")}` : "";
+    const params = new URLSearchParams();
+    if (options.formats?.length) params.set("formats", options.formats.join(","));
+    if (options.renditions) params.set("renditions", options.renditions.join(","));
+    if (options.focus) params.set("focus", `${plainDecimal(options.focus.x)},${plainDecimal(options.focus.y)}`);
+    const query = params.size ? `?${params.toString().replace(/%2C/g, ",")}` : "";
     this.stopIfAborted(options.signal);
-    options.onProgress?.(0, body.size);
-    const data = await body.bytes();
-    const answer = await this.request("POST", `${API_ROOT}/images${query}`, { body: data, headers, hold, signal: options.signal });
-    options.onProgress?.(body.size, body.size);
+    const meter = new Meter(body.size, options.onProgress);
+    meter.start();
+    const answer = await this.request("POST", `${API_ROOT}/images${query}`, {
+      body: body.slice(0, body.size), headers, hold, signal: options.signal, sent: (bytes) => meter.sending(0, bytes) });
+    meter.finished(0, body.size);
     const job = this.accepted(answer);
     options.onCreated?.(job);
     if (hold >= 1 && !job.finished && !job._held) return this.heldPoll(job, options.wait ?? 0);
@@ -499,15 +635,15 @@ export class Client {
 
   private async sendAs(job: Job, upload: UploadDescription, body: Body, ctype: string, options: UploadOptions): Promise<void> {
     try {
-      if (upload.method === "PUT") {
+      if (upload.method === "PUT" || upload.method === "POST") {
         this.stopIfAborted(options.signal);
-        options.onProgress?.(0, body.size);
-        await this.toStorage("PUT", upload.url!, { headers: allowed(upload.headers), body: () => body.slice(0, body.size) }, body.size, options.signal);
-        options.onProgress?.(body.size, body.size);
-      } else if (upload.method === "POST") {
-        this.stopIfAborted(options.signal);
-        await this.toStorage("POST", upload.url!, { body: () => form(upload, body, ctype) }, body.size, options.signal);
-        options.onProgress?.(body.size, body.size);
+        const meter = new Meter(body.size, options.onProgress);
+        meter.start();
+        const make = upload.method === "PUT"
+          ? () => ({ headers: allowed(upload.headers), body: body.slice(0, body.size), size: body.size })
+          : () => this.form(upload, body, ctype);
+        await this.toStorage(upload.method, upload.url!, make, body.size, (bytes) => meter.sending(0, bytes), options.signal);
+        meter.finished(0, body.size);
       } else if (upload.method === "multipart") {
         const etags = await this.putParts(job, upload, body, options);
         // With every part's ETag (storage's CORS may hide them from a page) the parts named;
@@ -526,6 +662,23 @@ export class Client {
     await job._awaitArrival(ARRIVAL_SECONDS, options.signal);
   }
 
+  /** The presigned POST's form: a FormData, or where bodies are streamed (Node) the same
+   * multipart/form-data as one Blob, so that its file's bytes are counted as they go. */
+  private form(upload: UploadDescription, body: Body, ctype: string): StorageBody {
+    if (this.transfer !== "stream") return { body: form(upload, body, ctype), size: body.size };
+    const boundary = `----image-jobs-${randomKey()}`;
+    const text = new TextEncoder();
+    let head = "";
+    for (const [name, value] of Object.entries(upload.fields ?? {})) {
+      head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+    }
+    head += `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${body.name.replace(/["\r\n]/g, "_")}"\r\n`
+      + `Content-Type: ${ctype}\r\n\r\n`;
+    const start = text.encode(head);
+    const blob = new Blob([start, body.slice(0, body.size) as BlobPart, text.encode(`\r\n--${boundary}--\r\n`)]);
+    return { headers: { "Content-Type": `multipart/form-data; boundary=${boundary}` }, body: blob, size: blob.size, skip: start.byteLength };
+  }
+
   private stopIfAborted(signal?: AbortSignal) {
     if (signal?.aborted) throw new errors.UploadStopped("the caller stopped the upload");
   }
@@ -539,8 +692,8 @@ export class Client {
     const parts = upload.parts ?? [];
     const etags = new Map<number, string>();
     for (const part of parts.filter((p) => p.stored)) etags.set(part.part_number, part.etag ?? "");
-    let sent = parts.filter((part) => part.stored).reduce((sum, part) => sum + part.size, 0);
-    options.onProgress?.(sent, body.size);
+    const meter = new Meter(body.size, options.onProgress, parts.filter((part) => part.stored).reduce((sum, part) => sum + part.size, 0));
+    meter.start();
     let todo = parts.filter((part) => !part.stored);
     for (let round = 0; todo.length; round++) {
       const refused: number[] = [];
@@ -555,18 +708,23 @@ export class Client {
           const part = todo[next++]!;
           const start = (part.part_number - 1) * size;
           let response: Response;
+          let reported = 0;
+          const sending = (bytes: number) => {
+            meter.sending(part.part_number, bytes);
+            if (bytes > reported && bytes < part.size) options.onPartProgress?.(part.part_number, (reported = bytes), part.size);
+          };
           try {
             options.onPartProgress?.(part.part_number, 0, part.size);
-            response = await this.toStorage("PUT", part.url!, { body: () => body.slice(start, start + part.size) }, part.size);
+            response = await this.toStorage("PUT", part.url!, () => ({ body: body.slice(start, start + part.size), size: part.size }), part.size, sending);
           } catch (error) {
+            meter.finished(part.part_number, 0);
             if (round === 0 && error instanceof errors.StorageError && error.status === 403) refused.push(part.part_number);
             else failure ??= error;
             continue;
           }
           etags.set(part.part_number, response.headers.get("etag") ?? "");
-          sent += part.size;
+          meter.finished(part.part_number, part.size);
           options.onPartProgress?.(part.part_number, part.size, part.size);
-          options.onProgress?.(sent, body.size);
         }
       };
       await Promise.all(Array.from({ length: Math.min(PART_CONCURRENCY, todo.length) }, worker));
@@ -580,12 +738,17 @@ export class Client {
 
   /** A request to storage (its body made afresh for each try): connection errors and 5xx
    * retried within the client's bounds; no Authorization (the URL carries its signature). */
-  private async toStorage(method: string, url: string, init: { headers?: Record<string, string>; body: () => BodyInit | Uint8Array }, bytes: number, signal?: AbortSignal): Promise<Response> {
+  private async toStorage(method: string, url: string, make: () => StorageBody, bytes: number, sent: Sent, signal?: AbortSignal): Promise<Response> {
     for (let attempts = 1; ; attempts++) {
       const timer = deadlineSignal(Math.max(this.timeout * 1000, bytes / 100), signal); // at least 100 kB/s
       let response: Response;
+      const out = make();
+      const skip = out.skip ?? 0;
+      sent(0); // a try again starts from nothing
       try {
-        response = await this.fetchImpl(url, { method, headers: init.headers, body: init.body() as BodyInit, signal: timer.signal });
+        response = await sendCounted(this.transfer, this.fetchImpl, this.Xhr, url,
+          { method, headers: out.headers, body: out.body, size: out.size, signal: timer.signal },
+          (n) => sent(Math.max(0, Math.min(bytes, n - skip))));
       } catch (error) {
         timer.done();
         if (signal?.aborted) throw new errors.UploadStopped("the caller stopped the upload");
@@ -629,7 +792,12 @@ export class Client {
       let response: Response;
       let text: string;
       try {
-        response = await this.fetchImpl(url, { method, headers, body, signal: timer.signal, cache: "no-store" });
+        const counted = options.sent && (body instanceof Uint8Array || (typeof Blob !== "undefined" && body instanceof Blob));
+        options.sent?.(0);
+        response = counted
+          ? await sendCounted(this.transfer, this.fetchImpl, this.Xhr, url, { method, headers, body: body as Blob | Uint8Array,
+            size: (body as Blob).size ?? (body as Uint8Array).byteLength, signal: timer.signal, cache: "no-store" }, options.sent!)
+          : await this.fetchImpl(url, { method, headers, body, signal: timer.signal, cache: "no-store" });
         text = await response.text();
       } catch (error) {
         timer.done();

@@ -125,3 +125,12 @@ export class UploadStopped extends ImageJobsError {
   override name = "UploadStopped";
   job: Job | null = null;
 }
+
+/** PreparedUpload.complete(): storage lacks some of the file. `missing`: the parts to send
+ * again (their requests renewed in the prepared upload), or [] for a single PUT not arrived. */
+export class UploadIncomplete extends ImageJobsError {
+  override name = "UploadIncomplete";
+  constructor(readonly job: Job, readonly missing: number[], why: string) {
+    super(`job ${job.jobId}'s file is not all in storage: ${why}`);
+  }
+}

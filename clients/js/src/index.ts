@@ -1,15 +1,19 @@
 // @image-jobs/client: the image-jobs API for browsers, React Native and Node 20+.
 export { Client, API_ROOT, SERVICE_SCOPE, isServiceToken, DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_DIRECT_THRESHOLD, DEFAULT_MULTIPART_THRESHOLD, PART_CONCURRENCY, RETRY_ALWAYS, RETRY_IF_REPEATABLE } from "./client.js";
-export type { ClientOptions, JobsOptions, UploadOptions, Progress, PartProgress, Answer, RequestOptions, WebSocketConstructor } from "./client.js";
+export type { ClientOptions, JobsOptions, UploadOptions, PrepareOptions, Progress, PartProgress, Answer, RequestOptions, WebSocketConstructor } from "./client.js";
+export { PreparedUpload } from "./prepared.js";
+export type { StorageRequest, SavedUpload, CompleteOptions } from "./prepared.js";
+export { CHUNK_BYTES, PROGRESS_STEP_BYTES } from "./transfer.js";
+export type { TransferMode, XMLHttpRequestConstructor } from "./transfer.js";
 export { Job, Status, TERMINAL } from "./job.js";
-export type { Focus, JobBody, JobStatus, KnownStatus, Rendition, RenditionBody, SourceFacts, Variant, WaitOptions } from "./job.js";
+export type { Focus, JobBody, JobStatus, KnownStatus, Animation, AnimationBody, Rendition, RenditionBody, SourceFacts, Variant, WaitOptions } from "./job.js";
 export { Watch, PUSH_PROTOCOL, BEARER_PREFIX } from "./push.js";
 export type { WatchOptions, WebSocketLike } from "./push.js";
 export { memoryStorage } from "./storage.js";
 export type { UploadStorage, UploadRecord } from "./storage.js";
 export type { Source, UriSource } from "./source.js";
 export { pickVariant } from "./variants.js";
-export type { Picked } from "./variants.js";
+export type { Picked, PickOptions } from "./variants.js";
 export { decodePlaceholder } from "./placeholder.js";
 export { phashDistance, PHASH_NEAR } from "./phash.js";
 export type { Decoded } from "./placeholder.js";

@@ -47,6 +47,11 @@ export interface SourceFacts {
   captured_at: string | null;
   color_space: "srgb" | "display-p3" | "adobe-rgb" | "other" | (string & {});
   has_alpha: boolean;
+  /** More than one frame (animated GIF, WebP, APNG); absent on jobs read before animations. */
+  animated?: boolean;
+  frames?: number;
+  /** One play, as browsers play it; null for a still. */
+  duration_ms?: number | null;
 }
 
 /** The point a ready job's squares are placed around (`focus`; docs/contract.md "The focus"):
@@ -64,6 +69,32 @@ export interface RenditionBody {
   height?: number;
   content_type?: string;
   variants?: Record<string, { url: string; cache_key?: string; bytes?: number; width?: number; height?: number }>;
+  animation?: AnimationBody;
+}
+
+export interface AnimationBody {
+  url: string;
+  cache_key: string;
+  content_type: string;
+  width: number;
+  height: number;
+  frames: number;
+  duration_ms: number;
+  bytes: number;
+}
+
+/** An animated source's rendition as an animated WebP (docs/contract.md "Animations"): every
+ * frame, sized and cropped as the rendition's still, which is its first frame. */
+export interface Animation {
+  url: string;
+  /** Names these bytes, whatever the URL: key an image cache by it. */
+  cacheKey: string | null;
+  contentType: string;
+  width: number | null;
+  height: number | null;
+  frames: number | null;
+  durationMs: number | null;
+  bytes: number | null;
 }
 
 /** One rendition in an extra format (asked with upload(..., { formats })). */
@@ -87,6 +118,8 @@ export interface Rendition {
   cacheKey: string | null;
   /** By media type ("image/avif"). */
   variants: Record<string, Variant>;
+  /** An animated source's animation; null for a still (and when the job says `animationSkipped`). */
+  animation: Animation | null;
 }
 
 export interface WaitOptions {
@@ -152,6 +185,13 @@ export class Job {
     const value = this._data.focus;
     return value && typeof value === "object" ? { ...(value as Focus) } : null;
   }
+  /** Why an animated source's renditions have no animation (`animation_too_many_frames`,
+   * `animation_too_many_pixels`, `animation_too_complex`), or null. */
+  get animationSkipped(): { code: string; message: string } | null {
+    const value = this._data.animation_skipped as { code?: string; message?: string } | undefined;
+    if (!value || typeof value !== "object") return null;
+    return { code: String(value.code ?? "unknown"), message: String(value.message ?? "") };
+  }
   /** The original's facts once it has been read; null before (and on older jobs). */
   get source(): SourceFacts | null {
     const value = this._data.source;
@@ -184,14 +224,21 @@ export class Job {
               width: int(v.width), height: int(v.height) };
           }
         }
+        const a = item.animation;
+        const animation: Animation | null = a && typeof a === "object" && typeof a.url === "string"
+          ? { url: a.url, cacheKey: str(a.cache_key), contentType: str(a.content_type) ?? "image/webp",
+              width: int(a.width), height: int(a.height), frames: int(a.frames), durationMs: int(a.duration_ms),
+              bytes: int(a.bytes) }
+          : null;
         found[name] = { name, url: item.url, width: int(item.width), height: int(item.height),
-          contentType: str(item.content_type), cacheKey: str(item.cache_key), variants };
+          contentType: str(item.content_type), cacheKey: str(item.cache_key), variants, animation };
       }
     }
     for (const [name, field] of [["display", "image_url"], ["thumb", "thumb_url"]] as const) {
       const url = this._data[field];
       if (!found[name] && typeof url === "string") {
-        found[name] = { name, url, width: null, height: null, contentType: null, cacheKey: null, variants: {} };
+        found[name] = { name, url, width: null, height: null, contentType: null, cacheKey: null, variants: {},
+          animation: null };
       }
     }
     return found;

@@ -20,13 +20,19 @@ const storage = {
 const stalled = (url, init) => (/partNumber=3\b/.test(String(url)) ? new Promise(() => {}) : fetch(url, init));
 const client = new Client({ baseUrl: process.env.IMAGE_JOBS_URL, token: process.env.IMAGE_JOBS_TOKEN, WebSocket, storage,
   ...(mode === "kill-half-way" ? { fetch: stalled } : {}) });
-const job = await client.upload(new Uint8Array(fs.readFileSync(file)), {
+const data = new Uint8Array(fs.readFileSync(file));
+const total = data.byteLength;
+let stored = 0;
+const job = await client.upload(data, {
   fingerprint: `path:${file}`,
   formats: ["webp"],
   onCreated: (created) => {
     if (created.raw.upload) fs.writeFileSync(`${statePath}.method`, created.raw.upload.method);
   },
-  onProgress: (sent, total) => { if (mode === "kill-half-way" && sent >= total / 2 && sent < total) process.kill(process.pid, "SIGKILL"); },
+  // onProgress counts bytes sent; a part is stored when onPartProgress tells all its bytes.
+  onPartProgress: (part, sent, size) => {
+    if (sent === size && (stored += size) >= total / 2 && stored < total && mode === "kill-half-way") process.kill(process.pid, "SIGKILL");
+  },
 });
 const watch = client.watch([job], { timeout: 120 });
 for await (const seen of watch) void seen;

@@ -123,7 +123,8 @@ test("over the API's limit: POST /uploads by PUT with the SHA-256, then exactly 
   assert.equal(requests[0].url, `${BASE}/api/v1/uploads`);
   assert.deepEqual(JSON.parse(requests[0].body), { content_type: "image/jpeg", size: 5000, method: "PUT", sha256: digest });
   assert.equal(requests[1].method, "PUT");
-  assert.deepEqual(requests[1].headers, { "Content-Type": "image/jpeg", "x-amz-checksum-sha256": digest });
+  // Content-Length too: in Node the body is a counted stream, whose length fetch cannot see.
+  assert.deepEqual(requests[1].headers, { "Content-Type": "image/jpeg", "Content-Length": "5000", "x-amz-checksum-sha256": digest });
   assert.equal(job.status, "queued");
 });
 
@@ -383,9 +384,30 @@ test("the same file uploaded twice at once is two uploads, each with its own Ide
 test("pickVariant takes the first supported format the rendition has, else the JPEG", () => {
   const rendition = { name: "display", url: "j", width: 1, height: 1, contentType: "image/jpeg", cacheKey: "kj",
     variants: { "image/webp": { contentType: "image/webp", url: "w", bytes: 5, cacheKey: "kw", width: 1, height: 1 } } };
-  assert.deepEqual(sdk.pickVariant(rendition, ["avif", "image/webp"]), { url: "w", contentType: "image/webp", bytes: 5, cacheKey: "kw" });
-  assert.deepEqual(sdk.pickVariant(rendition, ["avif"]), { url: "j", contentType: "image/jpeg", bytes: null, cacheKey: "kj" });
+  assert.deepEqual(sdk.pickVariant(rendition, ["avif", "image/webp"]), { url: "w", contentType: "image/webp", bytes: 5, cacheKey: "kw", animated: false });
+  assert.deepEqual(sdk.pickVariant(rendition, ["avif"]), { url: "j", contentType: "image/jpeg", bytes: null, cacheKey: "kj", animated: false });
   assert.equal(sdk.pickVariant(rendition).contentType, "image/jpeg");
+});
+
+test("an animated source's rendition picks its animation where the app shows WebP, and types it", () => {
+  const job = new sdk.Job(client(scriptedFetch([]).fetch), JOB, body("ready", {
+    source: { width: 480, height: 360, format: "gif", bytes: 9000, captured_at: null, color_space: "srgb",
+      has_alpha: false, animated: true, frames: 12, duration_ms: 960 },
+    renditions: { thumb: { url: "j", cache_key: "kj", width: 256, height: 256, content_type: "image/jpeg", variants: {},
+      animation: { url: "a", cache_key: "ka", content_type: "image/webp", width: 256, height: 256, frames: 12,
+        duration_ms: 960, bytes: 4000 } } } }));
+  const thumb = job.renditions.thumb;
+  assert.deepEqual(thumb.animation, { url: "a", cacheKey: "ka", contentType: "image/webp", width: 256, height: 256,
+    frames: 12, durationMs: 960, bytes: 4000 });
+  assert.equal(job.source.animated, true);
+  assert.deepEqual(sdk.pickVariant(thumb, ["avif", "webp"]), { url: "a", contentType: "image/webp", bytes: 4000, cacheKey: "ka", animated: true });
+  assert.equal(sdk.pickVariant(thumb, ["webp"], { animate: false }).url, "j");
+  assert.equal(sdk.pickVariant(thumb, ["avif"]).url, "j");  // no WebP: the still
+  assert.equal(sdk.pickVariant(thumb).url, "j");
+  const skipped = new sdk.Job(client(scriptedFetch([]).fetch), JOB, body("ready", {
+    animation_skipped: { code: "animation_too_many_frames", message: "m" }, renditions: {} }));
+  assert.deepEqual(skipped.animationSkipped, { code: "animation_too_many_frames", message: "m" });
+  assert.equal(job.animationSkipped, null);
 });
 
 test("decodePlaceholder decodes at the display rendition's aspect", async () => {

@@ -45,7 +45,7 @@ from .errors import (  # noqa: E402
     WebhookVerificationError,
     ERRORS_BY_CODE,
 )
-from .job import TERMINAL, Focus, Job, JobError, Rendition, SourceFacts, Status, Variant  # noqa: E402
+from .job import TERMINAL, AnimatedFacts, Animation, Focus, Job, JobError, Rendition, SourceFacts, Status, Variant  # noqa: E402
 from .prepared import PreparedUpload, UploadRequest  # noqa: E402
 from .phash import NEAR as PHASH_NEAR, phash_distance  # noqa: E402
 from .push import Watch  # noqa: E402
@@ -56,6 +56,8 @@ __all__ = [
     "Job",
     "SourceFacts",
     "Focus",
+    "AnimatedFacts",
+    "Animation",
     "phash_distance",
     "PHASH_NEAR",
     "JobError",

@@ -35,6 +35,14 @@ class Focus(TypedDict):
     source: str  # client, faces, saliency, centre
 
 
+class AnimatedFacts(SourceFacts, total=False):
+    """`source`'s animation facts, absent on jobs read before animations."""
+
+    animated: bool  # more than one frame: an animated GIF, WebP or APNG
+    frames: int
+    duration_ms: Optional[int]  # one play, as browsers play it; None for a still
+
+
 class Status(str, Enum):
     """The statuses the contract names. A job may show others later: they mean "not finished"."""
 
@@ -75,6 +83,21 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Animation:
+    """An animated source's rendition as an animated WebP (docs/contract.md "Animations"):
+    every frame, sized and cropped as the rendition's still, which is its first frame."""
+
+    url: str
+    cache_key: Optional[str]
+    content_type: str
+    width: Optional[int]
+    height: Optional[int]
+    frames: Optional[int]
+    duration_ms: Optional[int]
+    bytes: Optional[int]
+
+
+@dataclass(frozen=True)
 class Rendition:
     name: str
     url: str
@@ -83,6 +106,7 @@ class Rendition:
     content_type: Optional[str]
     variants: Dict[str, Variant] = field(default_factory=dict)  # by content type
     cache_key: Optional[str] = None  # names the JPEG's bytes, whatever the URL
+    animation: Optional[Animation] = None  # an animated source's (None: a still, or skipped)
 
 
 class Api(Protocol):
@@ -163,10 +187,10 @@ class Job:
         return dict(value) if isinstance(value, dict) else {}
 
     @property
-    def source(self) -> Optional[SourceFacts]:
+    def source(self) -> Optional[AnimatedFacts]:
         """The original's facts once it has been read (None before, and on older jobs)."""
         value = self._data.get("source")
-        return SourceFacts(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
+        return AnimatedFacts(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
 
     @property
     def phash(self) -> Optional[str]:
@@ -181,6 +205,15 @@ class Job:
         display rendition by it (docs/api-guide.md)."""
         value = self._data.get("focus")
         return Focus(**value) if isinstance(value, dict) else None  # type: ignore[typeddict-item]
+
+    @property
+    def animation_skipped(self) -> Optional[JobError]:
+        """Why an animated source's renditions have no animation (code
+        animation_too_many_frames, animation_too_many_pixels or animation_too_complex)."""
+        value = self._data.get("animation_skipped")
+        if not isinstance(value, dict):
+            return None
+        return JobError(str(value.get("code") or "unknown"), str(value.get("message") or ""))
 
     @property
     def duplicate_of(self) -> Optional[str]:
@@ -238,7 +271,7 @@ class Job:
                                 if isinstance(v, dict) and isinstance(v.get("url"), str)}
                     found[name] = Rendition(name, item["url"], _int(item.get("width")),
                                             _int(item.get("height")), item.get("content_type"), variants,
-                                            _key(item.get("cache_key")))
+                                            _key(item.get("cache_key")), _animation(item.get("animation")))
         for name, field in (("display", "image_url"), ("thumb", "thumb_url")):
             if name not in found and isinstance(self._data.get(field), str):
                 found[name] = Rendition(name, self._data[field], None, None, None)
@@ -305,10 +338,12 @@ class Job:
         return dict(value) if isinstance(value, dict) else None
 
     def download(self, directory: Union[str, Path], stem: Optional[str] = None,
-                 format: Optional[str] = None) -> Dict[str, Path]:
+                 format: Optional[str] = None, animate: bool = True) -> Dict[str, Path]:
         """Save every rendition as `<stem>.<name><ext>` (stem: the job id) in `directory`.
         `format` ("avif", "webp" or a content type): that variant of each rendition, where
-        the job has it (asked at upload), else its JPEG. With the client's `cache_dir`, a
+        the job has it (asked at upload), else its JPEG. With "webp", an animated source's
+        renditions are their animations (`<stem>.<name>.animated.webp`) unless `animate` is
+        False. With the client's `cache_dir`, a
         rendition whose `cache_key` is there already is copied from it, never downloaded
         again (its URL may have changed: the key has not)."""
         if not self.ready:
@@ -320,13 +355,13 @@ class Job:
         saved: Dict[str, Path] = {}
         kind = None if format is None else (format if "/" in format else f"image/{format.lower()}")
         for name in list(self.renditions):
-            url, suffix, key = _pick(self.renditions[name], kind)
+            url, suffix, key = _pick(self.renditions[name], kind, animate)
             path = folder / f"{stem or self.job_id}.{name}{suffix}"
             if not self._client._download(url, path, key):
                 # URLs are presigned when the job is read; these had expired. Read fresh ones.
                 self.refresh()
                 fresh = self.renditions.get(name)
-                if fresh is None or not self._client._download(_pick(fresh, kind)[0], path, key):
+                if fresh is None or not self._client._download(_pick(fresh, kind, animate)[0], path, key):
                     raise errors.StorageError(403, "AccessDenied", f"storage refused the {name} URL")
             saved[name] = path
         return saved
@@ -506,12 +541,24 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _pick(rendition: Rendition, kind: Optional[str]) -> Tuple[str, str, Optional[str]]:
-    """(url, file suffix, cache key) of the variant of that content type, else of the JPEG."""
+def _pick(rendition: Rendition, kind: Optional[str], animate: bool = True) -> Tuple[str, str, Optional[str]]:
+    """(url, file suffix, cache key) of the animation where the content type asked is its
+    (and `animate`), else of the variant of that content type, else of the JPEG."""
+    animation = rendition.animation
+    if animate and animation is not None and kind == animation.content_type:
+        return animation.url, ".animated.webp", animation.cache_key
     variant = rendition.variants.get(kind) if kind else None
     if variant is not None:
         return variant.url, _SUFFIXES.get(variant.content_type, ".bin"), variant.cache_key
     return rendition.url, _suffix(rendition), rendition.cache_key
+
+
+def _animation(value: Any) -> Optional[Animation]:
+    if not isinstance(value, dict) or not isinstance(value.get("url"), str):
+        return None
+    return Animation(value["url"], _key(value.get("cache_key")), str(value.get("content_type") or "image/webp"),
+                     _int(value.get("width")), _int(value.get("height")), _int(value.get("frames")),
+                     _int(value.get("duration_ms")), _int(value.get("bytes")))
 
 
 def _key(value: Any) -> Optional[str]:
