@@ -129,6 +129,14 @@ class Runner:
         return self.backend in ("localstack", "rgw")
 
 
+# The shared runners' scheduled sweeps, once an hour: no test on them waits for one (a test of
+# the sweeper runs the sweep itself, tests/e2e/test_upload_deadlines.py, tests/crash, or starts
+# a runner of its own that sweeps every 5 s, tests/e2e/test_webhooks_and_metrics.py). A sweep
+# is 448 queries, and moto reads every item of the table for each: each minute, a runner that
+# lives the whole run cost its moto more, as the run filled the table (docs/testing.md).
+IDLE_SWEEPS = {"SWEEP_INTERVAL_SECONDS": "3600", "ORPHAN_SCAN_INTERVAL_SECONDS": "3600"}
+
+
 @contextlib.contextmanager
 def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings: str):
     """A whole `python -m local` on free ports until the block ends: on its embedded stack, or
@@ -139,7 +147,7 @@ def local_runner(aws_endpoint: str | None = None, storage: str = "", **settings:
     # The tests poll far faster than any real client: a per-owner rate that they never meet
     # (tests/e2e/test_hostile.py checks the real limits on runners of their own).
     env = {**os.environ, "API_PORT": str(api_port), "WEB_PORT": str(web_port), "PYTHONUNBUFFERED": "1",
-           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **push_ports(),
+           "OWNER_REQUESTS_PER_SECOND": "1000", "OWNER_BURST": "1000", **IDLE_SWEEPS, **push_ports(),
            "LOG_FILE": str(Path(tempfile.mkdtemp(prefix="image-jobs-run-")) / "runner.log"), **settings}
     env.pop("AWS_ENDPOINT_URL", None)
     if aws_endpoint is None:

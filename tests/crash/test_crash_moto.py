@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from chalicelib.bootstrap import build_use_cases
-from chalicelib.domain.jobs import JobStatus
+from chalicelib.domain.jobs import JobStatus, due_shard
 from chalicelib.usecases import UseCases
 from chalicelib.usecases.context import new_job_id
 from local.provision import provision
@@ -39,6 +39,25 @@ def moto_stack(moto_endpoint):
     return settings, stack, clients, build_use_cases(settings).ctx
 
 
+class _DueInShards:
+    """The real jobs adapter, whose sweep queries go to moto for the shards of this world's
+    jobs only (`shards`, set before each sweep): the others hold none of its jobs, and moto
+    answers each query by reading every item of the module's table (a sweep is 448 queries,
+    each settle round one sweep). The sweeper still asks for every shard, in its own order,
+    and the injector still counts every call; tests/unit/test_sweeper_semantics.py and
+    tests/crash/test_crash_points.py sweep every shard, and tests/integration/test_sweeper.py
+    every shard on moto."""
+
+    def __init__(self, jobs, shards: set[int]):
+        self._jobs, self._shards = jobs, shards
+
+    def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list:
+        return self._jobs.due(status, now, limit, shard=shard) if shard in self._shards else []
+
+    def __getattr__(self, name: str):
+        return getattr(self._jobs, name)
+
+
 class MotoWorld:
     """The harness's world on moto: same steps (deliver, sweep, settle), real services."""
 
@@ -47,9 +66,11 @@ class MotoWorld:
         self.injector = injector
         self.clock = Clock(datetime.now(timezone.utc))
         self.ids: list[str] = []
+        self._shards: set[int] = set()
         self.use_cases = UseCases(fake_context(
             settings=self.settings, clock=self.clock, new_id=self._new_id,
-            jobs=injector.wrap("jobs", real.jobs), objects=injector.wrap("objects", real.objects),
+            jobs=injector.wrap("jobs", _DueInShards(real.jobs, self._shards)),
+            objects=injector.wrap("objects", real.objects),
             publisher=injector.wrap("queue", real.publisher), backlog=injector.wrap("queue", real.backlog)))
         self.store = real.jobs
 
@@ -80,6 +101,8 @@ class MotoWorld:
                                                ReceiptHandle=message["ReceiptHandle"])
 
     def sweep(self) -> None:
+        self._shards.clear()
+        self._shards.update(due_shard(job_id) for job_id in self.known_ids())
         self.use_cases.sweeper.sweep()
 
     def jobs(self) -> dict:

@@ -3,6 +3,7 @@ what shares a costly start (one LocalStack, say) on one worker. Both only hold w
 can still rename a test's node id (pytest 9.2 broke that silently, with no error at all)."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -26,8 +27,11 @@ def test_free(n):
 def run(tmp_path, *args: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_it.py").write_text(PROJECT)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
-                           "-p", "no:cacheprovider", *args], cwd=tmp_path, capture_output=True, text=True)
+    # Only xdist among the installed plugins (Schemathesis's, Hypothesis's... each import costs
+    # every process, the two workers' too): what renames a node id is xdist's and pytest's own.
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2", "--dist", "loadgroup", "-v",
+                           "-p", "no:cacheprovider", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
 def test_a_group_runs_on_one_worker(tmp_path):
