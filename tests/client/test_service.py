@@ -43,7 +43,7 @@ def test_the_sdk_gives_the_photos_facts_from_either_route(runner, owner, tmp_pat
             job = client.upload(turned).wait(deadline=60)
             assert job.source == {"width": 400, "height": 600, "format": "jpeg", "bytes": turned.stat().st_size,
                                   "captured_at": "2024-05-01T12:34:56+02:00", "color_space": "srgb",
-                                  "has_alpha": False}
+                                  "has_alpha": False, "animated": False, "frames": 1, "duration_ms": None}
             assert job.phash is not None and len(job.phash) == 16
     assert job.duplicate_of is not None  # the second: the same owner's same bytes
 

@@ -74,7 +74,9 @@ def test_upload_poll_ready_and_download_both_renditions(runner):
     assert done.headers["Cache-Control"] == "no-store" and "Retry-After" not in done.headers
     assert job["status"] == "ready"
     assert set(job) == {"job_id", "status", "image_url", "thumb_url", "renditions",
-                        "urls_expire_at", "placeholder", "phash", "source", "created_at", "finished_at", "expires_at"}
+                        "urls_expire_at", "placeholder", "phash", "source", "focus", "created_at", "finished_at",
+                        "expires_at"}
+    assert job["focus"]["source"] in ("faces", "saliency", "centre")
     assert job["renditions"]["display"] == {"url": job["image_url"], "width": 1280, "height": 853,
                                             "content_type": "image/jpeg", "variants": {},
                                             "cache_key": job["renditions"]["display"]["cache_key"]}
