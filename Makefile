@@ -2,6 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# make deploy packages from a Python 3.13 venv of its own (the functions run on python3.13).
+DEPLOY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3.13) python3.13)
+DEPLOY_VENV ?= .venv-deploy
+DEPLOY_PY := $(DEPLOY_VENV)/bin/python
 
 .PHONY: run bytecode localstack localstack-install rgw-install js-install web test chromium token bench stats trace deploy chalice-deploy clean
 
@@ -88,9 +92,6 @@ bench: $(VENV)/.installed  ## the resize benchmark
 # service runs and is tested on $(PYTHON) (3.11); the functions run on python3.13 (Amazon
 # Linux 2023, glibc 2.34), which pyvips-binary's libvips needs (manylinux_2_28; python3.11's
 # Amazon Linux 2 has glibc 2.26). Its own venv holds only what packaging runs: Chalice.
-DEPLOY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3.13) python3.13)
-DEPLOY_VENV ?= .venv-deploy
-DEPLOY_PY := $(DEPLOY_VENV)/bin/python
 $(DEPLOY_VENV)/.installed: requirements-deploy.txt requirements.txt | $(UV)
 	@$(DEPLOY_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' \
 	  || { echo "make deploy: Python 3.13 is needed to package for the python3.13 runtime (DEPLOY_PYTHON=/path/to/python3.13)" >&2; exit 1; }
