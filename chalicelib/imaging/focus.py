@@ -119,6 +119,13 @@ class _Stage:
     dy: np.ndarray
     dx: np.ndarray
     leaves: np.ndarray  # (stumps, 256): each stump's vote for each LBP code
+    # The same votes flat, and where each stump's 256 start in them: one lookup for a stage.
+    votes: np.ndarray
+    starts: np.ndarray  # (stumps, 1)
+
+    def offsets(self, stride: int) -> np.ndarray:
+        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)."""
+        return np.ascontiguousarray((self.dy * stride + self.dx).T)[:, :, None]
 
 
 @dataclass(frozen=True)
@@ -149,8 +156,9 @@ class Cascade:
                 # OpenCV: the left leaf where the code's bit is set in the 256-bit subset.
                 inside = (subset[codes >> 5] >> (codes & 31).astype(np.uint64)) & 1
                 leaves.append(np.where(inside == 1, left, right))
-            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
-                                 np.array(leaves, dtype=np.float32)))
+            leaves = np.array(leaves, dtype=np.float32)
+            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs), leaves,
+                                 leaves.ravel(), np.arange(len(leaves))[:, None] * 256))
         return cls(window, tuple(stages))
 
 
@@ -217,7 +225,7 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
             part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
             top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
             corners.append(part[top: top + grid_rows, left: left + grid_cols])
-        total += leaf[_codes(corners)]
+        total += leaf[_codes(np.stack(corners).reshape(4, 4, grid_rows, grid_cols))]
     # Windows inside one level only.
     valid = np.zeros(grid_rows, dtype=np.int32)  # per grid row: how many columns fit in its level
     for top, w, h in zip(tops, widths, heights):
@@ -259,34 +267,29 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
     for stage in stages:
         if origin.size == 0:
             break
-        offsets = (stage.dy * stride + stage.dx).T  # (16, stumps)
-        corners = flat[offsets[:, None, :] + origin[None, :, None]]  # (16, windows, stumps)
-        codes = _codes(list(corners))  # (windows, stumps)
-        total = stage.leaves[np.arange(len(stage.leaves))[None, :], codes].sum(axis=1)
+        # One gather a stage: every corner of every stump for every window, (16, stumps, windows)
+        # (C order throughout: numpy's loops over small strided axes are many times slower).
+        corners = flat[stage.offsets(stride) + origin]
+        codes = _codes(corners.reshape(4, 4, *corners.shape[1:]))  # (stumps, windows)
+        total = stage.votes[codes + stage.starts].sum(axis=0)
         origin = origin[total >= stage.threshold]
     return origin
 
 
-# A feature's 16 corners, row by row; its cells' sums compared with the centre's, in OpenCV's
-# bit order (the top-left cell the highest bit, then clockwise).
-_CLOCKWISE = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+# A feature's 3x3 cells row by row, and the bit each outer cell's comparison sets in OpenCV's
+# LBP code (the top-left cell the highest bit, then clockwise; the centre none).
+_BITS = np.array([128, 64, 32, 1, 0, 16, 2, 4, 8], dtype=np.uint8).reshape(3, 3, 1, 1)
 
 
-def _codes(corners: list[np.ndarray]) -> np.ndarray:
-    """OpenCV's LBP code of a 3x3 grid of cells from its 4x4 integral-image corners: a bit for
-    each outer cell whose sum is at least the centre's (uint8)."""
-    c = corners
-    across = [[c[i * 4 + j + 1] - c[i * 4 + j] for j in range(3)] for i in range(4)]  # row segments
-    cells = [[across[i + 1][j] - across[i][j] for j in range(3)] for i in range(3)]
-    centre = cells[1][1]
-    code = None
-    for bit, (i, j) in zip(range(7, -1, -1), _CLOCKWISE):
-        set_ = (cells[i][j] >= centre).view(np.uint8)
-        if code is None:
-            code = set_ << bit
-        else:
-            code |= set_ << bit if bit else set_
-    return code
+def _codes(corners: np.ndarray) -> np.ndarray:
+    """OpenCV's LBP code of 3x3 grids of cells from their 4x4 integral-image corners (the two
+    first axes, then the grids' own two): a bit for each outer cell whose sum is at least the
+    centre's (uint8)."""
+    across = corners[:, 1:] - corners[:, :-1]
+    cells = across[1:] - across[:-1]
+    bits = (cells >= cells[1, 1]).view(np.uint8)
+    bits *= _BITS
+    return bits.sum(axis=(0, 1), dtype=np.uint8)
 
 
 def _grouped(hits: list[tuple[float, float, float]]) -> list[tuple[float, float, float, int]]:
