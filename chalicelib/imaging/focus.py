@@ -118,10 +118,7 @@ class _Stage:
     # row by row, as (dy, dx) from the window's top left: shape (stumps, 16) each.
     dy: np.ndarray
     dx: np.ndarray
-    leaves: np.ndarray  # (stumps, 256): each stump's vote for each LBP code
-    # The same votes flat, and where each stump's 256 start in them: one lookup for a stage.
-    votes: np.ndarray
-    starts: np.ndarray  # (stumps, 1)
+    votes: np.ndarray  # (stumps, 256): each stump's vote for each LBP code (float32)
 
     def offsets(self, stride: int) -> np.ndarray:
         """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)."""
@@ -156,9 +153,8 @@ class Cascade:
                 # OpenCV: the left leaf where the code's bit is set in the 256-bit subset.
                 inside = (subset[codes >> 5] >> (codes & 31).astype(np.uint64)) & 1
                 leaves.append(np.where(inside == 1, left, right))
-            leaves = np.array(leaves, dtype=np.float32)
-            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs), leaves,
-                                 leaves.ravel(), np.arange(len(leaves))[:, None] * 256))
+            stages.append(_Stage(np.float32(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
+                                 np.array(leaves, dtype=np.float32)))
         return cls(window, tuple(stages))
 
 
@@ -178,87 +174,101 @@ def cascade() -> Cascade:
 def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[float, float, float, int]]:
     """Faces in a 2-D uint8 array: (x, y, side, hits) in its pixels, grouped, largest first.
 
-    Every level of the pyramid is stacked in one integral image of the first level's width,
+    Every level of the pyramid is laid out in one picture (an atlas) with one integral image,
     so that one pass of each stage covers the windows of all levels."""
     model = model or cascade()
     window = model.window
     height, width = grey.shape
-    levels, scale = [], 1.0
+    sizes, scales, scale = [], [], 1.0
     while min(round(width / scale), round(height / scale)) >= window:
-        levels.append(scale)
+        sizes.append((round(width / scale), round(height / scale)))
+        scales.append(scale)
         scale *= _PYRAMID_STEP
-    if not levels:
+    if not sizes:
         return []
-    source = Image.fromarray(grey)
-    stride = width + 1
-    tops, heights, widths = [], [], []
-    rows = 0
-    for scale in levels:
-        size = (round(width / scale), round(height / scale))
-        tops.append(rows)
-        widths.append(size[0])
-        heights.append(size[1])
-        rows += size[1] + 1 + (size[1] + 1) % _WINDOW_STEP  # each level's top on the window grid
-    integral = np.zeros((rows, stride), dtype=np.int32)
-    level = source
-    for top, w, h in zip(tops, widths, heights):
-        if level.size != (w, h):  # each from the one before: a small resample each
-            level = level.resize((w, h), Image.Resampling.BILINEAR)
-        block = integral[top + 1: top + h + 1, 1: w + 1]
-        np.cumsum(np.cumsum(np.asarray(level, dtype=np.int32), axis=0), axis=1, out=block)
-        integral[top + 1: top + h + 1, w + 1:] = block[:, -1:]  # past the level's right edge: flat
+    places, atlas_size = _atlas_layout(sizes)
+    atlas = Image.new("L", atlas_size)
+    level = Image.fromarray(grey)
+    for size, place in zip(sizes, places):
+        if level.size != size:  # each from the one before: a small resample each
+            level = level.resize(size, Image.Resampling.BILINEAR)
+        atlas.paste(level, place)
+    # One integral image for all levels: a rectangle's sum inside a level is exact wherever
+    # the level lies, so the levels can touch.
+    columns, rows = atlas_size
+    stride = columns + 1
+    integral = np.zeros((rows + 1, stride), dtype=np.int32)
+    np.cumsum(np.cumsum(np.asarray(atlas), axis=0, dtype=np.int32), axis=1, out=integral[1:, 1:])
     flat = integral.ravel()
+    # Per top-left corner (as an index in the integral image): the level whose window it is,
+    # or -1 (a window that would reach past its level's right or bottom edge).
+    level_of = np.full(integral.shape, -1, dtype=np.int8)
+    for index, ((w, h), (left, top)) in enumerate(zip(sizes, places)):
+        level_of[top: top + h - window + 1, left: left + w - window + 1] = index
+    level_of = level_of.ravel()
 
-    # The first stage over every window at once: each corner of a feature, for all windows,
-    # is a strided slice of the integral image.
+    # The first stage over every window of the grid at once: each corner of a feature, for all
+    # windows, is a strided slice of the integral image.
     first = model.stages[0]
-    grid_rows = (rows - window) // _WINDOW_STEP
-    grid_cols = (stride - 1 - window) // _WINDOW_STEP + 1
-    total = np.zeros((grid_rows, grid_cols), dtype=np.float32)
+    grid_rows = (rows - window) // _WINDOW_STEP + 1
+    grid_cols = (columns - window) // _WINDOW_STEP + 1
     # The integral image split by the parity of row and column: the corners of the windows on
     # the grid are then slices of one of them, whose rows are contiguous (twice as fast).
     parts = {(i, j): np.ascontiguousarray(integral[i::_WINDOW_STEP, j::_WINDOW_STEP])
              for i in range(_WINDOW_STEP) for j in range(_WINDOW_STEP)}
-    for dy, dx, leaf in zip(first.dy, first.dx, first.leaves):
+    votes = []
+    for dy, dx, leaf in zip(first.dy, first.dx, first.votes):
         corners = []
         for y, x in zip(dy.tolist(), dx.tolist()):
             part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
             top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
             corners.append(part[top: top + grid_rows, left: left + grid_cols])
-        total += leaf[_codes(np.stack(corners).reshape(4, 4, grid_rows, grid_cols))]
-    # Windows inside one level only.
-    valid = np.zeros(grid_rows, dtype=np.int32)  # per grid row: how many columns fit in its level
-    for top, w, h in zip(tops, widths, heights):
-        first_row = top // _WINDOW_STEP
-        last_row = (top + h - window) // _WINDOW_STEP
-        valid[first_row: last_row + 1] = (w - window) // _WINDOW_STEP + 1
-    alive = (total >= first.threshold) & (np.arange(grid_cols)[None, :] < valid[:, None])
-    gy, gx = np.nonzero(alive)
+        votes.append(leaf[_codes(np.stack(corners).reshape(4, 4, grid_rows, grid_cols))])
+    total = _summed(votes)
+    gy, gx = np.nonzero(total >= first.threshold)
+    grid = gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP
+    grid = grid[level_of[grid] >= 0]  # windows inside one level only
     # The grid skips three windows in four, and a face passes every stage at a few windows
     # only: the windows on the grid still alive after the first _EXPAND_AT stages (near-faces,
-    # by then few) bring the windows one pixel around them, and all go through the rest.
-    near = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:_EXPAND_AT])
+    # by then few) bring the windows one pixel around them (each once), and all go through
+    # the rest.
+    near = _passing(flat, stride, grid, model.stages[1:_EXPAND_AT])
     if near.size == 0:
         return []
-    tops_, heights_, widths_ = np.array(tops), np.array(heights), np.array(widths)
-    level_of = np.searchsorted(tops_, near // stride, side="right") - 1
-    around = []
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            if dy or dx:
-                ys, xs = np.divmod(near + dy * stride + dx, stride)
-                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + heights_[level_of] - window)
-                          & (xs >= 0) & (xs <= widths_[level_of] - window))
-                around.append((near + dy * stride + dx)[inside])
-    around = _passing(flat, stride, np.concatenate(around), model.stages[:_EXPAND_AT])
-    origin = _passing(flat, stride, np.unique(np.concatenate([near, around])), model.stages[_EXPAND_AT:])
+    steps = np.array([dy * stride + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx])
+    around = (near[None, :] + steps[:, None]).ravel()
+    around = np.unique(around[level_of[around] == np.tile(level_of[near], len(steps))])
+    around = _passing(flat, stride, around, model.stages[:_EXPAND_AT])
+    origin = _passing(flat, stride, np.concatenate([near, around]), model.stages[_EXPAND_AT:])
+    index = level_of[origin].astype(np.intp)
+    lefts, tops = (np.array(v) for v in zip(*places))
     ys, xs = np.divmod(origin, stride)
+    xs, ys = xs - lefts[index], ys - tops[index]
     hits = []
-    level_of = np.searchsorted(tops_, ys, side="right") - 1
-    for x, y, index in zip(xs.tolist(), ys.tolist(), level_of.tolist()):
-        scale = levels[index]
-        hits.append((x * scale, (y - tops[index]) * scale, window * scale))
+    for i in np.lexsort((xs, ys, index)).tolist():  # by level, then row, then column
+        scale = scales[index[i]]
+        hits.append((int(xs[i]) * scale, int(ys[i]) * scale, window * scale))
     return _grouped(hits)
+
+
+def _atlas_layout(sizes: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """Where each level goes in the atlas (left, top; even, on the windows' grid) and the
+    atlas's size: in shelves as wide as the two largest levels side by side (stacked one above
+    the other, half the grid's windows would reach past their level's edge)."""
+    even = lambda v: v + v % _WINDOW_STEP  # noqa: E731
+    width = sum(even(w) for w, _ in sizes[:2])
+    places, left, top, shelf = [], 0, 0, 0
+    for w, h in sizes:
+        if left + w > width:
+            left, top, shelf = 0, top + even(shelf), 0
+        places.append((left, top))
+        left += even(w)
+        shelf = max(shelf, h)
+    return places, (width, top + shelf)
+
+
+# Where each stump's 256 votes start in its stage's flat table.
+_STARTS = np.arange(64)[:, None] * 256
 
 
 def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.ndarray:
@@ -267,13 +277,31 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
     for stage in stages:
         if origin.size == 0:
             break
-        # One gather a stage: every corner of every stump for every window, (16, stumps, windows)
-        # (C order throughout: numpy's loops over small strided axes are many times slower).
+        # One gather a stage: every corner of every stump for every window, (16, stumps,
+        # windows): the windows last, as numpy's loops are slow over a short last axis.
         corners = flat[stage.offsets(stride) + origin]
         codes = _codes(corners.reshape(4, 4, *corners.shape[1:]))  # (stumps, windows)
-        total = stage.votes[codes + stage.starts].sum(axis=0)
+        total = _summed(stage.votes.ravel()[codes + _STARTS[:len(codes)]])
         origin = origin[total >= stage.threshold]
     return origin
+
+
+def _summed(votes) -> np.ndarray:
+    """A stage's sum of its stumps' float32 votes (a sequence of equal arrays, one a stump), in
+    the order numpy sums a row of a few float32: one by one, or below eight, four pairs of
+    pairs of the first eight then the rest one by one. A window's sum often ties with its
+    stage's threshold (training sets each threshold to a face's sum), so the order decides
+    which windows pass; this is the order the detector was measured with (benchmarks/focus.py)."""
+    if len(votes) < 8:
+        total = votes[0].copy()
+        for vote in votes[1:]:
+            total += vote
+        return total
+    v = votes
+    total = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+    for vote in votes[8:]:
+        total += vote
+    return total
 
 
 # A feature's 3x3 cells row by row, and the bit each outer cell's comparison sets in OpenCV's
