@@ -401,8 +401,9 @@ def saliency_map(image: Image.Image) -> np.ndarray:
     edges[0, :] = edges[-1, :] = 0  # FIND_EDGES leaves the border as it was
     edges[:, 0] = edges[:, -1] = 0
     edges = np.minimum(edges * _EDGE_GAIN, 1)
-    density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
-    top, bottom = rgb.max(axis=2), rgb.min(axis=2)
+    density = _box_sums(edges, _DENSITY_RADIUS) / _box_areas(edges.shape, _DENSITY_RADIUS)
+    red, green, blue = rgb[:, :, 0], rgb[:, :, 1], rgb[:, :, 2]  # (numpy's max over a last axis of 3 is slow)
+    top, bottom = np.maximum(np.maximum(red, green), blue), np.minimum(np.minimum(red, green), blue)
     saturation = top - bottom  # HSV's saturation times value: dark is not colourful
     found = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
     skin = np.zeros(rgb.shape[:2], dtype=np.float32) if found is None else found.astype(np.float32)
@@ -420,7 +421,7 @@ def salient_point(image: Image.Image) -> tuple[float, float] | None:
     radius = max(1, round(min(width, height) / 6))
     peak_map = _box_sums(energy, radius)
     y, x = np.unravel_index(int(np.argmax(peak_map)), peak_map.shape)
-    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_sums(np.ones_like(energy), radius)[y, x]:
+    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_areas(energy.shape, radius)[y, x]:
         return None
     top, bottom = max(0, y - radius), min(height, y + radius + 1)
     left, right = max(0, x - radius), min(width, x + radius + 1)
@@ -437,9 +438,19 @@ def _box_sums(values: np.ndarray, radius: int) -> np.ndarray:
     height, width = values.shape
     integral = np.zeros((height + 1, width + 1), dtype=np.float64)
     np.cumsum(np.cumsum(values, axis=0), axis=1, out=integral[1:, 1:])
-    top = np.clip(np.arange(height) - radius, 0, height)
-    bottom = np.clip(np.arange(height) + radius + 1, 0, height)
-    left = np.clip(np.arange(width) - radius, 0, width)
-    right = np.clip(np.arange(width) + radius + 1, 0, width)
-    return (integral[bottom][:, right] - integral[top][:, right] - integral[bottom][:, left]
-            + integral[top][:, left])
+    (top, bottom), (left, right) = _box_edges(height, radius), _box_edges(width, radius)
+    below, above = integral[bottom], integral[top]
+    return below[:, right] - above[:, right] - below[:, left] + above[:, left]
+
+
+def _box_areas(shape: tuple[int, int], radius: int) -> np.ndarray:
+    """Each pixel's count of pixels in the square of `radius` around it (cut at the edges), as
+    _box_sums of ones gives it."""
+    (top, bottom), (left, right) = _box_edges(shape[0], radius), _box_edges(shape[1], radius)
+    return ((bottom - top)[:, None] * (right - left)[None, :]).astype(np.float64)
+
+
+def _box_edges(length: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each pixel's square of `radius` starts and ends along an axis of `length`."""
+    along = np.arange(length)
+    return np.clip(along - radius, 0, length), np.clip(along + radius + 1, 0, length)
