@@ -121,8 +121,9 @@ class _Stage:
     votes: np.ndarray  # (stumps, 256): each stump's vote for each LBP code (float32)
 
     def offsets(self, stride: int) -> np.ndarray:
-        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)."""
-        return np.ascontiguousarray((self.dy * stride + self.dx).T)[:, :, None]
+        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)
+        (int32, as the windows' indices: half the bytes of numpy's default to add and read)."""
+        return np.ascontiguousarray((self.dy * stride + self.dx).T, dtype=np.int32)[:, :, None]
 
 
 @dataclass(frozen=True)
@@ -207,26 +208,27 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
         level_of[top: top + h - window + 1, left: left + w - window + 1] = index
     level_of = level_of.ravel()
 
-    # The first stage over every window of the grid at once: each corner of a feature, for all
-    # windows, is a strided slice of the integral image.
+    # The first stage over every window of the grid at once: for each stump, the sums of its
+    # cell's size at every pixel (one whole-array expression), of which each of the 9 cells of
+    # all the grid's windows is a strided slice.
     first = model.stages[0]
     grid_rows = (rows - window) // _WINDOW_STEP + 1
     grid_cols = (columns - window) // _WINDOW_STEP + 1
-    # The integral image split by the parity of row and column: the corners of the windows on
-    # the grid are then slices of one of them, whose rows are contiguous (twice as fast).
-    parts = {(i, j): np.ascontiguousarray(integral[i::_WINDOW_STEP, j::_WINDOW_STEP])
-             for i in range(_WINDOW_STEP) for j in range(_WINDOW_STEP)}
     votes = []
     for dy, dx, leaf in zip(first.dy, first.dx, first.votes):
-        corners = []
-        for y, x in zip(dy.tolist(), dx.tolist()):
-            part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
-            top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
-            corners.append(part[top: top + grid_rows, left: left + grid_cols])
-        votes.append(leaf[_codes(np.stack(corners).reshape(4, 4, grid_rows, grid_cols))])
+        y, x, h, w = int(dy[0]), int(dx[0]), int(dy[4] - dy[0]), int(dx[1] - dx[0])
+        sums = integral[h:, w:] - integral[:-h, w:] - integral[h:, :-w] + integral[:-h, :-w]
+        cells = [[sums[y + i * h: y + i * h + _WINDOW_STEP * grid_rows: _WINDOW_STEP,
+                       x + j * w: x + j * w + _WINDOW_STEP * grid_cols: _WINDOW_STEP] for j in range(3)]
+                 for i in range(3)]
+        bits = np.empty((3, 3, grid_rows, grid_cols), dtype=bool)
+        for i in range(3):
+            for j in range(3):
+                np.greater_equal(cells[i][j], cells[1][1], out=bits[i, j])
+        votes.append(leaf[_weighed(bits)])
     total = _summed(votes)
     gy, gx = np.nonzero(total >= first.threshold)
-    grid = gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP
+    grid = (gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP).astype(np.int32)
     grid = grid[level_of[grid] >= 0]  # windows inside one level only
     # The grid skips three windows in four, and a face passes every stage at a few windows
     # only: the windows on the grid still alive after the first _EXPAND_AT stages (near-faces,
@@ -235,7 +237,7 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
     near = _passing(flat, stride, grid, model.stages[1:_EXPAND_AT])
     if near.size == 0:
         return []
-    steps = np.array([dy * stride + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx])
+    steps = np.array([dy * stride + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], dtype=np.int32)
     around = (near[None, :] + steps[:, None]).ravel()
     around = np.unique(around[level_of[around] == np.tile(level_of[near], len(steps))])
     around = _passing(flat, stride, around, model.stages[:_EXPAND_AT])
@@ -279,7 +281,7 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
             break
         # One gather a stage: every corner of every stump for every window, (16, stumps,
         # windows): the windows last, as numpy's loops are slow over a short last axis.
-        corners = flat[stage.offsets(stride) + origin]
+        corners = np.take(flat, stage.offsets(stride) + origin)
         codes = _codes(corners.reshape(4, 4, *corners.shape[1:]))  # (stumps, windows)
         total = _summed(stage.votes.ravel()[codes + _STARTS[:len(codes)]])
         origin = origin[total >= stage.threshold]
@@ -315,7 +317,12 @@ def _codes(corners: np.ndarray) -> np.ndarray:
     centre's (uint8)."""
     across = corners[:, 1:] - corners[:, :-1]
     cells = across[1:] - across[:-1]
-    bits = (cells >= cells[1, 1]).view(np.uint8)
+    return _weighed(cells >= cells[1, 1])
+
+
+def _weighed(bits: np.ndarray) -> np.ndarray:
+    """The LBP codes (uint8) from the 3x3 comparisons with the centre (bool, the first two axes)."""
+    bits = bits.view(np.uint8)
     bits *= _BITS
     return bits.sum(axis=(0, 1), dtype=np.uint8)
 
