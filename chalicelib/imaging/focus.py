@@ -4,9 +4,9 @@ the model read once).
 
 Faces: OpenCV's LBP frontal-face cascade (models/lbpcascade_frontalface_opencv.xml, the file
 scikit-image ships; see models/README.md), evaluated here with numpy on a small grey copy:
-each scale of a pyramid is scanned by the first stage over every window at once (array
-slices of the integral image), and the later stages only over the windows still alive,
-as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
+the levels of a pyramid are laid out in one picture with one integral image, scanned by the
+first stage over every window at once (array slices), and by the later stages only over the
+windows still alive (one gather a stage), as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
 groupRectangles does; a face needs several. With several faces, the focus is the centre of
 the box around them, leaving out faces much smaller than the largest (in a photo of a group,
 a far smaller "face" is a false hit or a passer-by).
@@ -290,10 +290,11 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
 
 def _summed(votes) -> np.ndarray:
     """A stage's sum of its stumps' float32 votes (a sequence of equal arrays, one a stump), in
-    the order numpy sums a row of a few float32: one by one, or below eight, four pairs of
-    pairs of the first eight then the rest one by one. A window's sum often ties with its
-    stage's threshold (training sets each threshold to a face's sum), so the order decides
-    which windows pass; this is the order the detector was measured with (benchmarks/focus.py)."""
+    the order numpy sums a short row of float32 (one by one below eight stumps; else the first
+    eight as four pairs of pairs, then the rest one by one), each window on its own whatever
+    the others. A window's sum often ties with its stage's threshold (training sets each
+    threshold to a face's sum), so the order decides which windows pass: this is the order the
+    detector was measured with (benchmarks/focus.py)."""
     if len(votes) < 8:
         total = votes[0].copy()
         for vote in votes[1:]:
