@@ -139,6 +139,8 @@ class Cascade:
             raise ValueError("not an LBP cascade")
         window = int(root.findtext("width"))
         rects = [tuple(int(v) for v in f.findtext("rect").split()) for f in root.find("features")]
+        if max(w * h for _, _, w, h in rects) * 255 >= 2 ** 16:
+            raise ValueError("cells too large for detect_faces's 16-bit integral image")
         codes = np.arange(256)
         grid = np.arange(4)
         stages = []
@@ -195,11 +197,13 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
             level = level.resize(size, Image.Resampling.BILINEAR)
         atlas.paste(level, place)
     # One integral image for all levels: a rectangle's sum inside a level is exact wherever
-    # the level lies, so the levels can touch.
+    # the level lies, so the levels can touch. It is kept modulo 2**16 (uint16, wrapping): a
+    # cell's sum (Cascade.read checks) is below 2**16, so its four corners' difference
+    # modulo 2**16 is the sum itself, and half the bytes move.
     columns, rows = atlas_size
     stride = columns + 1
-    integral = np.zeros((rows + 1, stride), dtype=np.int32)
-    np.cumsum(np.cumsum(np.asarray(atlas), axis=0, dtype=np.int32), axis=1, out=integral[1:, 1:])
+    integral = np.zeros((rows + 1, stride), dtype=np.uint16)
+    np.cumsum(np.cumsum(np.asarray(atlas), axis=0, dtype=np.uint16), axis=1, out=integral[1:, 1:])
     flat = integral.ravel()
     # Per top-left corner (as an index in the integral image): the level whose window it is,
     # or -1 (a window that would reach past its level's right or bottom edge).
