@@ -120,10 +120,22 @@ class _Stage:
     dx: np.ndarray
     votes: np.ndarray  # (stumps, 256): each stump's vote for each LBP code (float32)
 
+    def __post_init__(self):
+        # What each pass of the stage uses, laid out once: the corners as (16, stumps, 1), int32
+        # as the windows' indices are (half the bytes of numpy's default to add and read); the
+        # votes flat, and where each stump's 256 start in them.
+        object.__setattr__(self, "_rows", np.ascontiguousarray(self.dy.T, dtype=np.int32)[:, :, None])
+        object.__setattr__(self, "_columns", np.ascontiguousarray(self.dx.T, dtype=np.int32)[:, :, None])
+        object.__setattr__(self, "_table", np.ascontiguousarray(self.votes).ravel())
+        object.__setattr__(self, "_starts", (np.arange(len(self.votes)) * 256)[:, None])
+
     def offsets(self, stride: int) -> np.ndarray:
-        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)
-        (int32, as the windows' indices: half the bytes of numpy's default to add and read)."""
-        return np.ascontiguousarray((self.dy * stride + self.dx).T, dtype=np.int32)[:, :, None]
+        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)."""
+        return self._rows * np.int32(stride) + self._columns
+
+    def sums(self, codes: np.ndarray) -> np.ndarray:
+        """Each window's sum of its stumps' votes, from their codes (stumps, windows)."""
+        return _summed(self._table[codes + self._starts])
 
 
 @dataclass(frozen=True)
@@ -213,8 +225,8 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
     level_of = level_of.ravel()
 
     # The first stage over every window of the grid at once: for each stump, the sums of its
-    # cell's size at every pixel (one whole-array expression), of which each of the 9 cells of
-    # all the grid's windows is a strided slice.
+    # cell's size at every pixel (one whole-array expression), split by the parity of row and
+    # column, so that each of the 9 cells of all the grid's windows is a contiguous slice of one.
     first = model.stages[0]
     grid_rows = (rows - window) // _WINDOW_STEP + 1
     grid_cols = (columns - window) // _WINDOW_STEP + 1
@@ -222,14 +234,19 @@ def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[f
     for dy, dx, leaf in zip(first.dy, first.dx, first.votes):
         y, x, h, w = int(dy[0]), int(dx[0]), int(dy[4] - dy[0]), int(dx[1] - dx[0])
         sums = integral[h:, w:] - integral[:-h, w:] - integral[h:, :-w] + integral[:-h, :-w]
-        cells = [[sums[y + i * h: y + i * h + _WINDOW_STEP * grid_rows: _WINDOW_STEP,
-                       x + j * w: x + j * w + _WINDOW_STEP * grid_cols: _WINDOW_STEP] for j in range(3)]
-                 for i in range(3)]
-        bits = np.empty((3, 3, grid_rows, grid_cols), dtype=bool)
-        for i in range(3):
-            for j in range(3):
-                np.greater_equal(cells[i][j], cells[1][1], out=bits[i, j])
-        votes.append(leaf[_weighed(bits)])
+        parts = {}
+        cells = []
+        for top in (y, y + h, y + 2 * h):
+            for left in (x, x + w, x + 2 * w):
+                parity = (top % _WINDOW_STEP, left % _WINDOW_STEP)
+                if parity not in parts:
+                    parts[parity] = np.ascontiguousarray(sums[parity[0]::_WINDOW_STEP, parity[1]::_WINDOW_STEP])
+                row, column = top // _WINDOW_STEP, left // _WINDOW_STEP
+                cells.append(parts[parity][row: row + grid_rows, column: column + grid_cols])
+        bits = np.empty((9, grid_rows, grid_cols), dtype=bool)
+        for cell, out in zip(cells, bits):
+            np.greater_equal(cell, cells[4], out=out)
+        votes.append(leaf[_weighed(bits.reshape(3, 3, grid_rows, grid_cols))])
     total = _summed(votes)
     gy, gx = np.nonzero(total >= first.threshold)
     grid = (gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP).astype(np.int32)
@@ -273,10 +290,6 @@ def _atlas_layout(sizes: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], 
     return places, (width, top + shelf)
 
 
-# Where each stump's 256 votes start in its stage's flat table.
-_STARTS = np.arange(64)[:, None] * 256
-
-
 def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.ndarray:
     """The windows (by their top-left corner's index in the flat integral image) that pass
     every stage; each stage sees only the windows that passed the one before."""
@@ -287,7 +300,7 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
         # windows): the windows last, as numpy's loops are slow over a short last axis.
         corners = np.take(flat, stage.offsets(stride) + origin)
         codes = _codes(corners.reshape(4, 4, *corners.shape[1:]))  # (stumps, windows)
-        total = _summed(stage.votes.ravel()[codes + _STARTS[:len(codes)]])
+        total = stage.sums(codes)
         origin = origin[total >= stage.threshold]
     return origin
 
@@ -299,13 +312,11 @@ def _summed(votes) -> np.ndarray:
     the others. A window's sum often ties with its stage's threshold (training sets each
     threshold to a face's sum), so the order decides which windows pass: this is the order the
     detector was measured with (benchmarks/focus.py)."""
+    votes = np.asarray(votes)
     if len(votes) < 8:
-        total = votes[0].copy()
-        for vote in votes[1:]:
-            total += vote
-        return total
-    v = votes
-    total = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+        return np.add.reduce(votes, axis=0)  # row by row, in order
+    pairs = votes[0:8:2] + votes[1:8:2]
+    total = (pairs[0] + pairs[1]) + (pairs[2] + pairs[3])
     for vote in votes[8:]:
         total += vote
     return total
