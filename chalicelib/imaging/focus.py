@@ -278,7 +278,9 @@ def _atlas_layout(sizes: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], 
     """Where each level goes in the atlas (left, top; even, on the windows' grid) and the
     atlas's size: in shelves as wide as the two largest levels side by side (stacked one above
     the other, half the grid's windows would reach past their level's edge)."""
-    even = lambda v: v + v % _WINDOW_STEP  # noqa: E731
+    def even(value: int) -> int:
+        return value + value % _WINDOW_STEP
+
     width = sum(even(w) for w, _ in sizes[:2])
     places, left, top, shelf = [], 0, 0, 0
     for w, h in sizes:
@@ -476,4 +478,4 @@ def _box_areas(shape: tuple[int, int], radius: int) -> np.ndarray:
 def _box_edges(length: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
     """Where each pixel's square of `radius` starts and ends along an axis of `length`."""
     along = np.arange(length)
-    return np.clip(along - radius, 0, length), np.clip(along + radius + 1, 0, length)
+    return np.maximum(along - radius, 0), np.minimum(along + radius + 1, length)
