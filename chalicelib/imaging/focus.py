@@ -4,9 +4,9 @@ the model read once).
 
 Faces: OpenCV's LBP frontal-face cascade (models/lbpcascade_frontalface_opencv.xml, the file
 scikit-image ships; see models/README.md), evaluated here with numpy on a small grey copy:
-each scale of a pyramid is scanned by the first stage over every window at once (array
-slices of the integral image), and the later stages only over the windows still alive,
-as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
+the levels of a pyramid are laid out in one picture with one integral image, scanned by the
+first stage over every window at once (array slices), and by the later stages only over the
+windows still alive (one gather a stage), as OpenCV's detectMultiScale rejects early. Overlapping hits are grouped as OpenCV's
 groupRectangles does; a face needs several. With several faces, the focus is the centre of
 the box around them, leaving out faces much smaller than the largest (in a photo of a group,
 a far smaller "face" is a false hit or a passer-by).
@@ -118,7 +118,24 @@ class _Stage:
     # row by row, as (dy, dx) from the window's top left: shape (stumps, 16) each.
     dy: np.ndarray
     dx: np.ndarray
-    leaves: np.ndarray  # (stumps, 256): each stump's vote for each LBP code
+    votes: np.ndarray  # (stumps, 256): each stump's vote for each LBP code (float32)
+
+    def __post_init__(self):
+        # What each pass of the stage uses, laid out once: the corners as (16, stumps, 1), int32
+        # as the windows' indices are (half the bytes of numpy's default to add and read); the
+        # votes flat, and where each stump's 256 start in them.
+        object.__setattr__(self, "_rows", np.ascontiguousarray(self.dy.T, dtype=np.int32)[:, :, None])
+        object.__setattr__(self, "_columns", np.ascontiguousarray(self.dx.T, dtype=np.int32)[:, :, None])
+        object.__setattr__(self, "_table", np.ascontiguousarray(self.votes).ravel())
+        object.__setattr__(self, "_starts", (np.arange(len(self.votes)) * 256)[:, None])
+
+    def offsets(self, stride: int) -> np.ndarray:
+        """The 16 corners of every stump in an integral image `stride` wide: (16, stumps, 1)."""
+        return self._rows * np.int32(stride) + self._columns
+
+    def sums(self, codes: np.ndarray) -> np.ndarray:
+        """Each window's sum of its stumps' votes, from their codes (stumps, windows)."""
+        return _summed(self._table[codes + self._starts])
 
 
 @dataclass(frozen=True)
@@ -134,6 +151,8 @@ class Cascade:
             raise ValueError("not an LBP cascade")
         window = int(root.findtext("width"))
         rects = [tuple(int(v) for v in f.findtext("rect").split()) for f in root.find("features")]
+        if max(w * h for _, _, w, h in rects) * 255 >= 2 ** 16:
+            raise ValueError("cells too large for detect_faces's 16-bit integral image")
         codes = np.arange(256)
         grid = np.arange(4)
         stages = []
@@ -149,7 +168,7 @@ class Cascade:
                 # OpenCV: the left leaf where the code's bit is set in the 256-bit subset.
                 inside = (subset[codes >> 5] >> (codes & 31).astype(np.uint64)) & 1
                 leaves.append(np.where(inside == 1, left, right))
-            stages.append(_Stage(float(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
+            stages.append(_Stage(np.float32(stage.findtext("stageThreshold")), np.array(dys), np.array(dxs),
                                  np.array(leaves, dtype=np.float32)))
         return cls(window, tuple(stages))
 
@@ -170,87 +189,107 @@ def cascade() -> Cascade:
 def detect_faces(grey: np.ndarray, model: Cascade | None = None) -> list[tuple[float, float, float, int]]:
     """Faces in a 2-D uint8 array: (x, y, side, hits) in its pixels, grouped, largest first.
 
-    Every level of the pyramid is stacked in one integral image of the first level's width,
+    Every level of the pyramid is laid out in one picture (an atlas) with one integral image,
     so that one pass of each stage covers the windows of all levels."""
     model = model or cascade()
     window = model.window
     height, width = grey.shape
-    levels, scale = [], 1.0
+    sizes, scales, scale = [], [], 1.0
     while min(round(width / scale), round(height / scale)) >= window:
-        levels.append(scale)
+        sizes.append((round(width / scale), round(height / scale)))
+        scales.append(scale)
         scale *= _PYRAMID_STEP
-    if not levels:
+    if not sizes:
         return []
-    source = Image.fromarray(grey)
-    stride = width + 1
-    tops, heights, widths = [], [], []
-    rows = 0
-    for scale in levels:
-        size = (round(width / scale), round(height / scale))
-        tops.append(rows)
-        widths.append(size[0])
-        heights.append(size[1])
-        rows += size[1] + 1 + (size[1] + 1) % _WINDOW_STEP  # each level's top on the window grid
-    integral = np.zeros((rows, stride), dtype=np.int32)
-    level = source
-    for top, w, h in zip(tops, widths, heights):
-        if level.size != (w, h):  # each from the one before: a small resample each
-            level = level.resize((w, h), Image.Resampling.BILINEAR)
-        block = integral[top + 1: top + h + 1, 1: w + 1]
-        np.cumsum(np.cumsum(np.asarray(level, dtype=np.int32), axis=0), axis=1, out=block)
-        integral[top + 1: top + h + 1, w + 1:] = block[:, -1:]  # past the level's right edge: flat
+    places, atlas_size = _atlas_layout(sizes)
+    atlas = Image.new("L", atlas_size)
+    level = Image.fromarray(grey)
+    for size, place in zip(sizes, places):
+        if level.size != size:  # each from the one before: a small resample each
+            level = level.resize(size, Image.Resampling.BILINEAR)
+        atlas.paste(level, place)
+    # One integral image for all levels: a rectangle's sum inside a level is exact wherever
+    # the level lies, so the levels can touch. It is kept modulo 2**16 (uint16, wrapping): a
+    # cell's sum (Cascade.read checks) is below 2**16, so its four corners' difference
+    # modulo 2**16 is the sum itself, and half the bytes move.
+    columns, rows = atlas_size
+    stride = columns + 1
+    integral = np.zeros((rows + 1, stride), dtype=np.uint16)
+    np.cumsum(np.cumsum(np.asarray(atlas), axis=0, dtype=np.uint16), axis=1, out=integral[1:, 1:])
     flat = integral.ravel()
+    # Per top-left corner (as an index in the integral image): the level whose window it is,
+    # or -1 (a window that would reach past its level's right or bottom edge).
+    level_of = np.full(integral.shape, -1, dtype=np.int8)
+    for index, ((w, h), (left, top)) in enumerate(zip(sizes, places)):
+        level_of[top: top + h - window + 1, left: left + w - window + 1] = index
+    level_of = level_of.ravel()
 
-    # The first stage over every window at once: each corner of a feature, for all windows,
-    # is a strided slice of the integral image.
+    # The first stage over every window of the grid at once: for each stump, the sums of its
+    # cell's size at every pixel (one whole-array expression), split by the parity of row and
+    # column, so that each of the 9 cells of all the grid's windows is a contiguous slice of one.
     first = model.stages[0]
-    grid_rows = (rows - window) // _WINDOW_STEP
-    grid_cols = (stride - 1 - window) // _WINDOW_STEP + 1
-    total = np.zeros((grid_rows, grid_cols), dtype=np.float32)
-    # The integral image split by the parity of row and column: the corners of the windows on
-    # the grid are then slices of one of them, whose rows are contiguous (twice as fast).
-    parts = {(i, j): np.ascontiguousarray(integral[i::_WINDOW_STEP, j::_WINDOW_STEP])
-             for i in range(_WINDOW_STEP) for j in range(_WINDOW_STEP)}
-    for dy, dx, leaf in zip(first.dy, first.dx, first.leaves):
-        corners = []
-        for y, x in zip(dy.tolist(), dx.tolist()):
-            part = parts[y % _WINDOW_STEP, x % _WINDOW_STEP]
-            top, left = y // _WINDOW_STEP, x // _WINDOW_STEP
-            corners.append(part[top: top + grid_rows, left: left + grid_cols])
-        total += leaf[_codes(corners)]
-    # Windows inside one level only.
-    valid = np.zeros(grid_rows, dtype=np.int32)  # per grid row: how many columns fit in its level
-    for top, w, h in zip(tops, widths, heights):
-        first_row = top // _WINDOW_STEP
-        last_row = (top + h - window) // _WINDOW_STEP
-        valid[first_row: last_row + 1] = (w - window) // _WINDOW_STEP + 1
-    alive = (total >= first.threshold) & (np.arange(grid_cols)[None, :] < valid[:, None])
-    gy, gx = np.nonzero(alive)
+    grid_rows = (rows - window) // _WINDOW_STEP + 1
+    grid_cols = (columns - window) // _WINDOW_STEP + 1
+    votes = []
+    for dy, dx, leaf in zip(first.dy, first.dx, first.votes):
+        y, x, h, w = int(dy[0]), int(dx[0]), int(dy[4] - dy[0]), int(dx[1] - dx[0])
+        sums = integral[h:, w:] - integral[:-h, w:] - integral[h:, :-w] + integral[:-h, :-w]
+        parts = {}
+        cells = []
+        for top in (y, y + h, y + 2 * h):
+            for left in (x, x + w, x + 2 * w):
+                parity = (top % _WINDOW_STEP, left % _WINDOW_STEP)
+                if parity not in parts:
+                    parts[parity] = np.ascontiguousarray(sums[parity[0]::_WINDOW_STEP, parity[1]::_WINDOW_STEP])
+                row, column = top // _WINDOW_STEP, left // _WINDOW_STEP
+                cells.append(parts[parity][row: row + grid_rows, column: column + grid_cols])
+        bits = np.empty((9, grid_rows, grid_cols), dtype=bool)
+        for cell, out in zip(cells, bits):
+            np.greater_equal(cell, cells[4], out=out)
+        votes.append(leaf[_weighed(bits.reshape(3, 3, grid_rows, grid_cols))])
+    total = _summed(votes)
+    gy, gx = np.nonzero(total >= first.threshold)
+    grid = (gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP).astype(np.int32)
+    grid = grid[level_of[grid] >= 0]  # windows inside one level only
     # The grid skips three windows in four, and a face passes every stage at a few windows
     # only: the windows on the grid still alive after the first _EXPAND_AT stages (near-faces,
-    # by then few) bring the windows one pixel around them, and all go through the rest.
-    near = _passing(flat, stride, gy * _WINDOW_STEP * stride + gx * _WINDOW_STEP, model.stages[1:_EXPAND_AT])
+    # by then few) bring the windows one pixel around them (each once), and all go through
+    # the rest.
+    near = _passing(flat, stride, grid, model.stages[1:_EXPAND_AT])
     if near.size == 0:
         return []
-    tops_, heights_, widths_ = np.array(tops), np.array(heights), np.array(widths)
-    level_of = np.searchsorted(tops_, near // stride, side="right") - 1
-    around = []
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            if dy or dx:
-                ys, xs = np.divmod(near + dy * stride + dx, stride)
-                inside = ((ys >= tops_[level_of]) & (ys <= tops_[level_of] + heights_[level_of] - window)
-                          & (xs >= 0) & (xs <= widths_[level_of] - window))
-                around.append((near + dy * stride + dx)[inside])
-    around = _passing(flat, stride, np.concatenate(around), model.stages[:_EXPAND_AT])
-    origin = _passing(flat, stride, np.unique(np.concatenate([near, around])), model.stages[_EXPAND_AT:])
+    steps = np.array([dy * stride + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx], dtype=np.int32)
+    around = (near[None, :] + steps[:, None]).ravel()
+    around = np.unique(around[level_of[around] == np.tile(level_of[near], len(steps))])
+    around = _passing(flat, stride, around, model.stages[:_EXPAND_AT])
+    origin = _passing(flat, stride, np.concatenate([near, around]), model.stages[_EXPAND_AT:])
+    index = level_of[origin].astype(np.intp)
+    lefts, tops = (np.array(v) for v in zip(*places))
     ys, xs = np.divmod(origin, stride)
+    xs, ys = xs - lefts[index], ys - tops[index]
     hits = []
-    level_of = np.searchsorted(tops_, ys, side="right") - 1
-    for x, y, index in zip(xs.tolist(), ys.tolist(), level_of.tolist()):
-        scale = levels[index]
-        hits.append((x * scale, (y - tops[index]) * scale, window * scale))
+    for i in np.lexsort((xs, ys, index)).tolist():  # by level, then row, then column
+        scale = scales[index[i]]
+        hits.append((int(xs[i]) * scale, int(ys[i]) * scale, window * scale))
     return _grouped(hits)
+
+
+def _atlas_layout(sizes: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """Where each level goes in the atlas (left, top; even, on the windows' grid) and the
+    atlas's size: in shelves as wide as the two largest levels side by side (stacked one above
+    the other, half the grid's windows would reach past their level's edge)."""
+    def even(value: int) -> int:
+        return value + value % _WINDOW_STEP
+
+    width = sum(even(w) for w, _ in sizes[:2])
+    places, left, top, shelf = [], 0, 0, 0
+    for w, h in sizes:
+        if left + w > width:
+            left, top, shelf = 0, top + even(shelf), 0
+        places.append((left, top))
+        left += even(w)
+        shelf = max(shelf, h)
+    return places, (width, top + shelf)
 
 
 def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.ndarray:
@@ -259,34 +298,51 @@ def _passing(flat: np.ndarray, stride: int, origin: np.ndarray, stages) -> np.nd
     for stage in stages:
         if origin.size == 0:
             break
-        offsets = (stage.dy * stride + stage.dx).T  # (16, stumps)
-        corners = flat[offsets[:, None, :] + origin[None, :, None]]  # (16, windows, stumps)
-        codes = _codes(list(corners))  # (windows, stumps)
-        total = stage.leaves[np.arange(len(stage.leaves))[None, :], codes].sum(axis=1)
+        # One gather a stage: every corner of every stump for every window, (16, stumps,
+        # windows): the windows last, as numpy's loops are slow over a short last axis.
+        corners = np.take(flat, stage.offsets(stride) + origin)
+        codes = _codes(corners.reshape(4, 4, *corners.shape[1:]))  # (stumps, windows)
+        total = stage.sums(codes)
         origin = origin[total >= stage.threshold]
     return origin
 
 
-# A feature's 16 corners, row by row; its cells' sums compared with the centre's, in OpenCV's
-# bit order (the top-left cell the highest bit, then clockwise).
-_CLOCKWISE = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+def _summed(votes) -> np.ndarray:
+    """A stage's sum of its stumps' float32 votes (a sequence of equal arrays, one a stump), in
+    the order numpy sums a short row of float32 (one by one below eight stumps; else the first
+    eight as four pairs of pairs, then the rest one by one), each window on its own whatever
+    the others. A window's sum often ties with its stage's threshold (training sets each
+    threshold to a face's sum), so the order decides which windows pass: this is the order the
+    detector was measured with (benchmarks/focus.py)."""
+    votes = np.asarray(votes)
+    if len(votes) < 8:
+        return np.add.reduce(votes, axis=0)  # row by row, in order
+    pairs = votes[0:8:2] + votes[1:8:2]
+    total = (pairs[0] + pairs[1]) + (pairs[2] + pairs[3])
+    for vote in votes[8:]:
+        total += vote
+    return total
 
 
-def _codes(corners: list[np.ndarray]) -> np.ndarray:
-    """OpenCV's LBP code of a 3x3 grid of cells from its 4x4 integral-image corners: a bit for
-    each outer cell whose sum is at least the centre's (uint8)."""
-    c = corners
-    across = [[c[i * 4 + j + 1] - c[i * 4 + j] for j in range(3)] for i in range(4)]  # row segments
-    cells = [[across[i + 1][j] - across[i][j] for j in range(3)] for i in range(3)]
-    centre = cells[1][1]
-    code = None
-    for bit, (i, j) in zip(range(7, -1, -1), _CLOCKWISE):
-        set_ = (cells[i][j] >= centre).view(np.uint8)
-        if code is None:
-            code = set_ << bit
-        else:
-            code |= set_ << bit if bit else set_
-    return code
+# A feature's 3x3 cells row by row, and the bit each outer cell's comparison sets in OpenCV's
+# LBP code (the top-left cell the highest bit, then clockwise; the centre none).
+_BITS = np.array([128, 64, 32, 1, 0, 16, 2, 4, 8], dtype=np.uint8).reshape(3, 3, 1, 1)
+
+
+def _codes(corners: np.ndarray) -> np.ndarray:
+    """OpenCV's LBP code of 3x3 grids of cells from their 4x4 integral-image corners (the two
+    first axes, then the grids' own two): a bit for each outer cell whose sum is at least the
+    centre's (uint8)."""
+    across = corners[:, 1:] - corners[:, :-1]
+    cells = across[1:] - across[:-1]
+    return _weighed(cells >= cells[1, 1])
+
+
+def _weighed(bits: np.ndarray) -> np.ndarray:
+    """The LBP codes (uint8) from the 3x3 comparisons with the centre (bool, the first two axes)."""
+    bits = bits.view(np.uint8)
+    bits *= _BITS
+    return bits.sum(axis=(0, 1), dtype=np.uint8)
 
 
 def _grouped(hits: list[tuple[float, float, float]]) -> list[tuple[float, float, float, int]]:
@@ -370,8 +426,9 @@ def saliency_map(image: Image.Image) -> np.ndarray:
     edges[0, :] = edges[-1, :] = 0  # FIND_EDGES leaves the border as it was
     edges[:, 0] = edges[:, -1] = 0
     edges = np.minimum(edges * _EDGE_GAIN, 1)
-    density = _box_sums(edges, _DENSITY_RADIUS) / _box_sums(np.ones_like(edges), _DENSITY_RADIUS)
-    top, bottom = rgb.max(axis=2), rgb.min(axis=2)
+    density = _box_sums(edges, _DENSITY_RADIUS) / _box_areas(edges.shape, _DENSITY_RADIUS)
+    red, green, blue = rgb[:, :, 0], rgb[:, :, 1], rgb[:, :, 2]  # (numpy's max over a last axis of 3 is slow)
+    top, bottom = np.maximum(np.maximum(red, green), blue), np.minimum(np.minimum(red, green), blue)
     saturation = top - bottom  # HSV's saturation times value: dark is not colourful
     found = _skin(np.asarray(image.convert("YCbCr"), dtype=np.int16))
     skin = np.zeros(rgb.shape[:2], dtype=np.float32) if found is None else found.astype(np.float32)
@@ -389,7 +446,7 @@ def salient_point(image: Image.Image) -> tuple[float, float] | None:
     radius = max(1, round(min(width, height) / 6))
     peak_map = _box_sums(energy, radius)
     y, x = np.unravel_index(int(np.argmax(peak_map)), peak_map.shape)
-    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_sums(np.ones_like(energy), radius)[y, x]:
+    if peak_map[y, x] < _PEAK_CONTRAST * float(energy.mean()) * _box_areas(energy.shape, radius)[y, x]:
         return None
     top, bottom = max(0, y - radius), min(height, y + radius + 1)
     left, right = max(0, x - radius), min(width, x + radius + 1)
@@ -406,9 +463,19 @@ def _box_sums(values: np.ndarray, radius: int) -> np.ndarray:
     height, width = values.shape
     integral = np.zeros((height + 1, width + 1), dtype=np.float64)
     np.cumsum(np.cumsum(values, axis=0), axis=1, out=integral[1:, 1:])
-    top = np.clip(np.arange(height) - radius, 0, height)
-    bottom = np.clip(np.arange(height) + radius + 1, 0, height)
-    left = np.clip(np.arange(width) - radius, 0, width)
-    right = np.clip(np.arange(width) + radius + 1, 0, width)
-    return (integral[bottom][:, right] - integral[top][:, right] - integral[bottom][:, left]
-            + integral[top][:, left])
+    (top, bottom), (left, right) = _box_edges(height, radius), _box_edges(width, radius)
+    below, above = integral[bottom], integral[top]
+    return below[:, right] - above[:, right] - below[:, left] + above[:, left]
+
+
+def _box_areas(shape: tuple[int, int], radius: int) -> np.ndarray:
+    """Each pixel's count of pixels in the square of `radius` around it (cut at the edges), as
+    _box_sums of ones gives it."""
+    (top, bottom), (left, right) = _box_edges(shape[0], radius), _box_edges(shape[1], radius)
+    return ((bottom - top)[:, None] * (right - left)[None, :]).astype(np.float64)
+
+
+def _box_edges(length: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each pixel's square of `radius` starts and ends along an axis of `length`."""
+    along = np.arange(length)
+    return np.maximum(along - radius, 0), np.minimum(along + radius + 1, length)
