@@ -80,7 +80,8 @@ def uncoded(data: bytes, settings: Settings) -> dict:
     real = render._output
 
     def catch(name, im, coding, formats=(), hints=None):
-        caught[str(name)] = im.copy()
+        # A libvips image since issue 48: its pixels as Pillow's, which this script codes.
+        caught[str(name)] = render.pixels_of(im) if not isinstance(im, Image.Image) else im.copy()
         return real(name, im, coding, formats, hints)
 
     render._output = catch

@@ -56,7 +56,8 @@ COGNITO_AUTH_RPS = 120  # user pool "UserAuthentication" category (sign-in, refr
 # Per phase: AWS calls, DynamoDB write units on the table and on the `sweep` index, read units,
 # and our JSON log lines. An image comes through POST /images (upload, worker) or through
 # POST /uploads and the client's own POST to S3 (direct_upload, direct_worker). Items stay
-# under 1 KB (a ready job is 561-649 B), so every write is one unit. "expiry" is the sweeper
+# under 1 KB (a ready job through POST /images is about 980 B), so every write is one unit,
+# but a direct upload's ready one (two units: see direct_worker). "expiry" is the sweeper
 # removing one job (a batch of one: its calls serve a whole batch, see removal_seconds); a
 # sweep run also costs its queries (SWEEP_RUN_QUERIES) and a summary line. Creating a
 # job is a transaction with its owner's quota place (2 items, 2 units each); the place is given
@@ -78,9 +79,11 @@ MEASURED = {
     # Measured: one GetItem more than before the landed-write change (41e4b08), which reads a
     # job back when a conditional write is refused; not yet traced to its call.
     # Issue 50: one GetItem more (the duplicate index) and one PutItem (noting the ready job
-    # in it) than before, in both workers.
+    # in it) than before, in both workers. Issue 49: the focus took a direct upload's ready
+    # item (it keeps its upload's facts) past 1 KB: its last write is two units, on the table
+    # and on the index.
     "direct_worker": {"calls": {"dynamodb:GetItem": 7, "dynamodb:PutItem": 3, "dynamodb:UpdateItem": 3, "s3:GetObject": 1, "s3:PutObject": 3},
-        "wcu": 5, "index_wcu": 6, "rcu": 7, "log_lines": 5, "log_bytes": 1180,
+        "wcu": 6, "index_wcu": 7, "rcu": 7, "log_lines": 5, "log_bytes": 1180,
         "index_writes": {"delete:awaiting_upload": 1, "delete:processing": 1, "delete:queued": 1, "put:processing": 1, "put:queued": 1, "put:ready": 1}},
     "poll": {"calls": {"dynamodb:GetItem": 1},
         "wcu": 0, "index_wcu": 0, "rcu": 1, "log_lines": 0, "log_bytes": 0,

@@ -156,6 +156,7 @@ def test_refuses_a_queue_shorter_than_the_job_lease(tmp_path, outputs):
     edited["stages"]["dev"]["lambda_functions"]["handle_object_created"]["lambda_timeout"] = 13
     # The lease set, as the one derived from the timeout always fits the visibility rule.
     edited["stages"]["dev"]["environment_variables"]["LEASE_SECONDS"] = "120"
+    edited["stages"]["dev"]["environment_variables"]["ANIMATION_CPU_SECONDS"] = "5"  # 6 + 5 under 13
     path.write_text(json.dumps(edited))
     with pytest.raises(StageConfigError, match="lease"):
         write_stage(project, "dev", {**outputs, "VisibilityTimeoutSeconds": "90"})

@@ -53,4 +53,6 @@ def test_job_items_stay_under_one_write_unit(measured):
     # 512 px thumbnail a ready job is within 80 B of a unit: a job made with a long
     # Idempotency-Key (its scope is stored) may take two units for its last writes, which
     # docs/scale.md §10 says and the model does not count.
-    assert max(measured["item_bytes"].values()) < 1024 - 64
+    # Since the focus (issue 49) the margin is a Cognito subject's alone (31 B more than
+    # "alice"); a direct upload's ready item is past a unit, which the model counts.
+    assert max(measured["item_bytes"].values()) < 1024 - 32
