@@ -145,7 +145,7 @@ def gif_frames(data: bytes, stop_after: int) -> int:
         if block == 0x3B:  # trailer
             break
         if block == 0x21:  # extension: label, then sub-blocks
-            pos = _skip_sub_blocks(data, pos + 2)
+            pos = skip_sub_blocks(data, pos + 2)
         elif block == 0x2C:  # image descriptor
             frames += 1
             if pos + 10 > end:
@@ -154,13 +154,14 @@ def gif_frames(data: bytes, stop_after: int) -> int:
             pos += 10
             if local & 0x80:
                 pos += 3 << ((local & 0x07) + 1)
-            pos = _skip_sub_blocks(data, pos + 1)  # after the LZW minimum code size
+            pos = skip_sub_blocks(data, pos + 1)  # after the LZW minimum code size
         else:
             break  # garbage after the last frame: Pillow stops there too
     return frames
 
 
-def _skip_sub_blocks(data: bytes, pos: int) -> int:
+def skip_sub_blocks(data: bytes, pos: int) -> int:
+    """Past a GIF block's data sub-blocks (each a length byte, then that many bytes, to a 0)."""
     end = len(data)
     while pos < end:
         size = data[pos]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chalicelib.imaging.limits import skip_sub_blocks
+
 # Browsers' rule (see above): a delay at or under this is played as _CLAMPED_MS.
 _FASTEST_MS = 10
 _CLAMPED_MS = 100
@@ -80,7 +82,7 @@ def _gif(data: bytes, stop_after: int) -> Timeline:
                 if data[sub] >= 3 and data[sub + 1] == 1:
                     count = int.from_bytes(data[sub + 2:sub + 4], "little")
                     loop = 0 if count == 0 else count + 1  # NETSCAPE counts repeats after the first play
-            pos = _skip_sub_blocks(data, pos + 2)
+            pos = skip_sub_blocks(data, pos + 2)
         elif block == 0x2C:
             durations.append(played_ms(delay))
             delay = 0
@@ -90,20 +92,10 @@ def _gif(data: bytes, stop_after: int) -> Timeline:
             pos += 10
             if local & 0x80:
                 pos += 3 << ((local & 0x07) + 1)
-            pos = _skip_sub_blocks(data, pos + 1)
+            pos = skip_sub_blocks(data, pos + 1)
         else:
             break
     return Timeline(len(durations), tuple(durations), loop)
-
-
-def _skip_sub_blocks(data: bytes, pos: int) -> int:
-    end = len(data)
-    while pos < end:
-        size = data[pos]
-        pos += 1 + size
-        if size == 0:
-            break
-    return pos
 
 
 def _webp(data: bytes, stop_after: int) -> Timeline:
