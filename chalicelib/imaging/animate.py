@@ -22,7 +22,7 @@ from PIL import Image, features
 
 from chalicelib.config import Settings
 from chalicelib.domain.focus import CENTRE, Focus
-from chalicelib.domain.renditions import RenditionName, RenditionSpec, animation_skipped
+from chalicelib.domain.renditions import Fit, RenditionName, RenditionSpec, animation_skipped
 from chalicelib.imaging import render
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.timeline import played_ms, timeline_of
@@ -105,7 +105,7 @@ def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec]
             im.load()
             frame = _frame(im, target, orientation, icc)
             for spec in specs:
-                shaped = render._shape(frame, spec, focus)
+                shaped = _shape(frame, spec, focus)
                 if spec.name not in encoders:
                     encoder = _webp.WebPAnimEncoder(shaped.size, _TRANSPARENT, timeline.loop, False,
                                                     _KMIN, _KMAX, False, False)
@@ -123,6 +123,18 @@ def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec]
                 raise OSError("the WebP encoder made no file")
             outputs[spec.name] = AnimationOutput(spec.name, bytes(coded), width, height, frames, timestamp)
         return outputs
+
+
+def _shape(frame: Image.Image, spec: RenditionSpec, focus: Focus) -> Image.Image:
+    """The spec's frame, cut as its still is but never upscaled: a square past the frame's
+    short side is that side's square. A still is upscaled to its box so every client's layout
+    gets the size it asked for; an animation upscaled is every frame's bytes and encode time
+    (libwebp's is most of an animated job's CPU) for no detail, and its width and height say
+    its size."""
+    if spec.fit is Fit.COVER and spec.box > min(frame.size):
+        left, top, side, _ = render._cover_window(frame.width, frame.height, focus)
+        return frame.crop((left, top, left + side, top + side))  # a crop: no resample at 1:1
+    return render._shape(frame, spec, focus)
 
 
 def _frame(im: Image.Image, target: tuple[int, int], orientation: int, icc: bytes | None) -> Image.Image:

@@ -10,7 +10,7 @@ from PIL import Image, ImageChops, ImageStat
 
 from chalicelib.config import Settings
 from chalicelib.domain.errors import ImageTooComplex
-from chalicelib.domain.renditions import AnimationSkipped, RenditionName, rendition_specs
+from chalicelib.domain.renditions import AnimationSkipped, Fit, RenditionName, rendition_specs
 from chalicelib.imaging import animate, render
 from chalicelib.imaging.animate import AnimationLimits, AnimationRefused, make_animations
 from chalicelib.imaging.sandbox import run_limited
@@ -43,7 +43,8 @@ def test_every_rendition_of_an_animated_source_is_animated_with_its_delays_and_l
         assert a.frames == 6 and a.duration_ms == sum(durations)
     assert (out[RenditionName.DISPLAY].width, out[RenditionName.DISPLAY].height) == (480, 320)
     assert (out[RenditionName.THUMB].width, out[RenditionName.THUMB].height) == (256, 256)
-    assert (out[RenditionName.THUMB_512].width, out[RenditionName.THUMB_512].height) == (512, 512)
+    # Never upscaled: the 512 square of a 320-high source is its 320 square (its still is 512).
+    assert (out[RenditionName.THUMB_512].width, out[RenditionName.THUMB_512].height) == (320, 320)
 
 
 @pytest.mark.parametrize("kind", ["gif", "webp", "apng"])
@@ -75,26 +76,35 @@ def test_each_still_is_the_first_frame_and_each_animation_starts_with_it(kind):
     for spec in SPECS:
         still = Image.open(io.BytesIO(stills[spec.name].data))
         frames = frames_of(out[spec.name].data)
-        assert still.size == frames[0][0].size
-        assert difference(still, frames[0][0]) < 4  # the same pixels, through two lossy codings
+        # The same square; the still upscaled to its box where the animation is not (300 px high).
+        side = min(spec.box, 300) if spec.fit is Fit.COVER else None
+        assert frames[0][0].size == ((side, side) if side else still.size)
+        assert difference(still.resize(frames[0][0].size, Image.LANCZOS), frames[0][0]) < 4
         assert difference(still, frames[-1][0]) > 8  # and the last frame is another picture
     assert difference(Image.open(io.BytesIO(stills[RenditionName.DISPLAY].data)), first) < 4
 
 
 def test_square_frames_are_cropped_by_the_stills_crop(monkeypatch):
-    """The square renditions' frames go through render._cover, the still's crop, so a change of
-    where the square sits (around a focus, say) reaches both."""
-    data = animated("gif", frames=3, size=(480, 240))
-    seen = []
-    cover = render._cover
+    """The square renditions' frames are cut where the still's are (render._cover_window), so a
+    change of where the square sits (around a focus, say) reaches both; the 256 square is
+    scaled by the still's own crop (render._cover), the 512 one is the frame's 300 square, cut."""
+    data = animated("gif", frames=3, size=(600, 300))
+    seen, windows = [], []
+    cover, window = render._cover, render._cover_window
 
     def spy(im, size, *args, **kwargs):
         seen.append((im.size, size))
         return cover(im, size, *args, **kwargs)
 
+    def spy_window(*args):
+        windows.append(args[:2])
+        return window(*args)
+
     monkeypatch.setattr(render, "_cover", spy)
-    make_animations(data, MAX_PIXELS, SPECS)
-    assert seen.count(((480, 240), 256)) == 3 and seen.count(((480, 240), 512)) == 3
+    monkeypatch.setattr(render, "_cover_window", spy_window)
+    out = make_animations(data, MAX_PIXELS, SPECS)
+    assert seen == [((600, 300), 256)] * 3 and windows == [(600, 300)] * 6
+    assert (out[RenditionName.THUMB_512].width, out[RenditionName.THUMB_512].height) == (300, 300)
 
 
 def test_gif_frames_are_composited_with_their_disposal():

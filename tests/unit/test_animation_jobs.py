@@ -53,7 +53,9 @@ def test_an_animated_upload_is_ready_with_an_animation_per_rendition_in_its_body
         assert shown["url"] == use_cases.ctx.objects.presign_get(a.key, 0) or shown["url"].startswith("http")
         assert set(shown) == {"url", "cache_key", "content_type", "width", "height", "frames", "duration_ms", "bytes"}
         assert (shown["frames"], shown["duration_ms"], shown["content_type"]) == (5, 300, "image/webp")
-        assert (shown["width"], shown["height"]) == (rendition.width, rendition.height)
+        # Its own size: the still's, but never upscaled (both squares are the source's 200 square).
+        assert (shown["width"], shown["height"]) == ((300, 200) if name == "display" else (200, 200))
+        assert Image.open(io.BytesIO(data)).size == (shown["width"], shown["height"])
         assert shown["cache_key"] != body["renditions"][name]["cache_key"]
         assert body["renditions"][name]["content_type"] == "image/jpeg"  # the still, as before
     assert "animation_skipped" not in body

@@ -294,7 +294,14 @@ function addSources(img, sizes) {
     source.type = sizes[0][0].animation.contentType;
     source.className = "animation";
     source.sizes = THUMB_SIZES;
-    source.srcset = sizes.map(([r, width]) => `${r.animation.url} ${width}w`).join(", ");
+    // By each animation's own width (never upscaled: a small source's squares may be one
+    // size); a width already offered adds nothing.
+    const widths = new Map();
+    for (const [r, box] of sizes) {
+      const width = r.animation.width ?? box;
+      if (!widths.has(width)) widths.set(width, r.animation.url);
+    }
+    source.srcset = [...widths].map(([width, url]) => `${url} ${width}w`).join(", ");
     img.before(source);
   }
   for (const type of SOURCE_TYPES) {
