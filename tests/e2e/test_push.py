@@ -104,7 +104,9 @@ def test_connects_take_from_the_owners_request_rate_as_its_requests_do():
         r = requests.get(f"{api}/api/v1/push", headers=headers("churner"), timeout=10)
         url, token = r.json()["url"], mint_token("churner", SECRET, 600, int(time.time()))
         codes, started = [], time.monotonic()
-        for _ in range(40):
+        # Until ten are refused, not a fixed count: on a loaded machine a connect may take
+        # most of the second that refills a token, and forty of them found only four refused.
+        while codes.count(429) < 10 and len(codes) < 150:
             try:
                 with connect(url, subprotocols=[PUSH_PROTOCOL, BEARER_PROTOCOL + token], open_timeout=10):
                     codes.append(101)
