@@ -178,6 +178,14 @@ class Recorder:
         consistent = params.get("ConsistentRead", False)
         if operation == "GetItem":
             units = Decimal(max(1, math.ceil(item_size(answer.get("Item")) / (4 * KB))))
+        elif operation == "BatchGetItem":
+            # A unit a key asked for (a missing item's too, as GetItem's), more for a big item.
+            for table, asked in params["RequestItems"].items():
+                found = answer.get("Responses", {}).get(table, [])
+                units = len(asked["Keys"]) - len(found) + sum(
+                    max(1, math.ceil(item_size(item) / (4 * KB))) for item in found)
+                self.rcu += Decimal(units) if asked.get("ConsistentRead") else Decimal(units) / 2
+            return
         elif operation in ("Query", "Scan"):
             total = sum(item_size(item) for item in answer.get("Items", []))
             units = Decimal(max(1, math.ceil(total / (4 * KB))))

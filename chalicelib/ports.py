@@ -7,6 +7,7 @@ listing.py, idempotency.py, webhooks.py), errors in domain/errors.py, events in 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
@@ -309,6 +310,10 @@ class WebhookStore(Protocol):
     """At most one webhook per owner. TransientError when the store is unavailable."""
 
     def get_webhook(self, owner: str) -> Webhook | None: ...
+
+    def get_webhooks(self, owners: Sequence[str]) -> dict[str, Webhook]:
+        """{owner: webhook} of those of `owners` that have one, in one read."""
+        ...
 
     def create_webhook(self, webhook: Webhook) -> None:
         """Precondition: the owner has no webhook (else ConditionFailed)."""

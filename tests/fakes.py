@@ -433,6 +433,10 @@ class FakeWebhookStore:
         self._check()
         return self.hooks.get(owner)
 
+    def get_webhooks(self, owners) -> dict[str, Webhook]:
+        self._check()
+        return {owner: self.hooks[owner] for owner in owners if owner in self.hooks}
+
     def create_webhook(self, webhook: Webhook) -> None:
         with self._lock:
             self._check()

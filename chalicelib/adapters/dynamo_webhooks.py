@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from datetime import datetime, timedelta, timezone
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute, UTCDateTimeAttribute
@@ -56,6 +57,14 @@ class WebhookItem(Model):
     write_id = UnicodeAttribute(null=True)
 
 
+def _webhook(owner: str, item: WebhookItem) -> Webhook:
+    return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
+                   previous_secret=item.previous_secret, previous_until=item.previous_until,
+                   breaker=Breaker(failing_until=item.failing_until, failures=int(item.failures or 0),
+                                   suspect_event=item.suspect_event),
+                   events=tuple(JobStatus(s) for s in (item.events or "").split(",") if s))
+
+
 class DynamoWebhookStore:
     def __init__(self, table: DynamoTable):
         self._model = table.model(WebhookItem)
@@ -64,13 +73,14 @@ class DynamoWebhookStore:
     def get_webhook(self, owner: str) -> Optional[Webhook]:
         with dynamo_errors(UNAVAILABLE):
             item = find(self._model, WEBHOOK_PREFIX + owner)
-        if item is None:
-            return None
-        return Webhook(owner=owner, url=item.url, secret=item.secret, created_at=item.created_at,
-                       previous_secret=item.previous_secret, previous_until=item.previous_until,
-                       breaker=Breaker(failing_until=item.failing_until, failures=int(item.failures or 0),
-                                       suspect_event=item.suspect_event),
-                       events=tuple(JobStatus(s) for s in (item.events or "").split(",") if s))
+        return None if item is None else _webhook(owner, item)
+
+    def get_webhooks(self, owners: Sequence[str]) -> dict[str, Webhook]:
+        with dynamo_errors(UNAVAILABLE):
+            items = list(self._model.batch_get([WEBHOOK_PREFIX + owner for owner in dict.fromkeys(owners)],
+                                               consistent_read=True))
+        return {item.pk[len(WEBHOOK_PREFIX):]: _webhook(item.pk[len(WEBHOOK_PREFIX):], item) for item in items}
+
 
     def create_webhook(self, webhook: Webhook) -> None:
         self._save(webhook, self._model.pk.does_not_exist())

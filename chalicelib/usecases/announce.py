@@ -8,7 +8,7 @@ import uuid
 
 from chalicelib.domain.jobs import Job, JobStatus
 from chalicelib.domain.vocabulary import ErrorCode
-from chalicelib.domain.webhooks import SERVICE_RECEIVER, WebhookEvent
+from chalicelib.domain.webhooks import SERVICE_RECEIVER, Webhook, WebhookEvent
 from chalicelib.runtime.logs import get_logger
 from chalicelib.runtime.metrics import Dimension, Metric
 from chalicelib.usecases.context import Context
@@ -20,13 +20,24 @@ _EVENT_IDS = uuid.UUID("8f0c4a52-3c2e-4d0e-9a51-6c1f2b7d9e43")
 
 def job_finished(ctx: Context, job: Job) -> None:
     measure(ctx, job)
-    enqueue_webhook(ctx, job)
-    enqueue_service_webhook(ctx, job)
+    try:
+        # Both receivers' webhooks in one read: every finished job looks both up.
+        hooks = ctx.webhooks.get_webhooks((job.owner, SERVICE_RECEIVER))
+    except Exception:
+        log.exception("webhook_enqueue_failed", job_id=job.job_id)
+        return
+    enqueue_webhook(ctx, job, hooks.get(job.owner))
+    enqueue_service_webhook(ctx, job, hooks.get(SERVICE_RECEIVER))
 
 
 def job_moved(ctx: Context, job: Job) -> None:
     """A job has just become queued or processing, by the write that made it so."""
-    enqueue_service_webhook(ctx, job)
+    try:
+        hook = ctx.webhooks.get_webhook(SERVICE_RECEIVER)
+    except Exception:
+        log.exception("webhook_enqueue_failed", job_id=job.job_id, receiver=SERVICE_RECEIVER)
+        return
+    enqueue_service_webhook(ctx, job, hook)
 
 
 def measure(ctx: Context, job: Job) -> None:
@@ -61,11 +72,10 @@ def service_event_id(job: Job) -> str:
     return "msg_" + uuid.uuid5(_EVENT_IDS, f"{job.job_id}/{job.status.value}{attempt}/service").hex
 
 
-def enqueue_service_webhook(ctx: Context, job: Job) -> None:
+def enqueue_service_webhook(ctx: Context, job: Job, hook: Webhook | None) -> None:
     """Queue the service webhook's event of the job's new status, if there is a service
-    webhook and it asks for that status. Best effort, as enqueue_webhook."""
+    webhook (`hook`, as just read) and it asks for that status. Best effort, as enqueue_webhook."""
     try:
-        hook = ctx.webhooks.get_webhook(SERVICE_RECEIVER)
         if hook is None or not hook.sent(job.status):
             return
         event = WebhookEvent(event_id=service_event_id(job), owner=job.owner, job_id=job.job_id,
@@ -78,12 +88,13 @@ def enqueue_service_webhook(ctx: Context, job: Job) -> None:
     log.info("webhook_queued", job_id=job.job_id, event_id=event.event_id, receiver=SERVICE_RECEIVER)
 
 
-def enqueue_webhook(ctx: Context, job: Job) -> None:
+def enqueue_webhook(ctx: Context, job: Job, hook: Webhook | None) -> None:
     """Queue the webhook event of a job that has just become terminal, if its owner has a
-    webhook. Best effort: never fails the job; a lost event is a log line and a metric."""
+    webhook (`hook`, as just read). Best effort: never fails the job; a lost event is a log
+    line and a metric."""
+    if hook is None:
+        return
     try:
-        if ctx.webhooks.get_webhook(job.owner) is None:
-            return
         event = WebhookEvent(event_id=event_id(job), owner=job.owner, job_id=job.job_id)
         ctx.webhook_queue.send(event)
     except Exception:

@@ -223,6 +223,7 @@ def exercise_webhooks(store: DynamoWebhookStore) -> set[str]:
     with pytest.raises(ConditionFailed):
         call("create_webhook", hook)
     call("get_webhook", "alice")
+    assert call("get_webhooks", ["alice", "@service"]).keys() == {"alice"}  # BatchGetItem
     call("update_webhook", dataclasses.replace(hook, secret="whsec_BBBB"), seen=hook)
     call("save_breaker", "alice", Breaker(failing_until=NOW, failures=1, suspect_event="msg_1"))
     call("save_breaker", "alice", Breaker())

@@ -96,6 +96,7 @@ UNCONDITIONAL = [
     ("jobs", "Query", lambda s: s.owned("alice", 5), "job table unavailable"),
     ("jobs", "Query", lambda s: s.due(JobStatus.QUEUED, NOW, 5, shard=0), "job table unavailable"),
     ("webhooks", "GetItem", lambda s: s.get_webhook("alice"), "webhook store unavailable"),
+    ("webhooks", "BatchGetItem", lambda s: s.get_webhooks(["alice", "@service"]), "webhook store unavailable"),
     ("webhooks", "DeleteItem", lambda s: s.delete_webhook("alice"), "webhook store unavailable"),
     ("rates", "GetItem", lambda s: s.full_at("alice"), "rate store unavailable"),
     ("push", "GetItem", lambda s: s.of_owner("alice"), "push connections unavailable"),

@@ -34,6 +34,9 @@ def test_create_then_get_round_trips_every_field(store):
     store.create_webhook(full)
     assert store.get_webhook("bob") == full
     assert store.get_webhook("carol") is None
+    # Several at once (a finished job's owner and the service): those that have one, whole.
+    assert store.get_webhooks(["alice", "carol", "bob", "alice"]) == {"alice": HOOK, "bob": full}
+    assert store.get_webhooks(["carol"]) == {}
 
 
 def test_create_is_conditional_on_the_owner_having_none(store):
