@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 from tests.deploy.conftest import DEPLOY_PYTHON, OUTPUTS_FILE, copy_project  # noqa: E402  (as the deploy tests package it)
 
 
-def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
+def build(work: Path, built: Optional[Path] = None, compiled_zip: Optional[Path] = None) -> tuple[Path, Path]:
     """The package unpacked twice: as Chalice makes it (or `built`, a deployment.zip it made
-    already), and with bytecode."""
+    already), and with bytecode (or `compiled_zip`, that package after infra.bytecode)."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "AWS_DEFAULT_REGION": "us-east-1"}
     if built is None:
         project = copy_project(work / "project")
@@ -49,10 +49,12 @@ def build(work: Path, built: Optional[Path] = None) -> tuple[Path, Path]:
     plain, compiled = work / "plain", work / "compiled"
     with zipfile.ZipFile(built) as archive:
         archive.extractall(plain)
-    shutil.copy2(built, work / "compiled.zip")
-    subprocess.run([str(DEPLOY_PYTHON), "-m", "infra.bytecode", "--zip", str(work / "compiled.zip")],
-                   cwd=ROOT, env=env, check=True, capture_output=True)
-    with zipfile.ZipFile(work / "compiled.zip") as archive:
+    if compiled_zip is None:
+        compiled_zip = work / "compiled.zip"
+        shutil.copy2(built, compiled_zip)
+        subprocess.run([str(DEPLOY_PYTHON), "-m", "infra.bytecode", "--zip", str(compiled_zip)],
+                       cwd=ROOT, env=env, check=True, capture_output=True)
+    with zipfile.ZipFile(compiled_zip) as archive:
         archive.extractall(compiled)
     return plain, compiled
 
@@ -73,13 +75,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cold", type=int, default=7, help="fresh processes per package")
     parser.add_argument("--zip", type=Path, help="a deployment.zip `chalice package` made (default: make one)")
+    parser.add_argument("--compiled", type=Path,
+                        help="that zip after infra.bytecode (with --zip; default: compile it here)")
     args = parser.parse_args()
     # The runtime's interpreter (python3.13): the one under the deploy venv that packaged it.
     base = subprocess.run([str(DEPLOY_PYTHON), "-c", "import os, sys; print(os.path.realpath(sys._base_executable))"],
                           capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="cold-package-") as tmp:
         work = Path(tmp)
-        plain, compiled = build(work, args.zip)
+        plain, compiled = build(work, args.zip, args.compiled)
         image = work / "12mp.jpg"
         api.make_image(image)
         with stack.Runner(ROOT, "api", {"AUTH_MODE": "jwt", **api.UNLIMITED}) as runner:
