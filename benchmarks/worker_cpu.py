@@ -389,10 +389,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
     # The job thread (local/sqs_worker.py's pool: "sqs-worker_0") does the job and deletes
     # its message; the poller thread ("sqs-worker") receives.
     handler = [c["cpu_ms"] for c in noted if c["op"] == "handler" and c["thread"].startswith("sqs-worker_")]
-    # The job's rendition PUTs run on a pool of its own ("store_N", chalicelib/usecases/worker.py).
-    job_calls = [c for c in noted if c["thread"].startswith(("sqs-worker_", "store"))
-                 and c["service"] not in ("imaging", "lambda")]
-    pooled = sum(c["cpu_ms"] for c in job_calls if c["thread"].startswith("store"))
+    job_calls = [c for c in noted if c["thread"].startswith("sqs-worker_") and c["service"] not in ("imaging", "lambda")]
     ops = collections.Counter(f"{c['service']}.{c['op']}" for c in job_calls)
     cpu = collections.defaultdict(list)
     for c in job_calls:
@@ -403,8 +400,8 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
             "first_ms": first, "first_cpu_ms": first_cpu, "warm_ms": stack.median(warm),
             "decode_children": children,
             "resize_in_worker": sum(resize) / len(resize), "resizes": len(resize),
-            "function": (sum(handler) + pooled) / len(handler) + decode_child, "decode_child": decode_child,
-            "handler_thread": (sum(handler) + pooled) / len(handler),
+            "function": sum(handler) / len(handler) + decode_child, "decode_child": decode_child,
+            "handler_thread": sum(handler) / len(handler),
             "ops": {op: n / jobs for op, n in ops.items()},
             "client_cpu_ms": {op: stack.median(v) for op, v in cpu.items()},
             "receives_per_job": len(receives) / jobs,
@@ -566,7 +563,7 @@ def report(label: str, resize: dict, batch: dict, load: str) -> list[str]:
     needed = {op: n for op, n in batch["ops"].items() if op != "sqs.DeleteMessage"}
     floor = sum(n * batch["client_cpu_ms"][op] for op, n in needed.items())
     function = batch["function"]
-    print(f"\nthe worker function, counted as Lambda bills it (the handler's threads "
+    print(f"\nthe worker function, counted as Lambda bills it (the handler's thread "
           f"{batch['handler_thread']:.1f} ms + its decode child {batch['decode_child']:.1f} ms; "
           "without the runner's receive, delete and idle polling, which the event source "
           f"mapping does on AWS): {function:.1f} ms a job, {function / in_worker:.2f}x the resize")

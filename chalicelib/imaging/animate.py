@@ -127,7 +127,7 @@ def make_animations(data: bytes, max_pixels: int, specs: Sequence[RenditionSpec]
 
 def _shape(frame: Image.Image, spec: RenditionSpec, focus: Focus) -> Image.Image:
     """The spec's frame, cut as its still is but never upscaled: a square past the frame's
-    short side is that side's square. A still is upscaled to its box so every client's layout
+    short side (the frame is the display's, the source fitted in its box) is that side's square. A still is upscaled to its box so every client's layout
     gets the size it asked for; an animation upscaled is every frame's bytes and encode time
     (libwebp's is most of an animated job's CPU) for no detail, and its width and height say
     its size."""

@@ -26,7 +26,7 @@ from chalicelib.domain import sniff
 from chalicelib.domain.delivery import rendition_cache_control
 from chalicelib.domain.events import ObjectCreated, parse_message
 from chalicelib.domain.jobs import Animation, Job, JobStatus, Rendition, Variant
-from chalicelib.domain.renditions import AnimationSkipped, RenditionName, RenditionSpec, animation_skipped
+from chalicelib.domain.renditions import AnimationSkipped, RenditionSpec, animation_skipped
 from chalicelib.domain.source import Source
 from chalicelib.domain.vocabulary import ErrorCode, Outcome, UploadMethod
 from chalicelib.imaging import animate, render
@@ -40,8 +40,6 @@ from chalicelib.usecases.context import Context
 log = get_logger("worker")
 # Seconds kept back from the deadline for storing the renditions and finishing the job.
 _TIME_TO_FINISH = 5.0
-# A job's rendition PUTs at once: within botocore's 10 pooled connections a client.
-_PARALLEL_PUTS = 8
 
 
 class Worker:
@@ -185,7 +183,8 @@ class Worker:
                 # so a job cancelled, deleted or taken over meanwhile keeps none of it.
                 rendered = self._renditions(original, job)
                 animations, skipped = self._animations(original, job, rendered.focus)
-                stored = self._store(job, rendered.renditions, animations)
+                stored = {name: self._store(job, out, animations.get(name))
+                          for name, out in rendered.renditions.items()}
                 done = job.ready(ctx.clock(), stored, ctx.retention, rendered.placeholder, rendered.phash,
                                  focus=rendered.focus, animation_skipped=skipped)
         except KeyError:
@@ -245,34 +244,25 @@ class Worker:
         return (current is not None and current.status is done.status
                 and current.attempt == done.attempt)
 
-    def _store(self, job: Job, outputs: dict[RenditionName, render.Output],
-               animations: dict[RenditionName, animate.AnimationOutput]) -> dict[RenditionName, Rendition]:
-        """Every rendition's objects, the JPEG, each variant and its animation, under this
-        attempt's keys, PUT side by side: a PUT mostly waits on storage, and a job has 3 to 12
-        of them (one after another they were most of an animated job's time past its CPU)."""
+    def _store(self, job: Job, out: render.Output, animated: animate.AnimationOutput | None = None) -> Rendition:
+        """One rendition's objects, the JPEG, each variant and its animation, under this
+        attempt's keys."""
         objects, keys = self._ctx.objects, self._ctx.object_keys
         cache_control = rendition_cache_control(self._ctx.settings.retention_seconds)
-        puts, stored = [], {}
-        for name, out in outputs.items():
-            key = keys.rendition(job.job_id, job.attempt, out.name)
-            puts.append((key, out.data, out.content_type))
-            variants = {}
-            for fmt, data in out.variants.items():
-                variant_key = keys.rendition(job.job_id, job.attempt, out.name, fmt)
-                puts.append((variant_key, data, fmt.content_type))
-                variants[fmt] = Variant(variant_key, len(data))
-            animation, animated = None, animations.get(name)
-            if animated is not None:
-                animation_key = keys.animation(job.job_id, job.attempt, out.name)
-                animation = Animation(animation_key, animated.width, animated.height, animated.frames,
-                                      animated.duration_ms, len(animated.data))
-                puts.append((animation_key, animated.data, animation.content_type))
-            stored[name] = Rendition(key, out.width, out.height, out.content_type, variants, animation)
-        # Each in the invocation's budget (run_in_pool); a failed one fails the attempt after
-        # the others end, and the attempt's clean-up removes what did land.
-        deadline.run_in_pool(lambda put: objects.put(*put, cache_control), puts,
-                             min(len(puts), _PARALLEL_PUTS), "store")
-        return stored
+        key = keys.rendition(job.job_id, job.attempt, out.name)
+        objects.put(key, out.data, out.content_type, cache_control)
+        variants = {}
+        for fmt, data in out.variants.items():
+            variant_key = keys.rendition(job.job_id, job.attempt, out.name, fmt)
+            objects.put(variant_key, data, fmt.content_type, cache_control)
+            variants[fmt] = Variant(variant_key, len(data))
+        animation = None
+        if animated is not None:
+            animation_key = keys.animation(job.job_id, job.attempt, out.name)
+            animation = Animation(animation_key, animated.width, animated.height, animated.frames,
+                                  animated.duration_ms, len(animated.data))
+            objects.put(animation_key, animated.data, animation.content_type, cache_control)
+        return Rendition(key, out.width, out.height, out.content_type, variants, animation)
 
     def _specs(self, job: Job) -> tuple[RenditionSpec, ...]:
         return tuple(spec for spec in self._ctx.renditions if spec.name in job.sizes)

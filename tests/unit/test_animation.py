@@ -107,6 +107,13 @@ def test_square_frames_are_cropped_by_the_stills_crop(monkeypatch):
     assert (out[RenditionName.THUMB_512].width, out[RenditionName.THUMB_512].height) == (300, 300)
 
 
+def test_a_panorama_s_squares_are_the_display_s_short_side():
+    """The frames are the display's (the source fitted in 1280): a 1600x400 GIF's display is
+    1280x320, so its 512 square is 320 and its 256 one 256, though the source is 400 high."""
+    out = make_animations(animated("gif", frames=2, size=(1600, 400)), MAX_PIXELS, SPECS)
+    assert [(a.width, a.height) for a in out.values()] == [(1280, 320), (256, 256), (320, 320)]
+
+
 def test_gif_frames_are_composited_with_their_disposal():
     """A GIF whose later frames hold only the pixels that change: each animation frame is the
     whole picture (Pillow's reader composites), not a patch on transparency."""
