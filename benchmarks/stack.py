@@ -26,10 +26,20 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on now, never one this process handed out before (the
+    kernel may give a port just closed again: an API and its page were once given one).
+    local/ports.py's rule, kept here since nothing here imports the checkout."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def cpu_seconds(pid: int, children: bool = False) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import socket
+import threading
 from dataclasses import dataclass
 
 
@@ -82,3 +83,21 @@ def binding(port: int):
         if error.errno != errno.EADDRINUSE:
             raise
         raise PortTaken(port) from None
+
+
+_handed_out: set[int] = set()
+_handing = threading.Lock()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now, and never one this process handed out before:
+    the kernel may give a port just closed to the next bind(0), and two parts given one port
+    (an API and its page, a gateway and moto) collide when they start."""
+    with _handing:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port

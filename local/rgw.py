@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from local.ports import free_port
 from local.services import spawn, stop, wait_for_port
 
 PACKAGES = ("ceph-mon", "ceph-osd", "radosgw")
@@ -60,12 +60,6 @@ def install() -> None:
                     ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]):
         if subprocess.run(sudo + command, env=env).returncode != 0:
             raise RgwError(f"`{' '.join(sudo + command)}` failed")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_for_port(port: int, timeout: float, process: subprocess.Popen) -> None:

@@ -29,10 +29,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from local.ports import free_port  # noqa: E402,F401  (the tests' one, imported from here)
 
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
