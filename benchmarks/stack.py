@@ -57,6 +57,16 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
     return seconds + sum(map(cpu_seconds, _decode_children(pid))) if children else seconds
 
 
+def page_faults(pid: int, children: bool = False) -> int:
+    """Minor page faults of the process so far (field 10 of /proc/<pid>/stat), with `children`
+    those of its decode children too (reaped: field 11; alive: their own), as cpu_seconds.
+    Each costs the kernel's time, which counts in the process's system CPU."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    faults = int(fields[7]) + (int(fields[8]) if children else 0)
+    return faults + sum(map(page_faults, _decode_children(pid))) if children else faults
+
+
 DECODE_CHILD = "chalicelib.imaging.sandbox_child"
 
 

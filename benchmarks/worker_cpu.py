@@ -23,7 +23,8 @@ For each checkout (`--root`, repeatable; default this one):
    Process CPU is user + system time of every thread of each process and of its decode
    children, reaped or alive (the worker decodes in a child: its CPU counts as the worker's), read from
    /proc/<pid>/stat before and after the batch and divided by the jobs: the runner (which is
-   the worker), `chalice local` (the API) and moto's server (the emulator).
+   the worker), `chalice local` (the API) and moto's server (the emulator); and the minor page
+   faults of the worker process and of its decode child, whose kernel time is in that CPU.
    The headline is worker CPU per job over libvips' for the same renditions (libvips'
    figure the mean of step 1 run before the batch and again after it); the second
    line, over the CPU make_renditions took inside the worker for those very jobs. The same
@@ -363,6 +364,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
         skip = len(calls_path.read_text().splitlines())
         before = {name: stack.cpu_seconds(pid, children=True) for name, pid in pids.items()}
         own_before = stack.cpu_seconds(pids["worker"])
+        faults_before = (stack.page_faults(pids["worker"]), stack.page_faults(pids["worker"], children=True))
         started = time.perf_counter()
         upload_all(runner, images, jobs, token)
         wait_ready(runner, done + jobs)
@@ -373,6 +375,10 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
         # The decode child's CPU: the worker's with its children, less its own threads'.
         own = (stack.cpu_seconds(pids["worker"]) - own_before) * 1000 / jobs
         decode_child = per_job["worker"] - own
+        own_faults = (stack.page_faults(pids["worker"]) - faults_before[0]) / jobs
+        faults = {"worker process": own_faults,
+                  "decode child": (stack.page_faults(pids["worker"], children=True) - faults_before[1]) / jobs
+                  - own_faults}
         # Then uploads asking for WebP and AVIF too: the worker's CPU per job with the
         # variants' quality search.
         batch_lines = len(calls_path.read_text().splitlines())  # the JPEG batch's notes end here
@@ -398,7 +404,7 @@ def measure_stack(root: Path, images: list[bytes], jobs: int, tmp: Path, format_
     return {"per_job": per_job, "idle_ms_per_s": idle, "seconds": seconds, "own": own,
             "formats_per_job": formats_per_job, "format_jobs": format_jobs,
             "first_ms": first, "first_cpu_ms": first_cpu, "warm_ms": stack.median(warm),
-            "decode_children": children,
+            "decode_children": children, "page_faults": faults,
             "resize_in_worker": sum(resize) / len(resize), "resizes": len(resize),
             "function": sum(handler) / len(handler) + decode_child, "decode_child": decode_child,
             "handler_thread": sum(handler) / len(handler),
@@ -539,7 +545,10 @@ def report(label: str, resize: dict, batch: dict, load: str) -> list[str]:
             f"(before and after the batch: {resize['vips_runs'][0]:.1f}, {resize['vips_runs'][1]:.1f})")
     if "ours_vips_reducer" in resize:
         line += f", make_renditions with libvips' reducer for Pillow's resize {resize['ours_vips_reducer']:.1f} ms"
-    print(line + "\n")
+    print(line)
+    faults = batch["page_faults"]
+    print(f"page faults per job (each the kernel's time, in the system CPU above): worker process "
+          f"{faults['worker process']:.0f}, decode child {faults['decode child']:.0f}\n")
     head = f"{'process':<9} {'CPU ms/job':>11} {'x resize':>9} {'idle ms/s':>10}"
     print(head)
     print("-" * len(head))

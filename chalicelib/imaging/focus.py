@@ -90,6 +90,13 @@ def find(image: Image.Image) -> Focus:
     return Focus(0.5, 0.5, FocusSource.CENTRE)
 
 
+def small(image: Image.Image) -> Image.Image:
+    """The copy of a decoded, upright RGB image that find() works on (as find(image) would
+    make it): whoever also needs a small copy of the picture (the placeholder) reads this one,
+    and find() takes it as it is."""
+    return _shrunk(image if image.mode == "RGB" else image.convert("RGB"), FACE_SIDE)
+
+
 def _clamp(value: float) -> float:
     return round(min(1.0, max(0.0, value)), 4)
 

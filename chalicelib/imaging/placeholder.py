@@ -22,8 +22,10 @@ _SOURCE_SIDE = 16
 _COMPONENTS = 4
 
 
-def make_placeholder(im: Image.Image) -> Placeholder:
-    """The placeholder of an RGB image (the largest rendition, before it is coded)."""
+def make_placeholder(im: Image.Image, size: tuple[int, int] | None = None) -> Placeholder:
+    """The placeholder of an RGB image (the largest rendition, before it is coded), from it or
+    from a smaller copy of it (the focus's: a fraction of the reduce) with the image's `size`,
+    whose aspect the components follow."""
     small = im.copy()
     small.thumbnail((_SOURCE_SIDE, _SOURCE_SIDE), Image.Resampling.BOX)
     # The mean of the box means: the image's own within a unit (each box holds about as
@@ -32,7 +34,7 @@ def make_placeholder(im: Image.Image) -> Placeholder:
     width, height = small.size
     pixels = list(small.get_flattened_data())
     rows = [pixels[y * width:(y + 1) * width] for y in range(height)]
-    x, y = components(im.width, im.height)
+    x, y = components(*(size or im.size))
     return Placeholder(blurhash=blurhash.encode(rows, x, y), average_color="#%02x%02x%02x" % average[:3])
 
 

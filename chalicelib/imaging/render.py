@@ -275,14 +275,15 @@ def make_images(
             largest = _vips_decode_within(data, box, converts)
         else:
             largest = _from_pillow(_decode_within(im, box))
-        picture = pixels_of(largest)  # for what Pillow computes: the focus, placeholder, pHash
+        picture = pixels_of(largest)  # for what Pillow computes: the pHash of the whole picture
+        small = focus_finder.small(picture)  # and a small copy: the focus, the placeholder
         if focus is None:
-            found = focus_finder.find(picture)
+            found = focus_finder.find(small)
             focus = focus_at(found.x, found.y, found.source)
         hints: dict = {}  # each format's quality for the last rendition: the next one's first guess
         outputs = {spec.name: _output(spec.name, _shape(largest, spec, focus), coding, formats, hints)
                    for spec in specs}
-        return Rendered(outputs, make_placeholder(picture), phash(picture), focus)
+        return Rendered(outputs, make_placeholder(small, picture.size), phash(picture), focus)
 
 
 # How renditions are made, named: a change that makes other pixels or bytes of the same

@@ -36,6 +36,15 @@ from chalicelib.imaging.sandbox_child import (
 
 # Linux's default ceiling for an unprivileged process (/proc/sys/fs/pipe-max-size).
 _PIPE_BYTES = 1 << 20
+# glibc's malloc in the child. One arena: libvips' threads would each get one of their own,
+# whose memory counts against a call's ceiling (RLIMIT_DATA) though no pixel is in it. And
+# what a call frees is kept for the next: by default a buffer of a few MiB (a decoded
+# display, its copy for Pillow) is mapped afresh and given back each time, and every page of
+# it faulted in again on every call: about 2,800 page faults and a quarter of the child's CPU
+# on a 12 MP JPEG (benchmarks/worker_cpu.py). Kept, they are reused; the ceiling still holds,
+# as it counts what the child holds (kept or not) from its start. Above 32 MiB (glibc's own
+# largest dynamic threshold: a 48 MP decode) a buffer is still mapped and given back.
+_MALLOC = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 def run_limited(fn: Callable[..., Any], *args: Any, cpu_seconds: float, wall_seconds: float,
@@ -213,9 +222,7 @@ class _Pool:
         # What this process imports from, so the child finds chalicelib and the called
         # function's module (a test's, say) as this process does.
         path = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
-        # One malloc arena: libvips' threads would each get one of their own, whose memory
-        # counts against a call's ceiling (RLIMIT_DATA) though no pixel is in it.
-        env = {**os.environ, "PYTHONPATH": path, "MALLOC_ARENA_MAX": "1"}
+        env = {**os.environ, "PYTHONPATH": path, **_MALLOC}
         try:
             pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "chalicelib.imaging.sandbox_child",
                                                   str(requests_r), str(replies_w), str(os.getpid())],

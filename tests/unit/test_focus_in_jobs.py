@@ -27,7 +27,7 @@ from chalicelib.domain.focus import (
 from chalicelib.domain.renditions import Fit, RenditionName, RenditionSpec
 from chalicelib.http.auth import mint_token
 from chalicelib.http.views import job_body
-from chalicelib.imaging import render
+from chalicelib.imaging import focus, render
 from chalicelib.usecases import UseCases, duplicates
 from chalicelib.usecases.worker import Worker
 from tests.fakes import Clock, FakeJobStore, FakeObjectStore, FakeQueue, fake_context
@@ -202,7 +202,9 @@ def test_without_a_clients_focus_the_child_finds_one_on_the_decoded_upright_pict
     exif[0x0112] = 6
     data = jpeg_of(upright_bands().transpose(Image.Transpose.ROTATE_90), exif=exif.tobytes())
     rendered = render.make_images(data, 10_000_000, THUMB)
-    assert seen == [(200, 600)]  # once, upright, the largest rendition's pixels: no second decode
+    # Once, upright, on the focus's small copy of the largest rendition's pixels (200x600):
+    # no second decode.
+    assert seen == [focus.small(Image.new("RGB", (200, 600))).size] == [(64, 192)]
     assert rendered.focus == Focus(0.5, 0.9877, FocusSource.FACES)
     assert colour_of(rendered.renditions[RenditionName.THUMB].data) == 2
 
