@@ -11,6 +11,8 @@ For each checkout (`--root`, repeatable; default this one):
    (thumbnail_buffer, then thumbnail_image for each other size), coded the same way
    (quality, baseline or progressive, no metadata) as the checkout's own; and
    make_renditions with libvips' reducer in place of Pillow's resize (what that would save).
+   That child runs with the decoding child's malloc settings (YARDSTICK_ENV), whichever
+   checkout is measured, and counts its page faults.
 2. the stack: that checkout's `python -m local` with the API and one worker thread
    (WORKER_CONCURRENCY=1, no sweeper), its runner started through this script so that
    botocore's BaseClient._make_api_call (PynamoDB goes through it too) and
@@ -62,6 +64,13 @@ SEEDS = (21, 22, 23, 24)
 WARM_UP = 4
 # Warm jobs timed one at a time, upload to ready: the first job's yardstick.
 LATENCY_JOBS = 5
+# The resize child (libvips' yardstick and make_renditions alone), for every checkout: one
+# libvips thread, and the decoding child's malloc settings (chalicelib/imaging/sandbox.py's
+# _MALLOC, copied: a checkout of before them is measured against the same yardstick). glibc
+# by default maps a few MiB afresh for every image and faults each page in again: libvips'
+# figure is its best in a process like the worker's, never one inflated by the faults.
+YARDSTICK_ENV = {"VIPS_CONCURRENCY": "1", "MALLOC_ARENA_MAX": "1",
+                 "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 # -------------------------------------------------------------- children
@@ -137,14 +146,20 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     for name, run in runners.items():
         for i in range(len(datas)):
             run(i)  # warm-up: codecs and caches
+    import resource
+
     cpu = {name: [] for name in runners}
+    faults = {name: 0 for name in runners}
     for _ in range(int(runs)):
         for name, run in runners.items():  # side by side: the machine's load weighs on each alike
             for i in range(len(datas)):
+                faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 start = time.process_time()
                 run(i)
                 cpu[name].append((time.process_time() - start) * 1000)
+                faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
     result.update({name: stack.median(values) for name, values in cpu.items()})
+    result["faults"] = {name: n / (int(runs) * len(datas)) for name, n in faults.items()}
     print(json.dumps(result))
 
 
@@ -491,13 +506,11 @@ def main() -> int:
         images = [p.read_bytes() for p in paths]
         for root in roots:
             load = stack.load_average()
-            resize = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
-                                     {"VIPS_CONCURRENCY": "1"})
+            resize = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)], YARDSTICK_ENV)
             batch = measure_stack(root, images, args.jobs, Path(tmp), args.format_jobs)
             # The yardstick again after the batch, and the headline against the mean of the two:
             # a machine whose load drifts during the batch moves both sides alike.
-            after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
-                                    {"VIPS_CONCURRENCY": "1"})
+            after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)], YARDSTICK_ENV)
             for key in ("vips", "vips_formats"):
                 resize[f"{key}_runs"] = (resize[key], after[key])
                 resize[key] = (resize[key] + after[key]) / 2
@@ -548,7 +561,8 @@ def report(label: str, resize: dict, batch: dict, load: str) -> list[str]:
     print(line)
     faults = batch["page_faults"]
     print(f"page faults per job (each the kernel's time, in the system CPU above): worker process "
-          f"{faults['worker process']:.0f}, decode child {faults['decode child']:.0f}\n")
+          f"{faults['worker process']:.0f}, decode child {faults['decode child']:.0f}; libvips' yardstick "
+          f"{resize['faults']['vips']:.0f} an image\n")
     head = f"{'process':<9} {'CPU ms/job':>11} {'x resize':>9} {'idle ms/s':>10}"
     print(head)
     print("-" * len(head))
