@@ -11,7 +11,7 @@ For each checkout (`--root`, repeatable; default this one):
    (thumbnail_buffer, then thumbnail_image for each other size), coded the same way
    (quality, baseline or progressive, no metadata) as the checkout's own; and
    make_renditions with libvips' reducer in place of Pillow's resize (what that would save).
-   It counts its page faults, and measures libvips' yardstick once more with the decoding
+   It counts their page faults; and a child of libvips' yardstick alone runs with the decoding
    child's malloc settings (TUNED_MALLOC: what libvips would gain from them too).
 2. the stack: that checkout's `python -m local` with the API and one worker thread
    (WORKER_CONCURRENCY=1, no sweeper), its runner started through this script so that
@@ -65,9 +65,10 @@ WARM_UP = 4
 # Warm jobs timed one at a time, upload to ready: the first job's yardstick.
 LATENCY_JOBS = 5
 # The decoding child's malloc settings (chalicelib/imaging/sandbox.py's _MALLOC, copied: a
-# checkout of before them is measured against the same yardsticks), as mallopt's parameters.
-# By default glibc maps a few MiB afresh for every image and faults each page in again.
-TUNED_MALLOC = {-8: 1, -3: 32 << 20, -1: 64 << 20}  # M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+# checkout of before them is measured against the same yardsticks). By default glibc maps a
+# few MiB afresh for every image and faults each page in again.
+TUNED_MALLOC = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 # -------------------------------------------------------------- children
@@ -96,6 +97,10 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     probe = render.encode(Image.new("RGB", (64, 64)), RenditionFormat.JPEG, coding)
     progressive = b"\xff\xc2" in probe  # SOF2: a progressive frame
     datas = [Path(p).read_bytes() for p in images]
+    if os.environ.get("WORKER_CPU_YARDSTICK_ONLY"):  # libvips alone, in a process set up otherwise
+        print(json.dumps(timed({"vips": lambda i: vips_renditions(datas[i], specs, coding, progressive)},
+                               len(datas), int(runs))))
+        return
     # The variants' qualities the checkout's search chose, per image: (format, quality or
     # None) in the order it searched (each rendition, each format).
     chosen: list = []
@@ -140,41 +145,31 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     result = {"progressive": progressive, "renditions": len(specs),
               "variants": sum(q is not None for qs in qualities.values() for _, q in qs) / len(datas),
               "qualities": {f.value: [q for qs in qualities.values() for g, q in qs if g is f] for f in formats}}
-    for name, run in runners.items():
-        for i in range(len(datas)):
-            run(i)  # warm-up: codecs and caches
+    result.update(timed(runners, len(datas), int(runs)))
+    print(json.dumps(result))
+
+
+def timed(runners: dict, images: int, runs: int) -> dict:
+    """Each runner's median CPU ms an image over `runs` passes, side by side (the machine's
+    load weighs on each alike), after a warm-up pass (codecs, caches, the heap grown); and
+    under "faults", the minor page faults an image of each."""
     import resource
 
+    for run in runners.values():
+        for i in range(images):
+            run(i)
     cpu = {name: [] for name in runners}
     faults = {name: 0 for name in runners}
-    for _ in range(int(runs)):
-        for name, run in runners.items():  # side by side: the machine's load weighs on each alike
-            for i in range(len(datas)):
+    for _ in range(runs):
+        for name, run in runners.items():
+            for i in range(images):
                 faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 start = time.process_time()
                 run(i)
                 cpu[name].append((time.process_time() - start) * 1000)
                 faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted
-    result.update({name: stack.median(values) for name, values in cpu.items()})
-    result["faults"] = {name: n / (int(runs) * len(datas)) for name, n in faults.items()}
-    # Then libvips' yardstick again with the decoding child's malloc settings: what libvips
-    # itself would gain from them (the headline keeps the plain process's, as issue 48 set it).
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    for parameter, value in TUNED_MALLOC.items():
-        libc.mallopt(parameter, value)
-    for i in range(len(datas)):
-        vips(i)  # the heap grown once
-    tuned, faulted = [], resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(int(runs)):
-        for i in range(len(datas)):
-            start = time.process_time()
-            vips(i)
-            tuned.append((time.process_time() - start) * 1000)
-    result["vips_tuned"] = stack.median(tuned)
-    result["faults"]["vips_tuned"] = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted) / len(tuned)
-    print(json.dumps(result))
+    return {**{name: stack.median(values) for name, values in cpu.items()},
+            "faults": {name: n / (runs * images) for name, n in faults.items()}}
 
 
 def vips_renditions(data: bytes, specs, coding, progressive: bool, qualities=()) -> list[bytes]:
@@ -527,9 +522,15 @@ def main() -> int:
             # a machine whose load drifts during the batch moves both sides alike.
             after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
                                     {"VIPS_CONCURRENCY": "1"})
-            for key in ("vips", "vips_formats", "vips_tuned"):
+            for key in ("vips", "vips_formats"):
                 resize[f"{key}_runs"] = (resize[key], after[key])
                 resize[key] = (resize[key] + after[key]) / 2
+            # And libvips alone in a child with the decoding child's malloc settings: what
+            # libvips itself would gain from them (the headline keeps the plain process's,
+            # the yardstick issue 48 set).
+            tuned = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
+                                    {"VIPS_CONCURRENCY": "1", "WORKER_CPU_YARDSTICK_ONLY": "1", **TUNED_MALLOC})
+            resize["vips_tuned"], resize["faults"]["vips_tuned"] = tuned["vips"], tuned["faults"]["vips"]
             results.append((root, resize, batch, f"{load} -> {stack.load_average()}"))
     sizes = ", ".join(f"{len(i) / 1e6:.2f}" for i in images)
     print(f"images: {len(images)} photo-like {width * height / 1e6:.2g} MP JPEGs ({sizes} MB); "
