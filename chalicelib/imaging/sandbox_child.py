@@ -2,8 +2,10 @@
 It runs as `python -m chalicelib.imaging.sandbox_child REQUESTS REPLIES PARENT` (the pipes'
 descriptors and the parent's pid).
 
-Messages both ways are pickles with an 8-byte length in front. A request is
-(fn, args, cpu_seconds, memory_bytes); a reply is (ok, value, cpu_used_so_far).
+A message is a pickle and the buffers it holds out of band (pickle protocol 5: a photo passed
+as an argument crosses the pipe without being copied into the pickle and out of it again),
+framed by write_message. A request is (fn, args, cpu_seconds, memory_bytes); a reply is
+(ok, value, cpu_used_so_far).
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def serve(requests: int, replies: int, parent: int) -> NoReturn:
             request = read_message(requests)
             if request is None:  # the parent closed the pipe, or died
                 break
-            fn, args, cpu_seconds, memory_bytes = pickle.loads(request)
+            fn, args, cpu_seconds, memory_bytes = pickle.loads(request[0], buffers=request[1:])
             # RLIMIT_CPU counts the child's whole life: the soft limit is moved to what it
             # has used so far plus this call's budget, to the nearest whole second (the
             # limit's unit), so a call gets its budget within half a second either way.
@@ -134,10 +136,15 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def write_message(fd: int, payload: bytes) -> None:
-    # writev: header and payload in one call (one wake-up of the reader), without joining
-    # them into a copy of the photo.
-    parts = [memoryview(len(payload).to_bytes(_HEADER, "big")), memoryview(payload)]
+def write_message(fd: int, *payloads) -> None:
+    """One message of the payloads (bytes-like): their count, then each with its length in
+    front, 8 bytes each."""
+    # writev: every part in one call (one wake-up of the reader), without joining them into
+    # a copy of the photo.
+    parts = [memoryview(len(payloads).to_bytes(_HEADER, "big"))]
+    for payload in payloads:
+        view = memoryview(payload)
+        parts += [memoryview(view.nbytes.to_bytes(_HEADER, "big")), view]
     while parts:
         sent = os.writev(fd, parts)
         while parts and sent >= len(parts[0]):
@@ -146,13 +153,20 @@ def write_message(fd: int, payload: bytes) -> None:
             parts[0] = parts[0][sent:]
 
 
-def read_message(fd: int, wait=None) -> Optional[bytes]:
-    """One message, or None at the pipe's end. `wait(fd)` blocks until fd is readable (the
-    parent's wall clock); it raises TimeoutError when time is up."""
-    header = _read_exactly(fd, _HEADER, wait)
-    if header is None:
+def read_message(fd: int, wait=None) -> Optional[list[bytes]]:
+    """One message's payloads, or None at the pipe's end. `wait(fd)` blocks until fd is
+    readable (the parent's wall clock); it raises TimeoutError when time is up."""
+    count = _read_exactly(fd, _HEADER, wait)
+    if count is None:
         return None
-    return _read_exactly(fd, int.from_bytes(header, "big"), wait)
+    payloads = []
+    for _ in range(int.from_bytes(count, "big")):
+        size = _read_exactly(fd, _HEADER, wait)
+        payload = None if size is None else _read_exactly(fd, int.from_bytes(size, "big"), wait)
+        if payload is None:
+            return None
+        payloads.append(payload)
+    return payloads
 
 
 def _read_exactly(fd: int, size: int, wait) -> Optional[bytes]:
