@@ -13,6 +13,11 @@ the service relies on it.
   reads, but leaves them off the answer to a browser's form upload (presigned POST); this
   adds them there, as S3 does. (moto matches a rule on the origin only, not the method; the
   template's methods are checked by tests instead.)
+- moto 5.2 writes every answer by walking the service's model, and for each member of each
+  structure it tries the names the value may go by (aliases, snake_case), a dozen calls each:
+  a DynamoDB item of 25 attributes asks about 1,000 times, some 0.3 of the server's CPU for a
+  GetItem, and moto's servers are the largest share of the test suite's CPU. Those names depend
+  only on the model's shape, the member and the value's class, so each is worked out once.
 """
 import logging
 import os
@@ -21,6 +26,7 @@ import threading
 
 os.environ["MOTO_DISABLE_GLOBAL_CORS"] = "true"
 
+from moto.core import serialize  # noqa: E402
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: E402
 from moto.s3.responses import S3Response  # noqa: E402
 from moto.server import main  # noqa: E402
@@ -47,6 +53,29 @@ def _bucket_response_post_with_cors(self, request, bucket_name):
 
 
 S3Response._bucket_response_post = _bucket_response_post_with_cors
+
+def _names_once(possible_keys):
+    """get_possible_keys, worked out once for each picker, value class, shape and member."""
+    found: dict = {}
+    lock = threading.Lock()
+
+    def names(self, context):
+        obj, shape = context.obj, context.shape
+        if "Meta" in getattr(obj, "__dict__", ()):  # aliases of the value's own, not its class's
+            return tuple(possible_keys(self, context))
+        # A picker is made for each answer; the names depend on its alias providers alone.
+        key = (type(self), tuple(self.alias_providers), type(obj), id(shape), context.key)
+        hit = found.get(key)
+        if hit is None or hit[0] is not shape:  # the model's shapes live on; an id reused: again
+            hit = (shape, tuple(possible_keys(self, context)))
+            with lock:
+                found[key] = hit
+        return hit[1]
+
+    return names
+
+
+serialize.XFormedAttributePicker.get_possible_keys = _names_once(serialize.XFormedAttributePicker.get_possible_keys)
 
 if __name__ == "__main__":
     # No line a request: the runner sends this server's output nowhere, and formatting them
