@@ -18,6 +18,8 @@ the service relies on it.
   a DynamoDB item of 25 attributes asks about 1,000 times, some 0.3 of the server's CPU for a
   GetItem, and moto's servers are the largest share of the test suite's CPU. Those names depend
   only on the model's shape, the member and the value's class, so each is worked out once.
+- And to tell which service a request is for, moto lists its own package's folders (a
+  listdir and some 180 stats, twice a request): the list is read once.
 """
 import logging
 import os
@@ -26,6 +28,7 @@ import threading
 
 os.environ["MOTO_DISABLE_GLOBAL_CORS"] = "true"
 
+from moto import backends  # noqa: E402
 from moto.core import serialize  # noqa: E402
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: E402
 from moto.s3.responses import S3Response  # noqa: E402
@@ -76,6 +79,8 @@ def _names_once(possible_keys):
 
 
 serialize.XFormedAttributePicker.get_possible_keys = _names_once(serialize.XFormedAttributePicker.get_possible_keys)
+_MODULES = tuple(backends.list_of_moto_modules())  # the installed package's: fixed while it runs
+backends.list_of_moto_modules = lambda: _MODULES
 
 if __name__ == "__main__":
     # No line a request: the runner sends this server's output nowhere, and formatting them
