@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -259,6 +259,7 @@ def _run(args: argparse.Namespace, names: List[str],
         interrupted = False
         try:
             for future in futures:  # in input order, each as soon as it and those before are done
+                _until_done([future])
                 outcomes.append(future.result())
                 printer.show(outcomes[-1])
         except KeyboardInterrupt:
@@ -269,7 +270,8 @@ def _run(args: argparse.Namespace, names: List[str],
                 stop.set()
                 print("image-jobs: stopping once the parts in flight are stored; Ctrl-C again to "
                       "stop at once", file=sys.stderr, flush=True)
-                pool.shutdown(wait=True, cancel_futures=True)
+                pool.shutdown(wait=False, cancel_futures=True)
+                _until_done(futures)
             except KeyboardInterrupt:
                 printer.flush()
                 os._exit(EXIT_INTERRUPTED)  # the pool's threads would be joined at exit
@@ -281,6 +283,15 @@ def _run(args: argparse.Namespace, names: List[str],
         pool.shutdown()
     printer.flush()
     return EXIT_INTERRUPTED if interrupted else _exit_code(outcomes, needs_ready=args.wait)
+
+
+def _until_done(futures: List[Future]) -> None:
+    """Wait for the futures in short waits: the kernel may hand Ctrl-C's SIGINT to any thread,
+    and Python runs its handler in the main thread only when that thread next runs, which a
+    wait without a timeout (a join, a result) never does until the upload ends (a CI run waited
+    out its 30 s on the second Ctrl-C)."""
+    while wait(futures, timeout=0.2).not_done:
+        pass
 
 
 def _exit_code(outcomes: List[Outcome], needs_ready: bool = False) -> int:
