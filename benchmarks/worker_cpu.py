@@ -253,7 +253,8 @@ class Notes:
             try:
                 return call(*args, **kwargs)
             finally:
-                line = json.dumps({"thread": threading.current_thread().name, "op": op_of(args),
+                op = op_of(args)
+                line = json.dumps({"thread": threading.current_thread().name, "op": op,
                                    "service": service_of(args),
                                    "cpu_ms": (clock() - cpu) * 1000,
                                    "wall_ms": (time.perf_counter() - wall) * 1000})
@@ -264,7 +265,7 @@ class Notes:
                     # Written out once a job (the handler's note is its last; the decoding
                     # child notes once a call): a write a note was a third of a ms a job of
                     # the worker's CPU, which this benchmark would count as the worker's.
-                    if op_of(args) in ("handler", "make_renditions"):
+                    if op in ("handler", "make_renditions"):
                         self.file.flush()
         return noted
 
