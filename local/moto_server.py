@@ -97,12 +97,27 @@ _MODULES = tuple(backends.list_of_moto_modules())  # the installed package's: fi
 backends.list_of_moto_modules = lambda: _MODULES
 
 
-THREADS = 32
+# waitress' settings. Threads: werkzeug's server gave each request a thread of its own; here a
+# pool answers them, and a request waits for a free thread. DynamoDB requests hold theirs while
+# they queue on the lock above, and SQS long polls for their wait: with 32 threads, the servers
+# of tests/integration and tests/e2e had up to 32 requests in flight at once (a runner's API
+# taking 20 uploads at once, its pollers; the tests' own bursts of 20), so twice that. An idle
+# thread costs nothing but its stack.
+THREADS = 64
+# Every connection open costs the server about 2.5 us a request (waitress' loop asks each one
+# whether it has work), and clients that are garbage keep theirs until collected: a connection
+# idle for 20 s is closed (checked every 10 s). A client that comes back later connects again
+# (botocore checks a pooled connection before it reuses it).
+CHANNEL_TIMEOUT, CLEANUP_INTERVAL = 20, 10
+# Far above the suite's peak (53 open at once); poll(), since select() stops at 1,024 descriptors.
 CONNECTION_LIMIT = 1000
-CHANNEL_TIMEOUT = 60
+# S3's limit for one PUT (5 GiB): a larger body is S3's to refuse, not this server's.
 MAX_BODY = 5 * 1024**3 + 1
+# Bodies up to 64 MiB stay in memory (the largest direct upload is 50 MiB), larger ones go to a
+# temporary file; and they are read in 64 KiB pieces, not 8: a 40 MB PUT then costs the server
+# about the CPU it did on werkzeug (about 200 ms; 340 with waitress' defaults).
 INBUF_OVERFLOW = 64 * 1024**2
-RECV_BYTES = 256 * 1024
+RECV_BYTES = 64 * 1024
 
 
 class _Parser(HTTPRequestParser):
@@ -168,9 +183,9 @@ def main(argv: list[str]) -> None:
     listeners: dict = {}
     server = create_server(
         DomainDispatcherApplication(create_backend_app), map=listeners, host=args.host, port=args.port,
-        threads=THREADS, connection_limit=CONNECTION_LIMIT, asyncore_use_poll=True,
-        channel_timeout=CHANNEL_TIMEOUT, max_request_body_size=MAX_BODY, inbuf_overflow=INBUF_OVERFLOW,
-        recv_bytes=RECV_BYTES, expose_tracebacks=False, ident="moto")
+        threads=THREADS, channel_timeout=CHANNEL_TIMEOUT, cleanup_interval=CLEANUP_INTERVAL,
+        connection_limit=CONNECTION_LIMIT, asyncore_use_poll=True, max_request_body_size=MAX_BODY,
+        inbuf_overflow=INBUF_OVERFLOW, recv_bytes=RECV_BYTES, expose_tracebacks=False, ident="moto")
     for listener in listeners.values():  # one a listening address
         if isinstance(listener, BaseWSGIServer):
             listener.channel_class = _Channel
