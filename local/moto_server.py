@@ -189,7 +189,11 @@ def main(argv: list[str]) -> None:
     for listener in listeners.values():  # one a listening address
         if isinstance(listener, BaseWSGIServer):
             listener.channel_class = _Channel
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Gone at once: moto holds everything in memory, so there is nothing to finish, where
+    # waitress would wait up to 5 s for the requests in flight (a long poll) and Python would
+    # then tear moto's modules down (7.7 s for a stop during a 5 s poll, 1.7 s idle).
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: os._exit(0))
     server.run()  # waitress logs no line a request; its warnings go to stderr
 
 
