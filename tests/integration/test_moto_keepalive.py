@@ -158,16 +158,22 @@ def test_answers_without_a_body_leave_the_connection_usable(moto_endpoint, s3, b
     assert len({head[3], not_modified[3], got[3], deleted[3], gone[3]}) == 1
 
 
-def test_a_long_poll_holds_no_other_request_up(moto_endpoint):
+def test_long_polls_hold_no_other_request_up(moto_endpoint):
+    """Eight receives wait on an empty queue; another call is answered while they still wait."""
     sqs = aws_client("sqs", "us-east-1", moto_endpoint)
     queue = sqs.create_queue(QueueName=f"keepalive-{uuid.uuid4().hex[:10]}")["QueueUrl"]
-    polls = [threading.Thread(target=lambda: aws_client("sqs", "us-east-1", moto_endpoint).receive_message(
-        QueueUrl=queue, WaitTimeSeconds=2)) for _ in range(8)]
-    for poll in polls:
-        poll.start()
+    ended = []
+
+    def poll():
+        aws_client("sqs", "us-east-1", moto_endpoint).receive_message(QueueUrl=queue, WaitTimeSeconds=3)
+        ended.append(time.monotonic())
+
+    polls = [threading.Thread(target=poll) for _ in range(8)]
+    for thread in polls:
+        thread.start()
     time.sleep(0.5)
-    started = time.monotonic()
     sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])
-    assert time.monotonic() - started < 1.5
-    for poll in polls:
-        poll.join(10)
+    answered = time.monotonic()
+    for thread in polls:
+        thread.join(30)
+    assert len(ended) == 8 and answered < min(ended)
