@@ -21,7 +21,7 @@ import pytest
 
 from chalicelib.bootstrap import build_use_cases
 from chalicelib.domain.errors import JobFinished, JobNotFound
-from chalicelib.domain.jobs import JobStatus, due_shard
+from chalicelib.domain.jobs import JobStatus, shard_key, sweep_key
 from chalicelib.domain.vocabulary import SweepOutcome
 from chalicelib.http.views import job_body
 from chalicelib.domain.webhooks import WebhookEvent
@@ -256,8 +256,8 @@ def test_the_orphan_scan_deletes_no_object_a_record_names(world):
 
 class _IndexedShardsOnly:
     """The real jobs adapter, whose sweep queries go to moto only for the due index's shards
-    that hold items of this table: the shards of the `sweep_key`s its items carry (status#shard),
-    and that of every job's id (where a write of today's puts it), read from the table itself
+    that hold items of this table: the `sweep_key`s its items carry, and every status's key of
+    each job's id (where a write of today's puts it: sweep_key), read from the table itself
     (a Scan) before each sweep. No item is under any other shard's keys, so those queries would
     find nothing: the sweep's outcome is a whole sweep's. moto answers each query by reading
     every item of the table, and a sweep asks 448 keys (64 shards of 7 statuses): 6 shapes x 2
@@ -266,19 +266,19 @@ class _IndexedShardsOnly:
     tests/integration/test_sweeper.py sweeps every shard on moto."""
 
     def __init__(self, world: World):
-        self._world, self._jobs, self._shards = world, world.use_cases.ctx.jobs, set()
+        self._world, self._jobs, self._keys = world, world.use_cases.ctx.jobs, set()
         world.use_cases.ctx.jobs = self
 
     def read(self) -> None:
         pages = self._world.clients["dynamodb"].get_paginator("scan").paginate(
             TableName=self._world.settings.table, ConsistentRead=True)
         items = [item for page in pages for item in page["Items"]]
-        self._shards = {int(item["sweep_key"]["S"].rsplit("#", 1)[1]) for item in items if "sweep_key" in item}
-        self._shards |= {due_shard(item["pk"]["S"].removeprefix("job#")) for item in items
-                         if item["pk"]["S"].startswith("job#")}
+        self._keys = {item["sweep_key"]["S"] for item in items if "sweep_key" in item}
+        self._keys |= {sweep_key(status, item["pk"]["S"].removeprefix("job#")) for item in items
+                       if item["pk"]["S"].startswith("job#") for status in JobStatus}
 
     def due(self, status: JobStatus, now: datetime, limit: int, *, shard: int) -> list:
-        return self._jobs.due(status, now, limit, shard=shard) if shard in self._shards else []
+        return self._jobs.due(status, now, limit, shard=shard) if shard_key(status, shard) in self._keys else []
 
     def __getattr__(self, name: str):
         return getattr(self._jobs, name)
