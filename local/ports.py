@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import random
 import socket
 import threading
 from dataclasses import dataclass
@@ -87,17 +88,46 @@ def binding(port: int):
 
 _handed_out: set[int] = set()
 _handing = threading.Lock()
+_choose = random.SystemRandom()  # no seed a test or plugin sets: each process its own draws
 
 
 def free_port() -> int:
     """A loopback port nothing listens on now, and never one this process handed out before:
     the kernel may give a port just closed to the next bind(0), and two parts given one port
-    (an API and its page, a gateway and moto) collide when they start."""
+    (an API and its page, a gateway and moto) collide when they start.
+
+    It is drawn below the kernel's ephemeral range, where no outgoing connection is ever given
+    a port: a bind(0) port comes from that range, and any connection made before its server
+    binds it (the runner's own, Ceph's daemons') could take it (one CI run lost an RGW
+    runner's 17 tests to its page's port so)."""
+    ports = listening_range()
     with _handing:
         while True:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
+            port = _choose.choice(ports) if ports else _kernel_port()
+            if port in _handed_out:
+                continue
+            if ports:
+                with socket.socket() as probe:
+                    try:
+                        probe.bind(("0.0.0.0", port))  # no SO_REUSEADDR: free on every address
+                    except OSError:
+                        continue
+            _handed_out.add(port)
+            return port
+
+
+def listening_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> range:
+    """Up to 16,384 ports just below the ephemeral range (Linux's 32768-60999 by default, else
+    IANA's 49152-65535); empty when that range starts too low to leave any."""
+    try:
+        with open(path) as numbers:
+            low = int(numbers.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 49152
+    return range(max(1024, low - 16384), low)
+
+
+def _kernel_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
