@@ -7,7 +7,7 @@ DEPLOY_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/pytho
 DEPLOY_VENV ?= .venv-deploy
 DEPLOY_PY := $(DEPLOY_VENV)/bin/python
 
-.PHONY: run bytecode localstack localstack-install rgw-install js-install web test chromium token bench stats trace deploy chalice-deploy clean
+.PHONY: run bytecode localstack localstack-install rgw-install js-install web test test-setup apt-packages chromium token bench stats trace deploy chalice-deploy clean
 
 # uv installs the venv: from its cache (~/.cache/uv) a fresh clone's venv takes seconds where pip
 # downloads every package again (about 95 s here). uv itself is fetched once by pip into this
@@ -18,8 +18,9 @@ $(UV):
 	$(PYTHON) -m pip install --quiet --target $(HOME)/.cache/image-jobs/uv-$(UV_VERSION) uv==$(UV_VERSION)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt clients/python/pyproject.toml | $(UV)
-	$(PYTHON) -m venv $(VENV)
-	# pip stays in the venv: chalice 1.34 packages with it and requires <26.3.
+	# No ensurepip: uv installs the pip the venv keeps (chalice 1.34 packages with it and
+	# requires <26.3), so the bundled one would only be replaced.
+	$(PYTHON) -m venv --without-pip $(VENV)
 	# Bytecode at install (uv writes none by default): with PYTHONDONTWRITEBYTECODE=1, as on
 	# this project's machines, every process compiled every import from source (0.4 CPU-s for
 	# moto, boto3, chalice and Pillow compiled, 1.1 s not), and the tests start hundreds.
@@ -48,8 +49,17 @@ rgw-install:  ## only the Debian packages of Ceph's RADOS Gateway, which STORAGE
 # pytest with three, 572 s with four; docs/testing.md). tests/conftest.py keeps together what
 # shares a costly start (one LocalStack, one package build, a module's runner).
 TEST_WORKERS ?= 4
-test: $(VENV)/.installed $(DEPLOY_VENV)/.installed bytecode chromium localstack-install rgw-install js-install web  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
+test:  ## every test: unit, integration (moto, RabbitMQ), end-to-end (HTTP, on moto, LocalStack and the RADOS Gateway), browser, the JavaScript package
+	@$(MAKE) --no-print-directory -j4 test-setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30  # the slowest 30: where CI time goes
+
+# What the tests need, side by side (CI counts this time too): the two venvs, LocalStack's
+# cached install and the JavaScript package's each wait on the network or a cache, not on each
+# other. apt holds a lock, so Debian's packages (chromium, then the gateway's) go in turn.
+test-setup: $(VENV)/.installed $(DEPLOY_VENV)/.installed bytecode localstack-install js-install web apt-packages
+apt-packages:
+	@$(MAKE) --no-print-directory chromium
+	@$(MAKE) --no-print-directory rgw-install
 
 # The JavaScript package's dependencies (clients/js): from the lock file, once; npm's cache
 # serves them afterwards, so later runs need no network. Node 20+ and npm come with the machine
@@ -95,7 +105,7 @@ bench: $(VENV)/.installed  ## the resize benchmark
 $(DEPLOY_VENV)/.installed: requirements-deploy.txt requirements.txt | $(UV)
 	@$(DEPLOY_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' \
 	  || { echo "make deploy: Python 3.13 is needed to package for the python3.13 runtime (DEPLOY_PYTHON=/path/to/python3.13)" >&2; exit 1; }
-	$(DEPLOY_PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_PYTHON) -m venv --without-pip $(DEPLOY_VENV)  # requirements-deploy.txt has its pip
 	$(UV) pip install --quiet --compile-bytecode --python $(DEPLOY_PY) -r requirements-deploy.txt
 	touch $@
 
