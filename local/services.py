@@ -1,6 +1,7 @@
 """Child processes of the runner: moto's server and `chalice local`."""
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import socket
@@ -19,11 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 
 
-def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None,
+                  said=lambda: "") -> None:
+    """Until something listens on host:port; `process` exiting first is an error that ends with
+    what it `said` (its stderr's last lines)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{process.args[0]} exited with {process.returncode} before listening")
+            time.sleep(0.2)  # its last lines, still in the pipe
+            raise RuntimeError(f"{process.args[0]} exited with {process.returncode} before listening"
+                               + (f":\n{said()}" if said() else ""))
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
@@ -57,9 +63,22 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
     ensure_free(host, port)
     # local.moto_server: moto's server with the bucket's CORS rules in force, as in S3.
     process = spawn([sys.executable, "-m", "local.moto_server", "-H", host, "-p", str(port)],
-                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(host, port, timeout=30, process=process)
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for_port(host, port, timeout=30, process=process, said=keep_tail(process.stderr))
     return process
+
+
+def keep_tail(stream, lines: int = 40):
+    """Drain `stream` in a thread, keeping its last lines (a service that dies says why; one
+    that lives never blocks on a full pipe); returns what they are, joined."""
+    tail: collections.deque[str] = collections.deque(maxlen=lines)
+
+    def pump():
+        for line in stream:
+            tail.append(line)
+
+    threading.Thread(target=pump, name="tail", daemon=True).start()
+    return lambda: "".join(tail)
 
 
 def start_api(host: str, port: int, env: dict[str, str], pipe: bool = False) -> subprocess.Popen:
