@@ -46,6 +46,8 @@ class Scripted:
                 self.stop.set()
         if answer.get("lost"):
             raise httpx.ConnectError("connection refused", request=request)
+        if answer.get("hang"):  # what a try that hangs ends with: its own read timeout
+            raise httpx.ReadTimeout("timed out", request=request)
         body = answer.get("body")
         content = b"" if body is None else body.encode() if isinstance(body, str) else json.dumps(body).encode()
         return httpx.Response(answer.get("status", 200), headers=answer.get("headers", {}), content=content)
@@ -139,3 +141,6 @@ def test_the_rule(case):
         assert len(keys) == 1 and None not in keys, keys
     if "renditions" in outcome:
         assert renditions(job) == outcome["renditions"]
+    for name, seconds in outcome.get("timeouts", {}).items():
+        held = [r.extensions["timeout"] for n, r in scripted.sent if n == name]
+        assert held and all(max(t.values()) == seconds for t in held), (name, held)

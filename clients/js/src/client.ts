@@ -107,7 +107,8 @@ export interface UploadOptions {
   /** Aborting it stops the upload with UploadStopped, and no request starts after it: POST
    * /images, POST /uploads, a single PUT or form at once; parts in flight are finished. The
    * stopped upload's job is cancelled (an unfinished job counts against its owner's limit
-   * until its upload's deadline) unless `keepStopped`. */
+   * until its upload's deadline) unless `keepStopped`: one try of at most 5 s, so a stop never
+   * waits on a slow answer. */
   signal?: AbortSignal;
   /** Keep a stopped upload's job `awaiting_upload`, with its record in `storage`, for a resume. */
   keepStopped?: boolean;
@@ -133,6 +134,8 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Seconds the server may hold it: added to the request's timeout. */
   hold?: number;
+  /** Seconds each try may take at most, below the client's own timeout. */
+  timeout?: number;
   /** With a Blob or bytes `body`: called with the bytes of it sent so far, as they go. */
   sent?: Sent;
 }
@@ -788,7 +791,7 @@ export class Client {
         headers["Content-Type"] = "application/json";
         body = JSON.stringify(options.json);
       }
-      const timer = deadlineSignal((this.timeout + (options.hold ?? 0)) * 1000, options.signal);
+      const timer = deadlineSignal((Math.min(this.timeout, options.timeout ?? Infinity) + (options.hold ?? 0)) * 1000, options.signal);
       let response: Response;
       let text: string;
       try {
@@ -860,11 +863,15 @@ export function isServiceToken(token: string | null): boolean {
   }
 }
 
+/** A stopped upload's cancel is one try of at most this long: the caller who stopped is not
+ * kept waiting on a slow or lost answer (a lost cancel's job ends upload_missing at its deadline). */
+const STOPPED_CANCEL_SECONDS = 5;
+
 /** A stopped upload's job, cancelled: it no longer counts against its owner's unfinished jobs.
  * Best effort: one whose cancel is lost ends `upload_missing` at its deadline. */
 async function cancelStopped(job: Job): Promise<void> {
   try {
-    await job.cancel();
+    await job._cancelOnce(STOPPED_CANCEL_SECONDS);
   } catch (error) {
     if (!(error instanceof errors.ImageJobsError)) throw error;
   }

@@ -256,6 +256,11 @@ export class Job {
     return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, { repeatable: true }));
   }
 
+  /** @internal A stopped upload's cancel: one try, of at most `seconds`. */
+  async _cancelOnce(seconds: number): Promise<Job> {
+    return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, { retry: false, timeout: seconds }));
+  }
+
   /** Delete the job, its original and its renditions; it then shows no status. */
   async delete(): Promise<void> {
     try {

@@ -24,12 +24,19 @@ function scripted(answers, stop, stopAfter) {
     const url = new URL(target);
     const method = init.method ?? "GET";
     const name = `${method} ${url.origin === API ? url.pathname : url.origin + url.pathname}`;
-    sent.push({ name, headers: { ...(init.headers ?? {}) } });
+    const request = { name, headers: { ...(init.headers ?? {}) }, started: performance.now() };
+    sent.push(request);
     const script = scripts[name];
     if (!script?.length) throw new Error(`no answer scripted for ${name}`);
     const answer = script.length > 1 ? script.shift() : script[0];
     if (stopAfter !== undefined && sent.length >= stopAfter) stop.abort();
     if (answer.lost) throw new TypeError("fetch failed");
+    if (answer.hang) {  // no answer: the try ends when its signal fires (its own timeout)
+      await new Promise((_, reject) => init.signal.addEventListener("abort", () => {
+        request.held = (performance.now() - request.started) / 1000;
+        reject(init.signal.reason);
+      }, { once: true }));
+    }
     const body = answer.body ?? null;
     const status = answer.status ?? 200;
     const text = body === null || status === 204 ? null : typeof body === "string" ? body : JSON.stringify(body);
@@ -112,6 +119,11 @@ for (const rule of TABLE.cases) {
     if (outcome.record) {
       const kept = (await client.storage.getItem(RECORD)) ?? null;
       assert.equal(kept === null ? "forgotten" : "kept", outcome.record, kept);
+    }
+    for (const [name, seconds] of Object.entries(outcome.timeouts ?? {})) {
+      // Real time: held at least its seconds, and given up within a loaded machine's margin.
+      const held = sent.filter((r) => r.name === name).map((r) => r.held);
+      assert.ok(held.length && held.every((s) => s >= seconds - 0.05 && s < seconds + 10), `${name}: ${held}`);
     }
     if (outcome.renditions) {
       const shown = Object.fromEntries(Object.entries(job.renditions).map(([name, r]) => [name, asApi(r)]));

@@ -297,8 +297,9 @@ class Client:
         parts in flight are stored, starting no other part nor the completion. Its `job` is
         what resume() takes (None when the job was not made: the same key makes it later).
         A direct upload's stopped job is cancelled (an unfinished job counts against its
-        owner's limit until its upload's deadline), unless `keep_stopped`: then it stays
-        `awaiting_upload` for resume().
+        owner's limit until its upload's deadline) in one try of at most 5 s, so a stop never
+        waits on a slow answer; unless `keep_stopped`: then it stays `awaiting_upload` for
+        resume().
         """
         file = UploadFile(source)
         asked = _asked(tuple(formats), renditions, focus)
@@ -627,13 +628,14 @@ class Client:
     def request(self, method: str, target: str, *, retry: bool = True,
                 body: Optional[Callable[[], Any]] = None, json: Any = None,
                 headers: Optional[Dict[str, str]] = None,
-                repeatable: Optional[bool] = None) -> httpx.Response:
+                repeatable: Optional[bool] = None, timeout: Optional[float] = None) -> httpx.Response:
         """One API call with the bearer token: a 2xx answer, or the typed error of the last try.
 
         With `retry`, 429 and 503 are retried up to `max_attempts` times in all, after the
         server's Retry-After or a jittered backoff; connection errors, 502 and 504 too when the
         request is `repeatable` (by default: GET, PUT, DELETE, or with an Idempotency-Key).
-        `body` makes the request content afresh for each try.
+        `body` makes the request content afresh for each try. `timeout`: seconds for each try
+        at most, below the client's own.
         """
         if repeatable is None:
             repeatable = method.upper() in REPEATABLE_METHODS or "Idempotency-Key" in (headers or {})
@@ -646,7 +648,7 @@ class Client:
             sent = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
             try:
                 response = self._http.request(method, url, content=body() if body else None,
-                                              json=json, headers=sent)
+                                              json=json, headers=sent, **self._within(timeout))
             except RETRY_TRANSPORT as exc:
                 failure = errors.ConnectionFailed(f"{method} {url}: {exc!r}")
                 if not retry or not repeatable:
@@ -668,6 +670,16 @@ class Client:
             if not retry or response.status_code not in retried:
                 raise failure
             self._retry_or_raise(attempts, ra, failure)
+
+    def _within(self, seconds: Optional[float]) -> Dict[str, Any]:
+        """httpx's timeout argument that holds a try to `seconds` at most (none: the client's)."""
+        if seconds is None:
+            return {}
+        own = self._http.timeout
+        held = {name: seconds if limit is None else min(seconds, limit)
+                for name, limit in (("connect", own.connect), ("read", own.read),
+                                    ("write", own.write), ("pool", own.pool))}
+        return {"timeout": httpx.Timeout(**held)}
 
     def _retry_or_raise(self, attempts: int, retry_after: Optional[float], failure: Exception,
                         cause: Optional[BaseException] = None) -> None:
@@ -745,11 +757,17 @@ def is_service_token(token: Optional[str]) -> bool:
     return isinstance(scope, str) and SERVICE_SCOPE in scope.split()
 
 
+# A stopped upload's cancel is one try of at most this long: the caller who stopped is not kept
+# waiting on a slow or lost answer (a lost cancel's job ends upload_missing at its deadline).
+STOPPED_CANCEL_SECONDS = 5.0
+
+
 def _cancel_stopped(job: Job) -> None:
     """A stopped upload's job, cancelled: it no longer counts against its owner's unfinished
     jobs. Best effort: one whose cancel is lost ends `upload_missing` at its deadline."""
     try:
-        job.cancel()
+        job._with_answer(job._client.request("POST", job.location + "/cancel", retry=False,
+                                             timeout=STOPPED_CANCEL_SECONDS))
     except errors.ImageJobsError:
         pass
 
