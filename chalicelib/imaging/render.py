@@ -49,11 +49,9 @@ from chalicelib.domain.jobs import Placeholder
 from chalicelib.domain.renditions import ALWAYS, Fit, RenditionFormat, RenditionName, RenditionSpec, rendition_specs
 from chalicelib.domain.sniff import ALLOWED_TYPES, PIL_FORMATS, sniff
 from chalicelib.domain.source import Source
-from chalicelib.imaging import focus as focus_finder
 from chalicelib.imaging.facts import read_facts
 from chalicelib.imaging.limits import DecodeLimits
 from chalicelib.imaging.limits import check as check_limits
-from chalicelib.imaging.phash import phash
 from chalicelib.imaging.placeholder import make_placeholder
 from chalicelib.imaging.timeline import timeline_of
 from chalicelib.imaging.similarity import Reference
@@ -264,6 +262,12 @@ def make_images(
     placeholder, the perceptual hash and the focus: one decode for them all. `focus` is the
     client's (upright coordinates); without one it is found on the decoded, upright picture
     (chalicelib/imaging/focus.py)."""
+    # Imported here: numpy is theirs alone, and the processes that only read headers (the API,
+    # the worker around its decoding child) never load it (some 0.13 CPU-s of each cold start).
+    # The child loads them in prepare(), before its memory is counted.
+    from chalicelib.imaging import focus as focus_finder
+    from chalicelib.imaging.phash import phash
+
     im, content_type = _open(data, max_pixels, limits)
     box = max(spec.box for spec in specs)
     with im, _decoding():

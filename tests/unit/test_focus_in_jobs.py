@@ -197,7 +197,7 @@ def test_without_a_clients_focus_the_child_finds_one_on_the_decoded_upright_pict
         seen.append(image.size)
         return Focus(0.5, 0.987654, FocusSource.FACES)
 
-    monkeypatch.setattr(render.focus_finder, "find", find)
+    monkeypatch.setattr(focus, "find", find)
     exif = Image.Exif()
     exif[0x0112] = 6
     data = jpeg_of(upright_bands().transpose(Image.Transpose.ROTATE_90), exif=exif.tobytes())
