@@ -32,9 +32,7 @@ class Clients:
     def session(self) -> botocore.session.Session:
         with self.lock:
             if self._session is None:
-                session = botocore.session.Session()
-                session.register_component("data_loader", _Loader.create(session))
-                self._session = session
+                self._session = new_session()
             return self._session
 
     def lazy(self, service: str, endpoint_url: Optional[str], config: Config,
@@ -52,6 +50,14 @@ class Clients:
         with self.lock:
             return self.session.create_client(service, region_name=self._region,
                                               endpoint_url=endpoint_url, config=config)
+
+
+def new_session() -> botocore.session.Session:
+    """A botocore session on the process's loader: the models and endpoint rules another
+    session parsed are not parsed again."""
+    session = botocore.session.Session()
+    session.register_component("data_loader", _Loader.create(session))
+    return session
 
 
 class LazyClient:
