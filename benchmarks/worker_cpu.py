@@ -1,6 +1,7 @@
 """CPU per job of each process of the local stack, against the resize alone on the same images.
 
-    python benchmarks/worker_cpu.py [--jobs 20] [--runs 3] [--size 4000x3000] [--root DIR ...]
+    python benchmarks/worker_cpu.py [--jobs 20] [--runs 3] [--size 4000x3000] [--images 4]
+                                    [--format-jobs 8] [--root DIR ...]
 
 For each checkout (`--root`, repeatable; default this one):
 
@@ -11,6 +12,8 @@ For each checkout (`--root`, repeatable; default this one):
    (thumbnail_buffer, then thumbnail_image for each other size), coded the same way
    (quality, baseline or progressive, no metadata) as the checkout's own; and
    make_renditions with libvips' reducer in place of Pillow's resize (what that would save).
+   With --format-jobs (not 0), also make_images with formats=webp,avif against libvips coding
+   the same variants at the qualities the checkout's search chose.
    It counts their page faults; and a child of libvips' yardstick alone runs with the decoding
    child's malloc settings (TUNED_MALLOC: what libvips would gain from them too).
 2. the stack: that checkout's `python -m local` with the API and one worker thread
@@ -101,6 +104,9 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
         print(json.dumps(timed({"vips": lambda i: vips_renditions(datas[i], specs, coding, progressive)},
                                len(datas), int(runs))))
         return
+    # Only when the stack is asked for them too (--format-jobs): their quality search is most
+    # of this child's time, and a JPEG-only run reports no variants.
+    with_formats = os.environ.get("WORKER_CPU_FORMATS") == "1"
     # The variants' qualities the checkout's search chose, per image: (format, quality or
     # None) in the order it searched (each rendition, each format).
     chosen: list = []
@@ -113,7 +119,7 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
 
     render.as_good_as = noted
     qualities = {}
-    for i, data in enumerate(datas):
+    for i, data in enumerate(datas if with_formats else ()):
         chosen.clear()
         render.make_images(data, s.max_pixels, specs, coding, formats=formats)
         qualities[i] = list(chosen)
@@ -130,7 +136,9 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
     def vips_formats(i):
         vips_renditions(datas[i], specs, coding, progressive, qualities[i])
 
-    runners = {"ours": ours, "vips": vips, "ours_formats": ours_formats, "vips_formats": vips_formats}
+    runners = {"ours": ours, "vips": vips}
+    if with_formats:
+        runners.update(ours_formats=ours_formats, vips_formats=vips_formats)
     pillows = getattr(render, "_resized", None)
     if not hasattr(render, "LIBVIPS_READS"):  # a checkout whose resamples all go through Pillow's _resized
 
@@ -142,9 +150,10 @@ def resize_child(root: str, images: list[str], runs: str) -> None:
                 render._resized = pillows
 
         runners["ours_vips_reducer"] = ours_vips_reducer
-    result = {"progressive": progressive, "renditions": len(specs),
-              "variants": sum(q is not None for qs in qualities.values() for _, q in qs) / len(datas),
-              "qualities": {f.value: [q for qs in qualities.values() for g, q in qs if g is f] for f in formats}}
+    result = {"progressive": progressive, "renditions": len(specs)}
+    if with_formats:
+        result.update(variants=sum(q is not None for qs in qualities.values() for _, q in qs) / len(datas),
+                      qualities={f.value: [q for qs in qualities.values() for g, q in qs if g is f] for f in formats})
     result.update(timed(runners, len(datas), int(runs)))
     print(json.dumps(result))
 
@@ -483,12 +492,12 @@ def emulator_cost(runner: stack.Runner, repeat: int = 40) -> dict:
     return result
 
 
-def make_images(tmp: Path, width: int = 4000, height: int = 3000) -> list[Path]:
+def make_images(tmp: Path, width: int = 4000, height: int = 3000, count: int = len(SEEDS)) -> list[Path]:
     sys.path.insert(0, str(SCRIPT.parent))
     from load import photo_like
 
     paths = []
-    for seed in SEEDS:
+    for seed in SEEDS[:count]:
         path = tmp / f"photo-{seed}.jpg"
         path.write_bytes(photo_like(width, height, seed=seed, quality=90))
         paths.append(path)
@@ -508,6 +517,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="resize-only passes over the images")
     parser.add_argument("--format-jobs", type=int, default=8,
                         help="jobs asking for formats=avif,webp after the JPEG batch (0: none)")
+    parser.add_argument("--images", type=int, default=len(SEEDS), choices=range(1, len(SEEDS) + 1),
+                        help=f"how many photo-like JPEGs, each of its own pixels (default {len(SEEDS)})")
     parser.add_argument("--size", default="4000x3000",
                         help="WxH of the photo-like test JPEGs (default 4000x3000: 12 MP)")
     parser.add_argument("--root", action="append", type=Path,
@@ -517,18 +528,17 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="worker-cpu-") as tmp:
         width, height = (int(side) for side in args.size.split("x"))
-        paths = make_images(Path(tmp), width, height)
+        paths = make_images(Path(tmp), width, height, args.images)
+        child_env = {"VIPS_CONCURRENCY": "1", "WORKER_CPU_FORMATS": "1" if args.format_jobs else "0"}
         images = [p.read_bytes() for p in paths]
         for root in roots:
             load = stack.load_average()
-            resize = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
-                                     {"VIPS_CONCURRENCY": "1"})
+            resize = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)], child_env)
             batch = measure_stack(root, images, args.jobs, Path(tmp), args.format_jobs)
             # The yardstick again after the batch, and the headline against the mean of the two:
             # a machine whose load drifts during the batch moves both sides alike.
-            after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)],
-                                    {"VIPS_CONCURRENCY": "1"})
-            for key in ("vips", "vips_formats"):
+            after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)], child_env)
+            for key in ("vips", "vips_formats") if args.format_jobs else ("vips",):
                 resize[f"{key}_runs"] = (resize[key], after[key])
                 resize[key] = (resize[key] + after[key]) / 2
             # And libvips alone in a child with the decoding child's malloc settings: what

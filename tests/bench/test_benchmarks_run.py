@@ -59,8 +59,8 @@ SHORT = {
                          "--crowd", "2"], 300),
     "webhook_fairness.py": (["--good", "3"], 300),
     "webhook_test_event.py": (["--tests", "3"], 120),
-    # Two jobs, one with the variants (their AVIF encodes are its cost), on small photos.
-    "worker_cpu.py": (["--jobs", "2", "--runs", "1", "--format-jobs", "1", "--size", "400x300"], 300),
+    # Two jobs, one with the variants (their AVIF encodes are its cost), on one small photo.
+    "worker_cpu.py": (["--jobs", "2", "--runs", "1", "--format-jobs", "1", "--size", "400x300", "--images", "1"], 300),
 }
 JUNIT = """<?xml version="1.0"?><testsuite name="pytest" tests="1"><testcase classname="tests.x"
  name="test_one" time="0.5"/></testsuite>"""
