@@ -538,7 +538,7 @@ def main() -> int:
             # The yardstick again after the batch, and the headline against the mean of the two:
             # a machine whose load drifts during the batch moves both sides alike.
             after = stack.run_child(SCRIPT, root, [str(args.runs), *map(str, paths)], child_env)
-            for key in ("vips", "vips_formats") if args.format_jobs else ("vips",):
+            for key in [key for key in ("vips", "vips_formats") if key in resize]:
                 resize[f"{key}_runs"] = (resize[key], after[key])
                 resize[key] = (resize[key] + after[key]) / 2
             # And libvips alone in a child with the decoding child's malloc settings: what

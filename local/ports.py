@@ -107,11 +107,10 @@ def free_port() -> int:
             if port in _handed_out:
                 continue
             if ports:
-                with socket.socket() as probe:
-                    try:
-                        probe.bind(("0.0.0.0", port))  # no SO_REUSEADDR: free on every address
-                    except OSError:
-                        continue
+                try:
+                    ensure_free("127.0.0.1", port)  # as the runner checks its ports before it starts
+                except PortTaken:
+                    continue
             _handed_out.add(port)
             return port
 

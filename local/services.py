@@ -27,9 +27,9 @@ def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Pope
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            time.sleep(0.2)  # its last lines, still in the pipe
+            last = said()
             raise RuntimeError(f"{process.args[0]} exited with {process.returncode} before listening"
-                               + (f":\n{said()}" if said() else ""))
+                               + (f":\n{last}" if last else ""))
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
@@ -70,15 +70,22 @@ def start_moto(host: str, port: int) -> subprocess.Popen:
 
 def keep_tail(stream, lines: int = 40):
     """Drain `stream` in a thread, keeping its last lines (a service that dies says why; one
-    that lives never blocks on a full pipe); returns what they are, joined."""
+    that lives never blocks on a full pipe); returns what they are, joined, once the stream
+    has ended (a second at most: ask once its process has exited)."""
     tail: collections.deque[str] = collections.deque(maxlen=lines)
 
     def pump():
         for line in stream:
             tail.append(line)
 
-    threading.Thread(target=pump, name="tail", daemon=True).start()
-    return lambda: "".join(tail)
+    pumping = threading.Thread(target=pump, name="tail", daemon=True)
+    pumping.start()
+
+    def said() -> str:
+        pumping.join(1.0)
+        return "".join(tail)
+
+    return said
 
 
 def start_api(host: str, port: int, env: dict[str, str], pipe: bool = False) -> subprocess.Popen:

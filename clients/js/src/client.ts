@@ -871,7 +871,7 @@ const STOPPED_CANCEL_SECONDS = 5;
  * Best effort: one whose cancel is lost ends `upload_missing` at its deadline. */
 async function cancelStopped(job: Job): Promise<void> {
   try {
-    await job._cancelOnce(STOPPED_CANCEL_SECONDS);
+    await job._cancel({ retry: false, timeout: STOPPED_CANCEL_SECONDS });
   } catch (error) {
     if (!(error instanceof errors.ImageJobsError)) throw error;
   }

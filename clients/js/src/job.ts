@@ -1,5 +1,5 @@
 // Job: one image job as the API shows it, and what can be done with it.
-import type { Client, Answer } from "./client.js";
+import type { Client, Answer, RequestOptions } from "./client.js";
 import * as errors from "./errors.js";
 import { MIN_HELD_SECONDS, pollWait, retryWait } from "./polling.js";
 import { sleep } from "./timing.js";
@@ -253,12 +253,12 @@ export class Job {
 
   /** Cancel it; JobFinished if it is already ready or failed. */
   async cancel(): Promise<Job> {
-    return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, { repeatable: true }));
+    return this._cancel({ repeatable: true });
   }
 
-  /** @internal A stopped upload's cancel: one try, of at most `seconds`. */
-  async _cancelOnce(seconds: number): Promise<Job> {
-    return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, { retry: false, timeout: seconds }));
+  /** @internal The cancel request, sent as `options` say (a stopped upload's: one short try). */
+  async _cancel(options: RequestOptions): Promise<Job> {
+    return this._withAnswer(await this.client.request("POST", `${this.location}/cancel`, options));
   }
 
   /** Delete the job, its original and its renditions; it then shows no status. */

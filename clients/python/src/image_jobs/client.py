@@ -766,8 +766,7 @@ def _cancel_stopped(job: Job) -> None:
     """A stopped upload's job, cancelled: it no longer counts against its owner's unfinished
     jobs. Best effort: one whose cancel is lost ends `upload_missing` at its deadline."""
     try:
-        job._with_answer(job._client.request("POST", job.location + "/cancel", retry=False,
-                                             timeout=STOPPED_CANCEL_SECONDS))
+        job._cancel(retry=False, timeout=STOPPED_CANCEL_SECONDS)
     except errors.ImageJobsError:
         pass
 

@@ -127,7 +127,8 @@ class Api(Protocol):
 
     def request(self, method: str, target: str, *, retry: bool = True,
                 body: Optional[Callable[[], Any]] = None, json: Any = None,
-                headers: Optional[Dict[str, str]] = None) -> httpx.Response: ...
+                headers: Optional[Dict[str, str]] = None, repeatable: Optional[bool] = None,
+                timeout: Optional[float] = None) -> httpx.Response: ...
 
     def _bearer(self) -> Optional[str]: ...
 
@@ -311,7 +312,11 @@ class Job:
 
     def cancel(self) -> "Job":
         """Cancel it; raises JobFinished if it is already ready or failed."""
-        return self._with_answer(self._client.request("POST", self.location + "/cancel", repeatable=True))
+        return self._cancel(repeatable=True)
+
+    def _cancel(self, **sent: Any) -> "Job":
+        """The cancel request, sent as `sent` says (a stopped upload's: one short try)."""
+        return self._with_answer(self._client.request("POST", self.location + "/cancel", **sent))
 
     def delete(self) -> None:
         """Delete the job, its original and its renditions; it then shows no status."""
